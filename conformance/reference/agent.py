@@ -1,0 +1,927 @@
+"""A conformant ACP agent for protocol v1 and v2, written as a model to read.
+
+This is the suite's reference target: every messageId check must pass on it.
+It speaks JSON-RPC 2.0 over stdio, one compact JSON object per line, and logs
+only to stderr. It uses the standard library only.
+
+What it does, per protocol version (fixed by ``initialize`` for the
+connection):
+
+* v1: a prompt turn echoes the prompt as ``user_message_chunk`` updates, then
+  streams a thought, an agent message, a tool call behind a permission
+  request, and a second agent message, and answers ``{"stopReason": ...}``.
+  ``session/load`` replays the stored history with the original message IDs
+  before its response; ``session/resume`` never replays.
+* v2: ``session/prompt`` is answered at once with ``{"messageId": <user
+  message ID>}``; the echo (``user_message``), ``state_update`` running/idle
+  and the output arrive as updates. ``session/resume`` with
+  ``replayFrom: {"type": "start"}`` replays the history as whole-message
+  upserts before its response.
+
+Message IDs are opaque ``msg_<uuid4 hex>`` strings, made in one place
+(:meth:`ReferenceAgent.new_message_id`), unique within the session, the same
+on every chunk of a message, and kept across replays. Legacy client-supplied
+IDs in ``session/prompt`` are ignored.
+
+A prompt whose text contains the word "long" streams a 200-chunk agent
+message with a small pause between chunks, so a client can cancel it.
+
+Sessions are kept as JSON files under ``$ACP_REFERENCE_STATE_DIR`` (default:
+``<tempdir>/acp-reference-agent-<uid>``), so a fresh process can load them.
+
+The class is built from small methods so that a deliberately broken fixture
+(``fixtures/agents/*.py``) can override exactly one behaviour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import queue
+import re
+import sys
+import tempfile
+import threading
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, BinaryIO, Callable, Optional, Union
+
+JsonObject = dict[str, Any]
+RequestId = Union[int, str, None]
+# One wire line carries a single message or (v2) a batch array of messages.
+WireMessage = Union[JsonObject, list[Any]]
+
+AGENT_NAME = "acp-conformance-reference-agent"
+AGENT_VERSION = "0.1.0"
+LATEST_PROTOCOL_VERSION = 2
+
+# JSON-RPC / ACP error codes ($defs.ErrorCode in both schemas).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+RESOURCE_NOT_FOUND = -32002
+
+MESSAGE_KINDS = ("user", "agent", "thought")
+CHUNK_UPDATES = {
+    "user": "user_message_chunk",
+    "agent": "agent_message_chunk",
+    "thought": "agent_thought_chunk",
+}
+# v2 only: whole-message upserts.
+MESSAGE_UPDATES = {"user": "user_message", "agent": "agent_message", "thought": "agent_thought"}
+# A prompt containing the word "long" gets a long, cancellable reply.
+LONG_PROMPT = re.compile(r"\blong\b", re.IGNORECASE)
+
+log = logging.getLogger("acp-reference-agent")
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer to the request being handled."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+def text_block(text: str) -> JsonObject:
+    return {"type": "text", "text": text}
+
+
+def joined_text(blocks: list[JsonObject]) -> str:
+    return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+
+
+def encode_line(message: WireMessage) -> bytes:
+    """One compact UTF-8 JSON line. Falls back to ASCII escapes for strings
+    that cannot be encoded as UTF-8 (lone surrogates echoed from a prompt)."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(message, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------
+# Persistent sessions
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Session:
+    """A conversation and its full history, in the order the client saw it.
+
+    History entries are plain JSON objects:
+    ``{"type": "message", "kind": "user|agent|thought", "messageId": str,
+    "content": [ContentBlock, ...]}`` and ``{"type": "tool_call",
+    "toolCallId": str, "title": str, "kind": str, "status": str,
+    "rawInput": {...}, "content": [ToolCallContent, ...]}``.
+    """
+
+    session_id: str
+    cwd: str
+    protocol_version: int
+    history: list[JsonObject] = field(default_factory=list)
+    title: Optional[str] = None
+    updated_at: str = ""
+
+    def to_json(self) -> JsonObject:
+        return {
+            "sessionId": self.session_id,
+            "cwd": self.cwd,
+            "protocolVersion": self.protocol_version,
+            "title": self.title,
+            "updatedAt": self.updated_at,
+            "history": self.history,
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> Session:
+        return cls(
+            session_id=data["sessionId"],
+            cwd=data["cwd"],
+            protocol_version=int(data.get("protocolVersion", 1)),
+            history=list(data.get("history", [])),
+            title=data.get("title"),
+            updated_at=data.get("updatedAt", ""),
+        )
+
+
+class SessionStore:
+    """One JSON file per session, replaced atomically after every change."""
+
+    SESSION_ID = re.compile(r"sess_[0-9a-f]{32}\Z")
+
+    def __init__(self, directory: Optional[str] = None) -> None:
+        self.directory = directory or self.default_directory()
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+
+    @staticmethod
+    def default_directory() -> str:
+        configured = os.environ.get("ACP_REFERENCE_STATE_DIR")
+        if configured:
+            return configured
+        try:
+            owner = str(os.getuid())
+        except AttributeError:  # not POSIX
+            import getpass
+
+            owner = getpass.getuser()
+        return os.path.join(tempfile.gettempdir(), f"acp-reference-agent-{owner}")
+
+    def path(self, session_id: str) -> Optional[str]:
+        # Session IDs come from the client: never let one name a path.
+        if not isinstance(session_id, str) or not self.SESSION_ID.match(session_id):
+            return None
+        return os.path.join(self.directory, session_id + ".json")
+
+    def load(self, session_id: str) -> Optional[Session]:
+        path = self.path(session_id)
+        if path is None or not os.path.exists(path):
+            return None
+        with open(path, encoding="utf-8") as f:
+            return Session.from_json(json.load(f))
+
+    def save(self, session: Session) -> None:
+        path = self.path(session.session_id)
+        assert path is not None, "the agent only creates well-formed session IDs"
+        session.updated_at = now_iso()
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(session.to_json(), f)  # ASCII escapes: always encodable
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def all(self) -> list[Session]:
+        sessions = []
+        for name in sorted(os.listdir(self.directory)):
+            if name.endswith(".json") and not name.startswith("."):
+                session = self.load(name[: -len(".json")])
+                if session is not None:
+                    sessions.append(session)
+        return sessions
+
+
+# --------------------------------------------------------------------------
+# The agent
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    """One prompt being worked on (v1: until the response; v2: until idle)."""
+
+    session: Session
+    request_id: RequestId
+    prompt: list[JsonObject]
+    user_message_id: str = ""
+    cancelled: bool = False
+    # (kind, messageId) -> the history entry being filled by this turn.
+    records: dict[tuple[str, str], JsonObject] = field(default_factory=dict)
+    last_message_id: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return joined_text(self.prompt)
+
+
+class ReferenceAgent:
+    """A conformant ACP agent. Override one method to break one rule."""
+
+    # The scripted output of a turn. Chunk texts are fragments of sentences,
+    # so a message's text is the concatenation of its chunks.
+    THOUGHT_TEXTS: tuple[str, ...] = ("Thinking about ", "how to answer.")
+    FIRST_REPLY_TEXTS: tuple[str, ...] = ("Here is the ", "first reply", " to your prompt.")
+    SECOND_REPLY_TEXTS: tuple[str, ...] = ("And here is the ", "second reply.")
+    LONG_REPLY_CHUNKS = 200
+    CHUNK_DELAY = 0.005  # seconds between chunks of a long reply (a "model")
+    TOOL_TITLE = "Read notes.txt"
+    TOOL_RESULT = "The notes file says hello."
+
+    def __init__(
+        self,
+        stdin: Optional[BinaryIO] = None,
+        stdout: Optional[BinaryIO] = None,
+        store: Optional[SessionStore] = None,
+    ) -> None:
+        self._stdin = stdin if stdin is not None else sys.stdin.buffer
+        self._stdout = stdout if stdout is not None else sys.stdout.buffer
+        self.store = store if store is not None else SessionStore()
+        self.protocol_version: Optional[int] = None  # fixed by initialize
+        self.sessions: dict[str, Session] = {}  # sessions open on this connection
+        self.turn: Optional[Turn] = None
+        self.eof = False
+        self._inbox: queue.Queue[Optional[bytes]] = queue.Queue()
+        self._backlog: deque[JsonObject] = deque()  # requests that arrived mid-turn
+        self._next_request_id = 0
+        self._awaiting: set[int] = set()  # our requests without an answer yet
+        self._answers: dict[int, JsonObject] = {}
+        self._abandoned: set[int] = set()
+
+    @property
+    def v2(self) -> bool:
+        return self.protocol_version == 2
+
+    # ---- main loop -------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve until stdin closes. Returns the process exit status."""
+        reader = threading.Thread(target=self._read_stdin, name="stdin-reader", daemon=True)
+        reader.start()
+        try:
+            while True:
+                if self._backlog:
+                    self.dispatch_request(self._backlog.popleft())
+                    continue
+                if self.eof:
+                    return 0
+                line = self._inbox.get()
+                if line is None:
+                    self.eof = True
+                    continue
+                self.receive_line(line)
+        except BrokenPipeError:
+            log.info("client closed our stdout")
+            return 0
+
+    def _read_stdin(self) -> None:
+        """Reader thread: feeds raw lines to the queue, None at end of input."""
+        try:
+            for line in self._stdin:
+                self._inbox.put(line)
+        finally:
+            self._inbox.put(None)
+
+    def receive_line(self, raw: bytes) -> None:
+        text = raw.rstrip(b"\r\n")
+        if not text.strip():
+            return
+        try:
+            message = json.loads(text.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            self.respond_error(None, PARSE_ERROR, "Parse error", str(exc))
+            return
+        if isinstance(message, list):  # a JSON-RPC batch: entries in order
+            if not message:
+                self.respond_error(None, INVALID_REQUEST, "Invalid request: empty batch")
+            for entry in message:
+                self.receive(entry)
+        else:
+            self.receive(message)
+
+    def receive(self, message: Any) -> None:
+        """Route one incoming message: answers to our requests, notifications
+        (handled at once, even mid-turn) and requests (queued while a turn
+        runs, so turns never nest)."""
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            self.respond_error(None, INVALID_REQUEST, "Invalid request")
+            return
+        method = message.get("method")
+        if method is None:
+            if "id" in message and ("result" in message or "error" in message):
+                self.on_answer(message)
+            else:
+                self.respond_error(None, INVALID_REQUEST, "Invalid request")
+        elif not isinstance(method, str):
+            self.respond_error(message.get("id"), INVALID_REQUEST, "Invalid request")
+        elif "id" not in message:
+            self.on_notification(method, message.get("params"))
+        elif self.turn is not None:
+            if method == "session/close" and self._names_turn_session(message.get("params")):
+                self.turn.cancelled = True  # close cancels the work, as session/cancel
+            self._backlog.append(message)
+        else:
+            self.dispatch_request(message)
+
+    def on_answer(self, message: JsonObject) -> None:
+        request_id = message["id"]
+        if not isinstance(request_id, int):
+            log.warning("answer with an id we never use: %r", request_id)
+        elif request_id in self._awaiting:
+            self._awaiting.discard(request_id)
+            self._answers[request_id] = message
+        elif request_id in self._abandoned:
+            self._abandoned.discard(request_id)  # a late answer to an abandoned request
+        else:
+            log.warning("answer to a request we never sent: %r", request_id)
+
+    def on_notification(self, method: str, params: Any) -> None:
+        if method == "session/cancel":
+            if self._names_turn_session(params):
+                assert self.turn is not None
+                self.turn.cancelled = True
+        elif method == "$/cancel_request":
+            # The client gave up on its session/prompt: end the turn as cancelled.
+            if (
+                self.turn is not None
+                and isinstance(params, dict)
+                and params.get("requestId") == self.turn.request_id
+            ):
+                self.turn.cancelled = True
+        else:
+            log.info("ignoring notification %s", method)
+
+    def _names_turn_session(self, params: Any) -> bool:
+        return (
+            self.turn is not None
+            and isinstance(params, dict)
+            and params.get("sessionId") == self.turn.session.session_id
+        )
+
+    def pump(self, timeout: Optional[float] = 0.0) -> None:
+        """While a turn runs: handle the input that is already there, waiting
+        up to ``timeout`` seconds (None: until something arrives) for the
+        first line. Returns early once the turn is cancelled."""
+        wait: Optional[float] = timeout
+        while not self.eof and not (self.turn is not None and self.turn.cancelled):
+            try:
+                if wait is None or wait > 0:
+                    line = self._inbox.get(timeout=wait)
+                else:
+                    line = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            wait = 0.0  # after the first line, only drain what is already there
+            if line is None:
+                self.eof = True
+                if self.turn is not None:
+                    self.turn.cancelled = True  # the client is gone
+                return
+            self.receive_line(line)
+
+    # ---- the wire --------------------------------------------------------
+
+    def send(self, message: WireMessage) -> None:
+        """The single place that writes to stdout: one JSON line, flushed."""
+        self._stdout.write(encode_line(message))
+        self._stdout.flush()
+
+    def respond(self, request_id: RequestId, result: Any) -> None:
+        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def respond_error(
+        self, request_id: RequestId, code: int, message: str, data: Any = None
+    ) -> None:
+        error: JsonObject = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+    def notify(self, method: str, params: JsonObject) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def send_update(self, session: Session, update: JsonObject) -> None:
+        self.notify("session/update", {"sessionId": session.session_id, "update": update})
+
+    def request(self, method: str, params: JsonObject) -> int:
+        """Send a request to the client; wait for it with :meth:`wait_for_answer`."""
+        self._next_request_id += 1
+        request_id = self._next_request_id
+        self._awaiting.add(request_id)
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id
+
+    def wait_for_answer(self, request_id: int) -> Optional[JsonObject]:
+        """Block until the client answers, or return None if the turn is
+        cancelled first (the request is then abandoned with
+        ``$/cancel_request`` and a late answer is dropped)."""
+        while request_id not in self._answers:
+            if self.eof or (self.turn is not None and self.turn.cancelled):
+                self._awaiting.discard(request_id)
+                self._abandoned.add(request_id)
+                if not self.eof:
+                    self.notify("$/cancel_request", {"requestId": request_id})
+                return None
+            self.pump(timeout=None)
+        return self._answers.pop(request_id)
+
+    # ---- request dispatch ------------------------------------------------
+
+    def request_handlers(self) -> dict[str, Callable[[RequestId, JsonObject], Optional[JsonObject]]]:
+        """Methods this agent answers. A handler returns the result to send,
+        or None when it has answered the request itself."""
+        handlers = {
+            "initialize": self.handle_initialize,
+            "session/new": self.handle_session_new,
+            "session/resume": self.handle_session_resume,
+            "session/close": self.handle_session_close,
+            "session/list": self.handle_session_list,
+            "session/prompt": self.handle_session_prompt,
+        }
+        if not self.v2:
+            handlers["session/load"] = self.handle_session_load  # v2 has no session/load
+        return handlers
+
+    def dispatch_request(self, message: JsonObject) -> None:
+        request_id = message.get("id")
+        if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+            self.respond_error(None, INVALID_REQUEST, "Invalid request: bad id")
+            return
+        handler = self.request_handlers().get(message["method"])
+        if handler is None:
+            self.respond_error(request_id, METHOD_NOT_FOUND, "Method not found")
+            return
+        params = message.get("params", {})
+        try:
+            if not isinstance(params, dict):
+                raise RpcError(INVALID_PARAMS, "Invalid params: expected an object")
+            result = handler(request_id, params)
+        except RpcError as exc:
+            self.respond_error(request_id, exc.code, exc.message, exc.data)
+        except BrokenPipeError:
+            raise
+        except Exception as exc:  # our own bug: say so, keep serving
+            log.exception("internal error in %s", message["method"])
+            self.respond_error(request_id, INTERNAL_ERROR, "Internal error", str(exc))
+        else:
+            if result is not None:
+                self.respond(request_id, result)
+
+    # ---- initialize and sessions ------------------------------------------
+
+    def handle_initialize(self, request_id: RequestId, params: JsonObject) -> JsonObject:
+        requested = params.get("protocolVersion")
+        if self.protocol_version is None:
+            wanted = requested if isinstance(requested, int) and not isinstance(requested, bool) else 1
+            self.protocol_version = 2 if wanted >= 2 else 1
+        if self.v2:
+            return {
+                "protocolVersion": 2,
+                "info": {"name": AGENT_NAME, "version": AGENT_VERSION},
+                # `session: {...}` advertises the baseline session methods:
+                # new, list, resume (with replay), close, prompt, cancel, update.
+                "capabilities": {"session": {"prompt": {"embeddedContext": {}}}},
+                "authMethods": [],
+            }
+        return {
+            "protocolVersion": 1,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            },
+            "agentInfo": {"name": AGENT_NAME, "version": AGENT_VERSION},
+            "authMethods": [],
+        }
+
+    def require_cwd(self, params: JsonObject) -> str:
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+            raise RpcError(INVALID_PARAMS, "Invalid params: cwd must be an absolute path")
+        return cwd
+
+    def check_mcp_servers(self, params: JsonObject, *, required: bool) -> None:
+        servers = params.get("mcpServers")
+        if servers is None and not required:
+            return
+        if not isinstance(servers, list):
+            raise RpcError(INVALID_PARAMS, "Invalid params: mcpServers must be an array")
+
+    def stored_session(self, params: JsonObject) -> Session:
+        session_id = params.get("sessionId")
+        session = self.store.load(session_id) if isinstance(session_id, str) else None
+        if session is None:
+            raise RpcError(RESOURCE_NOT_FOUND, "Session not found", {"sessionId": session_id})
+        return session
+
+    def open_session(self, params: JsonObject) -> Session:
+        session_id = params.get("sessionId")
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is None:
+            raise RpcError(RESOURCE_NOT_FOUND, "Session not found", {"sessionId": session_id})
+        return session
+
+    def handle_session_new(self, request_id: RequestId, params: JsonObject) -> JsonObject:
+        cwd = self.require_cwd(params)
+        self.check_mcp_servers(params, required=not self.v2)
+        session = Session(
+            session_id=f"sess_{uuid.uuid4().hex}",
+            cwd=cwd,
+            protocol_version=self.protocol_version or 1,
+        )
+        self.store.save(session)
+        self.sessions[session.session_id] = session
+        return {"sessionId": session.session_id}
+
+    def handle_session_load(self, request_id: RequestId, params: JsonObject) -> None:
+        """v1: replay the whole history, then answer ``{}``."""
+        self.require_cwd(params)
+        self.check_mcp_servers(params, required=True)
+        session = self.stored_session(params)
+        self.sessions[session.session_id] = session
+        self.finish_restore(request_id, session, {}, replay=True)
+
+    def handle_session_resume(self, request_id: RequestId, params: JsonObject) -> None:
+        """v1: never replays. v2: replays only for ``replayFrom: {"type": "start"}``."""
+        self.require_cwd(params)
+        self.check_mcp_servers(params, required=False)
+        replay = False
+        if self.v2:
+            cursor = params.get("replayFrom")
+            if cursor is not None:
+                if not isinstance(cursor, dict) or cursor.get("type") != "start":
+                    raise RpcError(INVALID_PARAMS, "Invalid params: unsupported replayFrom cursor")
+                replay = True
+        session = self.stored_session(params)
+        self.sessions[session.session_id] = session
+        self.finish_restore(request_id, session, {}, replay=replay)
+
+    def finish_restore(
+        self, request_id: RequestId, session: Session, result: JsonObject, *, replay: bool
+    ) -> None:
+        """Replay (if asked) strictly before the load/resume response."""
+        if replay:
+            self.replay(session)
+        self.respond(request_id, result)
+
+    def handle_session_close(self, request_id: RequestId, params: JsonObject) -> JsonObject:
+        session = self.open_session(params)
+        del self.sessions[session.session_id]
+        return {}
+
+    def handle_session_list(self, request_id: RequestId, params: JsonObject) -> JsonObject:
+        cwd = params.get("cwd")
+        sessions = []
+        for session in self.store.all():
+            if cwd is not None and session.cwd != cwd:
+                continue
+            info: JsonObject = {"sessionId": session.session_id, "cwd": session.cwd}
+            if session.title:
+                info["title"] = session.title
+            if session.updated_at:
+                info["updatedAt"] = session.updated_at
+            sessions.append(info)
+        return {"sessions": sessions}
+
+    # ---- message identity --------------------------------------------------
+
+    def new_message_id(self, kind: str) -> str:
+        """The one source of message IDs: opaque, globally unique.
+
+        ``kind`` is "user", "agent" or "thought"; the reference agent does not
+        encode it in the ID (clients must not parse IDs)."""
+        return f"msg_{uuid.uuid4().hex}"
+
+    def chunk_message_id(
+        self, kind: str, message_id: str, index: int, total: int
+    ) -> Optional[str]:
+        """The ``messageId`` put on chunk ``index`` (of ``total``) of a message.
+        None leaves the key out. Every chunk carries the message's ID."""
+        return message_id
+
+    def user_message_id(self, params: JsonObject) -> str:
+        """The ID of the user message a prompt inserts. The agent alone makes
+        IDs: a legacy ``params.messageId`` or ``_meta`` ID is never adopted."""
+        return self.new_message_id("user")
+
+    def replay_message_id(self, entry: JsonObject) -> str:
+        """The ID a stored message is replayed with: its original one."""
+        return str(entry["messageId"])
+
+    def new_tool_call_id(self) -> str:
+        return f"call_{uuid.uuid4().hex}"
+
+    # ---- update builders ---------------------------------------------------
+
+    def build_chunk_update(
+        self, kind: str, message_id: Optional[str], block: JsonObject
+    ) -> JsonObject:
+        update: JsonObject = {"sessionUpdate": CHUNK_UPDATES[kind]}
+        if message_id is not None:
+            update["messageId"] = message_id
+        update["content"] = block
+        return update
+
+    def build_message_update(
+        self, kind: str, message_id: str, content: list[JsonObject], *, replay: bool = False
+    ) -> JsonObject:
+        """v2 whole-message upsert: ``content`` replaces the whole message."""
+        return {"sessionUpdate": MESSAGE_UPDATES[kind], "messageId": message_id, "content": content}
+
+    def build_state_update(self, state: str, stop_reason: Optional[str] = None) -> JsonObject:
+        update: JsonObject = {"sessionUpdate": "state_update", "state": state}
+        if stop_reason is not None:
+            update["stopReason"] = stop_reason
+        return update
+
+    def build_tool_call(self, tool: JsonObject) -> JsonObject:
+        """Announce a tool call: v1 ``tool_call``; v2 has no such kind, so a
+        ``tool_call_update`` for a new ``toolCallId`` creates it."""
+        fields = {k: tool[k] for k in ("toolCallId", "title", "kind", "rawInput")}
+        if self.v2:
+            return {"sessionUpdate": "tool_call_update", **fields, "status": "in_progress"}
+        return {"sessionUpdate": "tool_call", **fields, "status": "pending"}
+
+    def build_tool_call_update(
+        self, tool_call_id: str, status: str, content: list[JsonObject]
+    ) -> JsonObject:
+        return {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": tool_call_id,
+            "status": status,
+            "content": content,
+        }
+
+    # ---- prompt turns --------------------------------------------------------
+
+    def handle_session_prompt(self, request_id: RequestId, params: JsonObject) -> None:
+        session = self.open_session(params)
+        prompt = params.get("prompt")
+        if not isinstance(prompt, list) or not all(isinstance(b, dict) for b in prompt):
+            raise RpcError(INVALID_PARAMS, "Invalid params: prompt must be an array of content blocks")
+        turn = Turn(session=session, request_id=request_id, prompt=prompt)
+        turn.user_message_id = self.user_message_id(params)
+        if session.title is None:
+            session.title = turn.text[:60] or None
+        self.turn = turn
+        try:
+            if self.v2:  # v2: the response only says the prompt was accepted
+                self.respond(request_id, self.prompt_response(turn, None))
+            stop_reason = "end_turn"
+            self.emit_turn(turn)
+            if turn.cancelled:
+                stop_reason = "cancelled"
+        finally:
+            self.turn = None
+        self.end_turn(turn, stop_reason)
+
+    def prompt_response(self, turn: Turn, stop_reason: Optional[str]) -> JsonObject:
+        """v1: ``{"stopReason"}`` at the end of the turn. v2: on acceptance,
+        ``{"messageId"}`` naming the inserted user message (required by the
+        newest published schema; the older snapshot allows it)."""
+        if self.v2:
+            return {"messageId": turn.user_message_id}
+        return {"stopReason": stop_reason}
+
+    def end_turn(self, turn: Turn, stop_reason: str) -> None:
+        """Close the turn after its last update: v1 answers the prompt,
+        v2 reports idle with the stop reason."""
+        if self.v2:
+            self.send_update(turn.session, self.build_state_update("idle", stop_reason))
+        else:
+            self.respond(turn.request_id, self.prompt_response(turn, stop_reason))
+
+    def emit_turn(self, turn: Turn) -> None:
+        """The scripted turn. Each step checks for cancellation first."""
+        self.emit_user_echo(turn)
+        if self.v2:
+            self.send_update(turn.session, self.build_state_update("running"))
+        steps: list[Callable[[Turn], None]]
+        if LONG_PROMPT.search(turn.text):
+            steps = [self.emit_thought, self.emit_long_reply]
+        else:
+            steps = [self.emit_thought, self.emit_first_reply, self.emit_tool_call,
+                     self.emit_second_reply]
+        for step in steps:
+            self.pump()
+            if turn.cancelled:
+                return
+            step(turn)
+
+    def emit_user_echo(self, turn: Turn) -> None:
+        """Report the accepted prompt as a user message with an agent-made ID:
+        v1 one ``user_message_chunk`` per block, v2 one ``user_message``."""
+        message_id = turn.user_message_id
+        if self.v2:
+            self.record_message(turn, "user", message_id, list(turn.prompt))
+            self.send_update(
+                turn.session, self.build_message_update("user", message_id, list(turn.prompt))
+            )
+        else:
+            for index, block in enumerate(turn.prompt):
+                self.emit_chunk(turn, "user", message_id, index, len(turn.prompt), block)
+
+    def emit_thought(self, turn: Turn) -> None:
+        self.emit_message(turn, "thought", list(self.THOUGHT_TEXTS))
+
+    def emit_first_reply(self, turn: Turn) -> None:
+        self.emit_message(turn, "agent", list(self.FIRST_REPLY_TEXTS))
+
+    def emit_second_reply(self, turn: Turn) -> None:
+        """The last message; in v2 it is then restated as a whole-message
+        upsert (same ID) carrying its final content."""
+        message_id = self.emit_message(turn, "agent", list(self.SECOND_REPLY_TEXTS))
+        if self.v2 and not turn.cancelled:
+            record = turn.records[("agent", message_id)]
+            final = [text_block(joined_text(record["content"]))]
+            self.record_message(turn, "agent", message_id, final)
+            self.send_update(turn.session, self.build_message_update("agent", message_id, final))
+
+    def emit_long_reply(self, turn: Turn) -> None:
+        texts = [f"Part {n} of a long answer; " for n in range(1, self.LONG_REPLY_CHUNKS)]
+        texts.append("and that is the end.")
+        self.emit_message(turn, "agent", texts, delay=self.CHUNK_DELAY)
+
+    def emit_message(
+        self, turn: Turn, kind: str, texts: list[str], *, delay: float = 0.0
+    ) -> str:
+        """Stream one message as text chunks under one new ID. Input is read
+        between chunks, so a cancel stops the stream at a chunk boundary."""
+        message_id = self.new_message_id(kind)
+        for index, text in enumerate(texts):
+            if index > 0:
+                self.pump(delay)
+                if turn.cancelled:
+                    break
+            self.emit_chunk(turn, kind, message_id, index, len(texts), text_block(text))
+        return message_id
+
+    def emit_chunk(
+        self, turn: Turn, kind: str, message_id: str, index: int, total: int, block: JsonObject
+    ) -> None:
+        """Send one chunk and add its block to the stored message."""
+        chunk_id = self.chunk_message_id(kind, message_id, index, total)
+        self.send_update(turn.session, self.build_chunk_update(kind, chunk_id, block))
+        self.record_block(turn, kind, message_id, block)
+
+    def record_block(self, turn: Turn, kind: str, message_id: str, block: JsonObject) -> None:
+        record = turn.records.get((kind, message_id))
+        if record is None:
+            self.record_message(turn, kind, message_id, [block])
+        else:
+            record["content"].append(block)
+            self.store.save(turn.session)
+
+    def record_message(
+        self, turn: Turn, kind: str, message_id: str, content: list[JsonObject]
+    ) -> None:
+        """Store a message's content (new message, or an upsert replacing it)."""
+        record = turn.records.get((kind, message_id))
+        if record is None:
+            record = {"type": "message", "kind": kind, "messageId": message_id, "content": []}
+            turn.records[(kind, message_id)] = record
+            turn.session.history.append(record)
+        record["content"] = list(content)
+        turn.last_message_id[kind] = message_id
+        self.store.save(turn.session)
+
+    def emit_tool_call(self, turn: Turn) -> None:
+        """Ask permission, then run a (pretend) read. Skipped unless allowed."""
+        tool: JsonObject = {
+            "toolCallId": self.new_tool_call_id(),
+            "title": self.TOOL_TITLE,
+            "kind": "read",
+            "rawInput": {"path": os.path.join(turn.session.cwd, "notes.txt")},
+        }
+        if not self.request_permission(turn, tool) or turn.cancelled:
+            return
+        self.send_update(turn.session, self.build_tool_call(tool))
+        content = [{"type": "content", "content": text_block(self.TOOL_RESULT)}]
+        self.send_update(
+            turn.session, self.build_tool_call_update(tool["toolCallId"], "completed", content)
+        )
+        turn.session.history.append(
+            {"type": "tool_call", **tool, "status": "completed", "content": content}
+        )
+        self.store.save(turn.session)
+
+    def permission_request(self, turn: Turn, tool: JsonObject) -> JsonObject:
+        options = [
+            {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+            {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+        ]
+        tool_call = {**tool, "status": "pending"}
+        if self.v2:
+            return {
+                "sessionId": turn.session.session_id,
+                "title": f"Allow the agent to {self.TOOL_TITLE[0].lower()}{self.TOOL_TITLE[1:]}?",
+                "subject": {"type": "tool_call", "toolCall": tool_call},
+                "options": options,
+            }
+        return {"sessionId": turn.session.session_id, "toolCall": tool_call, "options": options}
+
+    def request_permission(self, turn: Turn, tool: JsonObject) -> bool:
+        """True only for an explicit choice of an allow option. A cancelled
+        outcome, an error or anything unknown never counts as approval."""
+        if self.v2:
+            self.send_update(turn.session, self.build_state_update("requires_action"))
+        request_id = self.request("session/request_permission", self.permission_request(turn, tool))
+        answer = self.wait_for_answer(request_id)
+        if answer is None or turn.cancelled:
+            return False
+        if self.v2:
+            self.send_update(turn.session, self.build_state_update("running"))
+        result = answer.get("result")
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        return (
+            isinstance(outcome, dict)
+            and outcome.get("outcome") == "selected"
+            and outcome.get("optionId") == "allow_once"
+        )
+
+    # ---- replay ----------------------------------------------------------------
+
+    def replay(self, session: Session) -> None:
+        """Send the stored history as ``session/update`` notifications: v1 as
+        chunks (one per stored block), v2 as whole-message upserts, with the
+        original message IDs."""
+        for entry in session.history:
+            if entry.get("type") == "message":
+                self.replay_message(session, entry)
+            elif entry.get("type") == "tool_call":
+                self.replay_tool_call(session, entry)
+
+    def replay_message(self, session: Session, entry: JsonObject) -> None:
+        kind, content = entry["kind"], entry["content"]
+        message_id = self.replay_message_id(entry)
+        if self.v2:
+            self.send_update(
+                session, self.build_message_update(kind, message_id, content, replay=True)
+            )
+            return
+        for index, block in enumerate(content):
+            chunk_id = self.chunk_message_id(kind, message_id, index, len(content))
+            self.send_update(session, self.build_chunk_update(kind, chunk_id, block))
+
+    def replay_tool_call(self, session: Session, entry: JsonObject) -> None:
+        if self.v2:  # one upsert with the final state
+            fields = {k: entry[k] for k in ("toolCallId", "title", "kind", "rawInput", "status", "content")}
+            self.send_update(session, {"sessionUpdate": "tool_call_update", **fields})
+            return
+        self.send_update(session, self.build_tool_call(entry))
+        self.send_update(
+            session, self.build_tool_call_update(entry["toolCallId"], entry["status"], entry["content"])
+        )
+
+
+# --------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------
+
+
+def main(argv: Optional[list[str]] = None, agent_class: type[ReferenceAgent] = ReferenceAgent) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--state-dir",
+        help="where sessions are stored (default: $ACP_REFERENCE_STATE_DIR, "
+        "else <tempdir>/acp-reference-agent-<uid>)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("ACP_REFERENCE_LOG_LEVEL", "WARNING").upper(),
+        format=f"{agent_class.__name__}: %(levelname)s %(message)s",
+    )
+    stdout = sys.stdout.buffer
+    sys.stdout = sys.stderr  # a stray print() must never reach the protocol stream
+    agent = agent_class(stdout=stdout, store=SessionStore(args.state_dir))
+    return agent.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
