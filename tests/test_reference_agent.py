@@ -1,0 +1,682 @@
+"""The reference agent and the broken fixture agents, over real pipes.
+
+Every test starts real agent processes and talks JSON-RPC to them line by
+line. Waits are driven by lines arriving (a reader thread and a queue with a
+timeout), never by sleeps. Every line the reference agent writes is validated
+against the official ACP schemas, found at ``$ACP_SHARED_DIR/acp-schema`` or
+``<repo>/../shared/acp-schema`` (tests that need them skip if absent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURE_DIR = REPO_ROOT / "fixtures" / "agents"
+REFERENCE = [sys.executable, "-m", "conformance.reference.agent"]
+LINE_TIMEOUT = 10.0  # seconds to wait for one line; only reached when broken
+CWD = str(Path(os.sep, "work", "project")) if os.name == "posix" else "C:\\project"
+
+JsonObject = dict[str, Any]
+
+
+# --------------------------------------------------------------------------
+# Official schemas
+# --------------------------------------------------------------------------
+
+
+def shared_dir() -> Optional[Path]:
+    configured = os.environ.get("ACP_SHARED_DIR")
+    candidate = Path(configured) if configured else REPO_ROOT.parent / "shared"
+    return candidate if (candidate / "acp-schema").is_dir() else None
+
+
+SHARED = shared_dir()
+SCHEMA_REASON = (
+    "official ACP schemas not found: set ACP_SHARED_DIR or put shared/ next to the repository"
+)
+
+# The result definition for each method we call, and the params definition
+# for each message the agent originates.
+RESULT_DEFS = {
+    "initialize": "InitializeResponse",
+    "session/new": "NewSessionResponse",
+    "session/load": "LoadSessionResponse",
+    "session/resume": "ResumeSessionResponse",
+    "session/close": "CloseSessionResponse",
+    "session/list": "ListSessionsResponse",
+    "session/prompt": "PromptResponse",
+}
+PARAMS_DEFS = {
+    1: {
+        "session/update": "SessionNotification",
+        "session/request_permission": "RequestPermissionRequest",
+        "$/cancel_request": "CancelRequestNotification",
+    },
+    2: {
+        "session/update": "UpdateSessionNotification",
+        "session/request_permission": "RequestPermissionRequest",
+        "$/cancel_request": "CancelRequestNotification",
+    },
+}
+# Top-level branches of the schema that an agent may send.
+AGENT_SIDE = {"Agent", "AgentBatchCall", "AgentBatchResponse", "ProtocolLevel"}
+
+
+class Schema:
+    """One official schema document, validating agent-side messages."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.document = json.loads(path.read_text(encoding="utf-8"))
+        envelope = dict(self.document)
+        envelope["anyOf"] = [b for b in self.document["anyOf"] if b.get("title") in AGENT_SIDE]
+        self.envelope = Draft202012Validator(envelope)
+        self._defs: dict[str, Draft202012Validator] = {}
+
+    def definition(self, name: str) -> Draft202012Validator:
+        if name not in self._defs:
+            assert name in self.document["$defs"], f"{name} not in {self.path}"
+            self._defs[name] = Draft202012Validator(
+                {"$defs": self.document["$defs"], "$ref": f"#/$defs/{name}"}
+            )
+        return self._defs[name]
+
+
+@pytest.fixture(scope="session")
+def schemas() -> Optional[dict[int, list[Schema]]]:
+    if SHARED is None:
+        return None
+    root = SHARED / "acp-schema"
+    return {
+        1: [Schema(root / "v1" / "schema.json")],
+        2: [Schema(root / "v2" / "schema.json"),
+            Schema(root / "upstream-sdk-2.4.0" / "v2" / "schema.json")],
+    }
+
+
+# --------------------------------------------------------------------------
+# A tiny line-based client
+# --------------------------------------------------------------------------
+
+
+class AgentProcess:
+    """An agent subprocess and the client side of its JSON-RPC stream.
+
+    ``strict``: every line must be one JSON message that validates against
+    the schemas (the reference agent). Otherwise (broken fixtures) framing
+    faults are tolerated and recorded: a message spread over several lines is
+    reassembled and counted in ``multi_line``."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        state_dir: Path,
+        protocol: int,
+        schemas: Optional[dict[int, list[Schema]]],
+        *,
+        strict: bool = True,
+    ) -> None:
+        env = dict(os.environ, ACP_REFERENCE_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen(
+            argv, cwd=REPO_ROOT, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.protocol = protocol
+        self.schemas = schemas[protocol] if (schemas and strict) else []
+        self.strict = strict
+        self.lines: queue.Queue[Optional[bytes]] = queue.Queue()
+        self.stderr: list[bytes] = []
+        self.log: list[Any] = []  # every message received, batches kept as lists
+        self.multi_line = 0
+        self.methods: dict[int, str] = {}  # our request id -> method
+        self._ready: deque[JsonObject] = deque()
+        self._next_id = 0
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append), daemon=True).start()
+
+    @staticmethod
+    def _pump(stream: Any, sink: Callable[[Any], None]) -> None:
+        for line in stream:
+            sink(line)
+        sink(None)
+
+    def stderr_tail(self) -> str:
+        return b"".join(x for x in self.stderr if x)[-2000:].decode("utf-8", "replace")
+
+    # -- sending
+
+    def send(self, message: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(message) + "\n").encode("utf-8"))
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: JsonObject) -> int:
+        self._next_id += 1
+        self.methods[self._next_id] = method
+        self.send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
+        return self._next_id
+
+    def notify(self, method: str, params: JsonObject) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def answer(self, request_id: Any, result: JsonObject) -> None:
+        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    # -- receiving
+
+    def _line(self) -> bytes:
+        try:
+            line = self.lines.get(timeout=LINE_TIMEOUT)
+        except queue.Empty:
+            raise AssertionError(f"no line within {LINE_TIMEOUT}s; stderr:\n{self.stderr_tail()}")
+        if line is None:
+            raise AssertionError(f"agent closed stdout; stderr:\n{self.stderr_tail()}")
+        return line
+
+    def next_message(self) -> JsonObject:
+        """The next message; a batch line yields its entries in order."""
+        while not self._ready:
+            line = self._line()
+            text = line.decode("utf-8")
+            assert text.endswith("\n"), "every line ends with a newline"
+            try:
+                message = json.loads(text)
+            except ValueError:
+                if self.strict:
+                    raise AssertionError(f"not one JSON message per line: {text!r}")
+                message = self._reassemble(text)
+            self.log.append(message)
+            self.validate(message)
+            self._ready.extend(message if isinstance(message, list) else [message])
+        return self._ready.popleft()
+
+    def _reassemble(self, text: str) -> Any:
+        while True:
+            text += self._line().decode("utf-8")
+            try:
+                message = json.loads(text)
+            except ValueError:
+                continue
+            self.multi_line += 1
+            return message
+
+    def validate(self, message: Any) -> None:
+        for schema in self.schemas:
+            errors = list(schema.envelope.iter_errors(message))
+            assert not errors, f"{schema.path}: not an agent message: {message}"
+            for entry in message if isinstance(message, list) else [message]:
+                target, name = self._definition_for(entry)
+                if name is None:
+                    continue
+                error = next(schema.definition(name).iter_errors(target), None)
+                assert error is None, f"{schema.path}: {name}: {error.message if error else ''}\n{entry}"
+
+    def _definition_for(self, entry: JsonObject) -> tuple[Any, Optional[str]]:
+        if "method" in entry:
+            return entry.get("params"), PARAMS_DEFS[self.protocol].get(entry["method"])
+        if "error" in entry:
+            return entry["error"], "Error"
+        method = self.methods.get(entry.get("id"))  # type: ignore[arg-type]
+        return entry.get("result"), RESULT_DEFS.get(method or "")
+
+    def read_until(
+        self, done: Callable[[JsonObject], bool], *, permission: Optional[str] = "allow_once"
+    ) -> list[JsonObject]:
+        """Messages up to and including the first for which ``done`` holds.
+        Permission requests are answered with ``permission`` on the way
+        (None: left unanswered)."""
+        seen = []
+        while True:
+            message = self.next_message()
+            seen.append(message)
+            if message.get("method") == "session/request_permission" and permission:
+                outcome = (
+                    {"outcome": "cancelled"} if permission == "cancelled"
+                    else {"outcome": "selected", "optionId": permission}
+                )
+                self.answer(message["id"], {"outcome": outcome})
+            if done(message):
+                return seen
+
+    def call(self, method: str, params: JsonObject, **kw: Any) -> tuple[list[JsonObject], JsonObject]:
+        """Send a request; return (messages before the response, the response)."""
+        request_id = self.request(method, params)
+        seen = self.read_until(lambda m: is_response(m, request_id), **kw)
+        return seen[:-1], seen[-1]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=LINE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError("agent did not exit after stdin closed")
+        assert code == 0, f"exit status {code}; stderr:\n{self.stderr_tail()}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def is_response(message: JsonObject, request_id: Any) -> bool:
+    return "method" not in message and message.get("id") == request_id
+
+
+def updates(messages: list[JsonObject]) -> list[JsonObject]:
+    return [m["params"]["update"] for m in messages if m.get("method") == "session/update"]
+
+
+def kinds(messages: list[JsonObject]) -> list[str]:
+    """The update kinds and agent requests, in order (for sequence asserts)."""
+    out = []
+    for m in messages:
+        if m.get("method") == "session/update":
+            u = m["params"]["update"]
+            out.append(u["sessionUpdate"] + (f":{u['state']}" if "state" in u else ""))
+        elif "method" in m:
+            out.append(m["method"])
+    return out
+
+
+KIND_OF = {
+    "user_message_chunk": "user", "agent_message_chunk": "agent", "agent_thought_chunk": "thought",
+    "user_message": "user", "agent_message": "agent", "agent_thought": "thought",
+}
+
+
+def message_view(items: list[JsonObject]) -> list[tuple[str, str, str]]:
+    """(kind, messageId, text) per message in order of first appearance,
+    applying chunks (append) and v2 upserts (replace). Asserts that every
+    message update carries a string ID."""
+    order: list[tuple[str, str]] = []
+    content: dict[tuple[str, str], list[JsonObject]] = {}
+    for u in items:
+        kind = KIND_OF.get(u["sessionUpdate"])
+        if kind is None:
+            continue
+        assert isinstance(u.get("messageId"), str), f"message update without an ID: {u}"
+        key = (kind, u["messageId"])
+        if key not in content:
+            order.append(key)
+            content[key] = []
+        if u["sessionUpdate"].endswith("_chunk"):
+            content[key].append(u["content"])
+        else:
+            content[key] = list(u["content"])
+    return [(k, i, "".join(b.get("text", "") for b in content[(k, i)])) for k, i in order]
+
+
+def text(value: str) -> list[JsonObject]:
+    return [{"type": "text", "text": value}]
+
+
+# --------------------------------------------------------------------------
+# Driving sessions
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Client:
+    """Start agents that share one state directory (one "machine")."""
+
+    state_dir: Path
+    schemas: Optional[dict[int, list[Schema]]]
+    argv: list[str] = field(default_factory=lambda: list(REFERENCE))
+    strict: bool = True
+    started: list[AgentProcess] = field(default_factory=list)
+
+    def start(self, protocol: int) -> AgentProcess:
+        agent = AgentProcess(self.argv, self.state_dir, protocol, self.schemas, strict=self.strict)
+        self.started.append(agent)
+        _, response = agent.call("initialize", initialize_params(protocol))
+        assert response["result"]["protocolVersion"] == protocol, response
+        return agent
+
+
+def initialize_params(protocol: int) -> JsonObject:
+    if protocol == 2:
+        return {"protocolVersion": 2, "info": {"name": "acp-conformance-tests", "version": "0"},
+                "capabilities": {}}
+    return {"protocolVersion": 1,
+            "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
+                                   "terminal": False},
+            "clientInfo": {"name": "acp-conformance-tests", "version": "0"}}
+
+
+@pytest.fixture
+def client(tmp_path: Path, schemas: Optional[dict[int, list[Schema]]]) -> Iterator[Client]:
+    c = Client(tmp_path / "state", schemas)
+    yield c
+    for agent in c.started:
+        agent.kill()
+
+
+def new_session(agent: AgentProcess) -> str:
+    params: JsonObject = {"cwd": CWD}
+    if agent.protocol == 1:
+        params["mcpServers"] = []
+    _, response = agent.call("session/new", params)
+    return str(response["result"]["sessionId"])
+
+
+def run_turn(
+    agent: AgentProcess, session_id: str, prompt: list[JsonObject], **kw: Any
+) -> tuple[list[JsonObject], JsonObject]:
+    """One prompt turn: (all messages, including the prompt response, up to
+    the turn's end, the prompt response). v1 ends with the response, v2 with
+    the idle ``state_update``."""
+    params = {"sessionId": session_id, "prompt": prompt, **kw.pop("extra", {})}
+    request_id = agent.request("session/prompt", params)
+    if agent.protocol == 1:
+        seen = agent.read_until(lambda m: is_response(m, request_id), **kw)
+    else:
+        seen = agent.read_until(lambda m: is_idle(m, session_id), **kw)
+    response = next(m for m in seen if is_response(m, request_id))
+    return seen, response
+
+
+def is_idle(message: JsonObject, session_id: str) -> bool:
+    if message.get("method") != "session/update":
+        return False
+    update = message["params"]["update"]
+    return (message["params"]["sessionId"] == session_id
+            and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle")
+
+
+def restore(agent: AgentProcess, session_id: str, **extra: Any) -> tuple[list[JsonObject], JsonObject]:
+    """v1 ``session/load``; v2 ``session/resume`` (pass replayFrom in extra)."""
+    if agent.protocol == 1:
+        return agent.call("session/load", {"sessionId": session_id, "cwd": CWD, "mcpServers": []})
+    return agent.call("session/resume", {"sessionId": session_id, "cwd": CWD, **extra})
+
+
+# --------------------------------------------------------------------------
+# Reference agent: v1
+# --------------------------------------------------------------------------
+
+V1_TURN = [
+    "user_message_chunk", "user_message_chunk",
+    "agent_thought_chunk", "agent_thought_chunk",
+    "agent_message_chunk", "agent_message_chunk", "agent_message_chunk",
+    "session/request_permission",
+    "tool_call", "tool_call_update",
+    "agent_message_chunk", "agent_message_chunk",
+]
+TURN_TEXTS = [
+    ("thought", "Thinking about how to answer."),
+    ("agent", "Here is the first reply to your prompt."),
+    ("agent", "And here is the second reply."),
+]
+
+
+def test_schemas_are_available(schemas: Optional[dict[int, list[Schema]]]) -> None:
+    if schemas is None:
+        pytest.skip(SCHEMA_REASON)
+    assert all(s.document["$defs"] for group in schemas.values() for s in group)
+
+
+def test_v1_initialize_advertises_load_resume_close(client: Client) -> None:
+    agent = AgentProcess(REFERENCE, client.state_dir, 1, client.schemas)
+    client.started.append(agent)
+    _, response = agent.call("initialize", initialize_params(1))
+    result = response["result"]
+    assert result["protocolVersion"] == 1
+    assert result["agentCapabilities"]["loadSession"] is True
+    assert {"resume", "close"} <= set(result["agentCapabilities"]["sessionCapabilities"])
+    assert result["agentInfo"]["name"] == "acp-conformance-reference-agent"
+    assert result["authMethods"] == []
+    agent.close()
+
+
+def test_v1_turn_has_one_id_per_message_and_ignores_legacy_ids(client: Client) -> None:
+    agent = client.start(1)
+    session_id = new_session(agent)
+    assert (client.state_dir / f"{session_id}.json").is_file()
+    prompt = text("Say hello ") + text("twice.")
+    legacy = {"messageId": "client-123", "_meta": {"messageId": "client-123"}}
+    seen, response = run_turn(agent, session_id, prompt, extra=legacy)
+
+    assert response["result"] == {"stopReason": "end_turn"}
+    assert kinds(seen) == V1_TURN
+    items = updates(seen)
+    assert not any("messageId" in u for u in items if u["sessionUpdate"].startswith("tool_call"))
+    view = message_view(items)
+    assert [(k, t) for k, _, t in view] == [("user", "Say hello twice.")] + TURN_TEXTS
+    ids = [i for _, i, _ in view]
+    assert len(set(ids)) == len(ids) == 4
+    assert "client-123" not in ids
+
+    permission = next(m for m in seen if m.get("method") == "session/request_permission")
+    params = permission["params"]
+    assert params["toolCall"]["toolCallId"] == items[7]["toolCallId"]
+    assert {o["kind"] for o in params["options"]} == {"allow_once", "reject_once"}
+
+    seen2, _ = run_turn(agent, session_id, text("Again."))
+    ids2 = [i for _, i, _ in message_view(updates(seen2))]
+    assert len(set(ids2)) == 4 and not set(ids2) & set(ids), "IDs are unique across turns"
+    agent.close()
+
+
+def test_v1_load_on_fresh_process_replays_original_ids_before_response(client: Client) -> None:
+    first = client.start(1)
+    session_id = new_session(first)
+    live: list[JsonObject] = []
+    for prompt in ("First prompt.", "Second prompt."):
+        seen, _ = run_turn(first, session_id, text(prompt))
+        live += updates(seen)
+    first.close()
+
+    second = client.start(1)
+    before, response = restore(second, session_id)
+    assert response["result"] == {}
+    assert all(m.get("method") == "session/update" for m in before)
+    replayed = updates(before)
+    assert message_view(replayed) == message_view(live), "same messages, same original IDs"
+    assert [u for u in replayed if u["sessionUpdate"].startswith("tool_call")] == \
+        [u for u in live if u["sessionUpdate"].startswith("tool_call")]
+
+    seen, _ = run_turn(second, session_id, text("Third prompt."))
+    new_ids = {i for _, i, _ in message_view(updates(seen))}
+    assert not new_ids & {i for _, i, _ in message_view(live)}, "no collision after load"
+
+    again, _ = restore(second, session_id)  # same connection: now three turns
+    assert message_view(updates(again)) == message_view(live + updates(seen))
+    second.close()
+
+
+def test_v1_resume_does_not_replay_and_unknown_session_is_not_found(client: Client) -> None:
+    agent = client.start(1)
+    session_id = new_session(agent)
+    run_turn(agent, session_id, text("Hello."))
+    before, response = agent.call("session/resume", {"sessionId": session_id, "cwd": CWD})
+    assert before == [] and response["result"] == {}
+    _, missing = agent.call("session/load", {"sessionId": "sess_" + "0" * 32, "cwd": CWD,
+                                             "mcpServers": []})
+    assert missing["error"]["code"] == -32002
+    _, closed = agent.call("session/close", {"sessionId": session_id})
+    assert closed["result"] == {}
+    _, gone = agent.call("session/prompt", {"sessionId": session_id, "prompt": text("x")})
+    assert gone["error"]["code"] == -32002
+    agent.close()
+
+
+def test_v1_rejected_permission_skips_the_tool(client: Client) -> None:
+    agent = client.start(1)
+    session_id = new_session(agent)
+    seen, response = run_turn(agent, session_id, text("Hi."), permission="reject_once")
+    assert response["result"] == {"stopReason": "end_turn"}
+    assert [k for k in kinds(seen) if k.startswith("tool_call")] == []
+    assert [t for _, _, t in message_view(updates(seen))][-1] == "And here is the second reply."
+    agent.close()
+
+
+def test_jsonrpc_errors_and_clean_exit(client: Client) -> None:
+    agent = client.start(1)
+    _, unknown = agent.call("_acp_mid/ping", {})
+    assert unknown["error"]["code"] == -32601
+    agent.notify("_acp_mid/unknown_notification", {})  # ignored: next line answers the next call
+    _, no_mcp = agent.call("session/new", {"cwd": CWD})
+    assert no_mcp["error"]["code"] == -32602
+    _, relative = agent.call("session/new", {"cwd": "project", "mcpServers": []})
+    assert relative["error"]["code"] == -32602
+    assert agent.proc.stdin is not None
+    agent.proc.stdin.write(b"{not json\n")
+    agent.proc.stdin.flush()
+    parse_error = agent.next_message()
+    assert parse_error["id"] is None and parse_error["error"]["code"] == -32700
+    agent.close()
+
+
+# --------------------------------------------------------------------------
+# Reference agent: v2
+# --------------------------------------------------------------------------
+
+V2_TURN = [
+    "user_message", "state_update:running",
+    "agent_thought_chunk", "agent_thought_chunk",
+    "agent_message_chunk", "agent_message_chunk", "agent_message_chunk",
+    "state_update:requires_action", "session/request_permission", "state_update:running",
+    "tool_call_update", "tool_call_update",
+    "agent_message_chunk", "agent_message_chunk", "agent_message",
+    "state_update:idle",
+]
+
+
+def test_v2_turn_acknowledges_with_user_message_id(client: Client) -> None:
+    agent = client.start(2)
+    assert agent.log[0]["result"]["info"]["name"] == "acp-conformance-reference-agent"
+    assert "session" in agent.log[0]["result"]["capabilities"]
+    _, response = agent.call("session/new", {"cwd": CWD})  # v2: mcpServers optional
+    session_id = response["result"]["sessionId"]
+    seen, ack = run_turn(agent, session_id, text("Say hello."),
+                         extra={"messageId": "client-123"})
+
+    assert seen[0] is ack, "the response comes first: it acknowledges acceptance"
+    assert kinds(seen[1:]) == V2_TURN
+    items = updates(seen)
+    echo = items[0]
+    assert echo["content"] == text("Say hello.")
+    assert ack["result"] == {"messageId": echo["messageId"]} != {"messageId": "client-123"}
+    assert items[-1]["stopReason"] == "end_turn"
+
+    view = message_view(items)
+    assert [(k, t) for k, _, t in view] == [("user", "Say hello.")] + TURN_TEXTS
+    assert len({i for _, i, _ in view}) == 4
+    upsert = items[-2]
+    assert upsert["messageId"] == items[-4]["messageId"] == items[-3]["messageId"]
+
+    permission = next(m for m in seen if m.get("method") == "session/request_permission")
+    params = permission["params"]
+    assert params["title"] and params["subject"]["type"] == "tool_call"
+    assert params["subject"]["toolCall"]["toolCallId"] == items[9]["toolCallId"]
+    assert items[9]["title"] and items[10]["status"] == "completed"
+    agent.close()
+
+
+def test_v2_resume_replays_only_when_asked(client: Client) -> None:
+    first = client.start(2)
+    session_id = new_session(first)
+    live = updates(run_turn(first, session_id, text("First prompt."))[0])
+    first.close()
+
+    second = client.start(2)
+    for extra in ({}, {"replayFrom": None}):
+        before, response = restore(second, session_id, **extra)
+        assert before == [] and response["result"] == {}, extra
+    before, response = restore(second, session_id, replayFrom={"type": "start"})
+    assert response["result"] == {}
+    replayed = updates(before)
+    assert {u["sessionUpdate"] for u in replayed} == {
+        "user_message", "agent_thought", "agent_message", "tool_call_update"}
+    assert message_view(replayed) == message_view(live), "whole messages, original IDs"
+    assert replayed[0]["content"] == text("First prompt.")
+
+    _, bad = restore(second, session_id, replayFrom={"type": "message", "messageId": "x"})
+    assert bad["error"]["code"] == -32602
+    _, no_load = second.call("session/load", {"sessionId": session_id, "cwd": CWD,
+                                              "mcpServers": []})
+    assert no_load["error"]["code"] == -32601
+    second.close()
+
+
+# --------------------------------------------------------------------------
+# Cancellation
+# --------------------------------------------------------------------------
+
+
+def turn_end(agent: AgentProcess, session_id: str, request_id: int) -> Callable[[JsonObject], bool]:
+    if agent.protocol == 1:
+        return lambda m: is_response(m, request_id)
+    return lambda m: is_idle(m, session_id)
+
+
+def stop_reason(agent: AgentProcess, last: JsonObject) -> str:
+    return str(last["result"]["stopReason"] if agent.protocol == 1
+               else last["params"]["update"]["stopReason"])
+
+
+def assert_quiet_until_next_answer(agent: AgentProcess) -> None:
+    """Nothing arrives between the end of the turn and the answer to a new
+    request: proves there were no updates after the cancellation ended."""
+    _, response = agent.call("session/list", {})
+    assert "result" in response, response
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_cancel_long_prompt_stops_streaming(client: Client, protocol: int) -> None:
+    agent = client.start(protocol)
+    session_id = new_session(agent)
+    request_id = agent.request("session/prompt", {"sessionId": session_id,
+                                                  "prompt": text("Give me a long answer.")})
+    streamed = agent.read_until(
+        lambda m: len([u for u in updates([m]) if u["sessionUpdate"] == "agent_message_chunk"]) > 0
+        and m["params"]["update"]["content"]["text"].startswith("Part 3 "))
+    agent.notify("session/cancel", {"sessionId": session_id})
+    rest = agent.read_until(turn_end(agent, session_id, request_id))
+    assert stop_reason(agent, rest[-1]) == "cancelled"
+    chunks = [u for u in updates(streamed + rest) if u["sessionUpdate"] == "agent_message_chunk"]
+    assert 3 <= len(chunks) < 200
+    assert len({u["messageId"] for u in chunks}) == 1
+    assert_quiet_until_next_answer(agent)
+    agent.close()
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_cancel_while_permission_pending_abandons_request(client: Client, protocol: int) -> None:
+    agent = client.start(protocol)
+    session_id = new_session(agent)
+    request_id = agent.request("session/prompt", {"sessionId": session_id, "prompt": text("Hi.")})
+    seen = agent.read_until(lambda m: m.get("method") == "session/request_permission",
+                            permission=None)
+    permission_id = seen[-1]["id"]
+    agent.notify("session/cancel", {"sessionId": session_id})
+    rest = agent.read_until(turn_end(agent, session_id, request_id), permission=None)
+    assert stop_reason(agent, rest[-1]) == "cancelled"
+    assert {"method": "$/cancel_request", "params": {"requestId": permission_id},
+            "jsonrpc": "2.0"} in rest
+    assert not [k for k in kinds(rest) if k.startswith("tool_call") or "message" in k]
+    agent.answer(permission_id, {"outcome": {"outcome": "cancelled"}})  # late: ignored
+    assert_quiet_until_next_answer(agent)
+    agent.close()
+
+
+# --------------------------------------------------------------------------
+# Broken fixture agents
+# --------------------------------------------------------------------------
