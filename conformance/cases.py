@@ -1,0 +1,170 @@
+"""Cases are data: YAML files under ``cases/``, validated by a JSON Schema.
+
+A malformed file is an input error with file and line (exit 2), never a
+traceback. Unknown keys are errors (``additionalProperties: false``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+
+class CaseError(Exception):
+    """A case file that cannot be used; the message names file and line."""
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    description: str
+    requirements: tuple[str, ...]
+    protocols: tuple[int, ...]
+    role: str
+    profiles: tuple[str, ...] | None
+    drive: tuple[Any, ...]
+    checks: tuple[str, ...]
+    stream: tuple[Any, ...]
+    area: str
+    source: str  # "file:line"
+
+    def applies_to(self, protocol: int, profile: str) -> bool:
+        return protocol in self.protocols and (self.profiles is None or profile in self.profiles)
+
+
+def default_cases_dir() -> Path:
+    """The bundled cases: the installed copy, or the source tree's ``cases/``."""
+    try:
+        bundled = Path(str(resources.files("conformance") / "_cases"))
+        if bundled.is_dir():
+            return bundled
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parent.parent / "cases"
+
+
+def _schema() -> dict[str, Any]:
+    text = (resources.files("conformance") / "data" / "case.schema.json").read_text("utf-8")
+    return dict(json.loads(text))
+
+
+def compose_with_lines(text: str, name: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
+    """Parse YAML keeping the line of every node, keyed by its JSON path."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise CaseError(f"{name}:{line}: invalid YAML: {problem}") from None
+    lines: dict[tuple[Any, ...], int] = {}
+
+    def walk(n: Any, path: tuple[Any, ...]) -> Any:
+        lines[path] = n.start_mark.line + 1
+        if isinstance(n, yaml.MappingNode):
+            out: dict[Any, Any] = {}
+            for k, v in n.value:
+                key = walk(k, path + ("\0key",))
+                if key in out:
+                    raise CaseError(f"{name}:{k.start_mark.line + 1}: duplicate key {key!r}")
+                lines[path + (key,)] = k.start_mark.line + 1
+                out[key] = walk(v, path + (key,))
+                lines[path + (key,)] = k.start_mark.line + 1
+            return out
+        if isinstance(n, yaml.SequenceNode):
+            return [walk(v, path + (i,)) for i, v in enumerate(n.value)]
+        return _scalar(n)
+
+    if node is None:
+        raise CaseError(f"{name}:1: empty case file")
+    return walk(node, ()), lines
+
+
+def _scalar(n: Any) -> Any:
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(n, deep=True)
+    finally:
+        loader.dispose()
+
+
+def _line_of(lines: dict[tuple[Any, ...], int], path: Iterable[Any]) -> int:
+    p = tuple(path)
+    while p and p not in lines:
+        p = p[:-1]
+    return lines.get(p, 1)
+
+
+def load_file(path: Path) -> list[Case]:
+    import jsonschema
+
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CaseError(f"{name}: cannot read case file: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise CaseError(f"{name}:1: case file is not UTF-8") from None
+    data, lines = compose_with_lines(text, name)
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        err = min(errors, key=lambda e: _line_of(lines, e.absolute_path))
+        where = "/".join(map(str, err.absolute_path)) or "(top)"
+        message = err.message
+        if err.validator == "additionalProperties":
+            message = f"unknown key: {err.message}"
+        elif err.validator == "oneOf" and isinstance(err.instance, (str, dict)):
+            message = f"not a known step: {json.dumps(err.instance)[:80]}"
+        raise CaseError(f"{name}:{_line_of(lines, err.absolute_path)}: {where}: {message}")
+    out = []
+    for i, c in enumerate(data["cases"]):
+        applies = c["applies"]
+        out.append(Case(
+            id=c["id"], description=c["description"], requirements=tuple(c["requirements"]),
+            protocols=tuple(applies["protocols"]), role=applies["role"],
+            profiles=tuple(applies["profiles"]) if "profiles" in applies else None,
+            drive=tuple(c["drive"]), checks=tuple(c["checks"]), stream=tuple(c.get("stream", [])),
+            area=data["area"], source=f"{name}:{_line_of(lines, ('cases', i))}"))
+    return out
+
+
+def load_dir(directory: Path | None = None) -> list[Case]:
+    directory = Path(directory) if directory else default_cases_dir()
+    if not directory.is_dir():
+        raise CaseError(f"{directory}: no such cases directory")
+    cases: list[Case] = []
+    seen: dict[str, str] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        for case in load_file(path):
+            if case.id in seen:
+                raise CaseError(f"{case.source}: duplicate case id {case.id!r} "
+                                f"(first at {seen[case.id]})")
+            seen[case.id] = case.source
+            cases.append(case)
+    return cases
+
+
+def select(cases: list[Case], patterns: Iterable[str] | None) -> list[Case]:
+    """Select cases by ID, ID prefix (``load-``) or requirement ID (``MID-A-07``)."""
+    pats = list(patterns or [])
+    if not pats:
+        return cases
+    chosen = []
+    for case in cases:
+        for p in pats:
+            if (case.id == p or (p.endswith("*") and case.id.startswith(p[:-1]))
+                    or any(r == p or r.startswith(p + "/") for r in case.requirements)):
+                chosen.append(case)
+                break
+    unknown = [p for p in pats if not any(
+        c.id == p or (p.endswith("*") and c.id.startswith(p[:-1]))
+        or any(r == p or r.startswith(p + "/") for r in c.requirements) for c in cases)]
+    if unknown:
+        raise CaseError(f"unknown case or requirement: {', '.join(unknown)}")
+    return chosen

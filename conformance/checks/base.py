@@ -1,0 +1,186 @@
+"""Checker registry and the grading engine.
+
+A checker is a pure, streaming function of a transcript: it receives the
+timeline's events in order and reports findings through ``found``. It never
+touches processes, files or clocks, so the same checker grades a live run and a
+recorded file. Each checker declares its rules (requirement ID plus sub-rule
+slug), the protocol versions they apply to, and the outcome the catalogue's
+grading matrix gives them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable
+
+from conformance.profiles import DEFAULT_PROFILE, Profile
+from conformance.profiles import get as get_profile
+from conformance.results import Finding, Outcome
+from conformance.transcript import Entry
+
+MAX_FINDINGS_PER_RULE = 5
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str  # "MID-A-02/cross-turn-reuse"
+    title: str
+    outcome: Outcome  # the default grade of a violation
+    versions: tuple[int, ...] = (1, 2)
+    role: str = "agent"  # which side it grades: agent | client
+    untested: str = "the transcript never showed the situation this rule is about"
+
+    @property
+    def requirement(self) -> str:
+        return self.id.split("/", 1)[0]
+
+
+@dataclass
+class Options:
+    profile: Profile = field(default_factory=lambda: get_profile(DEFAULT_PROFILE))
+    cross_turn_reuse: Outcome = Outcome.FAIL  # MID-A-02.2 is configurable to warn
+    strict_ids: bool = False  # C-10: a v1 agent with no IDs at all is warn, not info
+
+
+class Checker:
+    rules: ClassVar[tuple[Rule, ...]] = ()
+
+    def __init__(self, options: Options, sink: "Sink") -> None:
+        self.options = options
+        self.profile = options.profile
+        self._sink = sink
+
+    def found(self, rule: str, message: str, *, entries: Iterable[int] = (),
+              expected: Any = None, actual: Any = None, outcome: Outcome | None = None) -> None:
+        self._sink.add(rule, outcome, message, tuple(entries), expected, actual)
+
+    def exercised(self, rule: str, protocol: int | None = None) -> None:
+        self._sink.exercised(rule, protocol)
+
+    def finish(self) -> None:
+        """Called after the last event; report what needs the whole transcript."""
+
+
+REGISTRY: list[type[Checker]] = []
+
+
+def register(cls: type[Checker]) -> type[Checker]:
+    REGISTRY.append(cls)
+    return cls
+
+
+def all_rules() -> dict[str, Rule]:
+    _load()
+    return {r.id: r for cls in REGISTRY for r in cls.rules}
+
+
+def _load() -> None:
+    # Importing the modules registers their checkers.
+    from conformance.checks import identity, replay, target, turns, wire  # noqa: F401
+
+
+class Sink:
+    """Collects findings with bounded memory: a few in full per rule, the rest counted."""
+
+    def __init__(self, rules: dict[str, Rule]) -> None:
+        self.rules = rules
+        self.findings: dict[str, list[Finding]] = defaultdict(list)
+        self.extra: dict[str, int] = defaultdict(int)
+        self.seen: dict[str, set[int]] = defaultdict(set)
+
+    def add(self, rule_id: str, outcome: Outcome | None, message: str,
+            entries: tuple[int, ...], expected: Any, actual: Any) -> None:
+        rule = self.rules[rule_id]
+        out = outcome if outcome is not None else rule.outcome
+        bucket = self.findings[rule_id]
+        if len(bucket) < MAX_FINDINGS_PER_RULE:
+            bucket.append(Finding(rule_id, out, message, expected, actual, entries))
+        else:
+            self.extra[rule_id] += 1
+        self.seen[rule_id].add(-1)
+
+    def exercised(self, rule_id: str, protocol: int | None) -> None:
+        self.seen[rule_id].add(protocol or 0)
+
+
+EventHandler = Callable[[Any], None]
+
+
+def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = None,
+          select: Iterable[str] | None = None, role: str = "agent") -> list[Finding]:
+    """Grade a transcript: every selected rule gets at least one row.
+
+    ``select`` is a list of requirement IDs or sub-rule IDs (prefix match);
+    None selects every rule for ``role``.
+    """
+    from conformance.checks.timeline import Timeline
+
+    options = options or Options()
+    rules = all_rules()
+    chosen = [r for r in rules.values() if r.role == role and _selected(r.id, select)]
+    sink = Sink(rules)
+    checkers = [cls(options, sink) for cls in REGISTRY
+                if any(r in chosen for r in cls.rules)]
+    handlers: dict[type, list[EventHandler]] = defaultdict(list)
+    for ch in checkers:
+        for name in dir(ch):
+            if name.startswith("on_"):
+                etype = _EVENT_TYPES.get(name)
+                if etype is not None:
+                    handlers[etype].append(getattr(ch, name))
+    timeline = Timeline(protocol)
+    feed = timeline.feed
+    for entry in entries:
+        for ev in feed(entry):
+            for h in handlers.get(type(ev), ()):
+                h(ev)
+    for ch in checkers:
+        ch.finish()
+    versions_seen = set(timeline.negotiated.values()) or {protocol}
+    return _rows(chosen, sink, versions_seen)
+
+
+def _rows(chosen: list[Rule], sink: Sink, versions: set[int]) -> list[Finding]:
+    out: list[Finding] = []
+    for rule in chosen:
+        found = sink.findings.get(rule.id)
+        if found:
+            out.extend(found)
+            if sink.extra.get(rule.id):
+                first = found[0]
+                out.append(Finding(rule.id, first.outcome,
+                                   f"{sink.extra[rule.id]} more occurrence(s) of the above",
+                                   entries=()))
+        elif not versions & set(rule.versions):
+            out.append(Finding(rule.id, Outcome.NOT_APPLICABLE,
+                               f"applies to protocol v{'/v'.join(map(str, rule.versions))} only"))
+        elif rule.id in sink.seen:
+            out.append(Finding(rule.id, Outcome.PASS, rule.title))
+        else:
+            out.append(Finding(rule.id, Outcome.NOT_APPLICABLE, f"not testable: {rule.untested}"))
+    return out
+
+
+def _selected(rule_id: str, select: Iterable[str] | None) -> bool:
+    if select is None:
+        return True
+    for s in select:
+        if rule_id == s or rule_id.startswith(s + "/") or (s.endswith("*") and
+                                                           rule_id.startswith(s[:-1])):
+            return True
+    return False
+
+
+def _event_types() -> dict[str, type]:
+    from conformance.checks import timeline as t
+
+    return {
+        "on_message": t.MessageEvent, "on_other": t.OtherUpdate, "on_turn_start": t.TurnStart,
+        "on_turn_end": t.TurnEnd, "on_accepted": t.PromptAccepted,
+        "on_replay_start": t.ReplayStart, "on_replay_end": t.ReplayEnd, "on_frame": t.Frame,
+        "on_conn_end": t.ConnEnd,
+    }
+
+
+_EVENT_TYPES = _event_types()

@@ -1,0 +1,309 @@
+"""Uniqueness and stability of IDs: MID-A-02, MID-A-03, MID-A-05, MID-A-06.
+
+The wire cannot show which chunks the agent *meant* as one message, so these
+rules use only the inferences the catalogue allows (Part C, C-4): a different
+prompt means a different user message; a different v1 turn means a different
+agent or thought message; a different kind means a different message (warn
+only). Replay has no prompts, so each replayed user message starts a new
+"turn" (MID-A-02 rule 6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance import model
+from conformance.checks.base import Checker, Rule, register
+from conformance.checks.timeline import LIVE, REPLAY, MessageEvent, TurnEnd, TurnStart
+from conformance.checks.wire import short
+from conformance.results import Outcome
+
+F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
+SENTENCE_END = (".", "!", "?", "\n", ":", ";")
+ID_PER_CHUNK_RUN = 4
+
+
+@dataclass
+class _Seen:
+    turn: Any  # turn key where the ID was first used
+    seq: int
+    kind: str
+
+
+@dataclass
+class _EpochState:
+    ids: dict[tuple[str, str], _Seen] = field(default_factory=dict)  # (kind, id) -> first use
+    by_id: dict[str, _Seen] = field(default_factory=dict)  # id -> first use (any kind)
+    replay_turn: int = 0
+    last_kind: str | None = None
+    any_id: bool = False
+
+
+def turn_key(ev: MessageEvent, st: _EpochState) -> Any:
+    if ev.phase == REPLAY:
+        return ("replay", st.replay_turn)
+    return ("live", ev.turn)
+
+
+@register
+class Uniqueness(Checker):
+    rules = (
+        Rule("MID-A-02/user-message-reuse",
+             "a new user message never reuses an earlier user message's ID", F,
+             untested="no user message carried an ID (no echo or replay with IDs)"),
+        Rule("MID-A-02/cross-turn-reuse",
+             "an agent/thought ID does not reappear in a later v1 turn", F, versions=(1,),
+             untested="fewer than two turns with message IDs"),
+        Rule("MID-A-02/cross-kind-reuse", "one ID is not used for two kinds of message", W,
+             untested="no message carried an ID"),
+        Rule("MID-A-02/interleave", "a turn does not return to an earlier same-kind ID (A..B..A)",
+             W, untested="no turn had two same-kind messages with IDs"),
+        Rule("MID-A-02/cross-session", "IDs reused across sessions (allowed, recorded)", I,
+             untested="only one session carried IDs"),
+    )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.epochs: dict[tuple[str, int], _EpochState] = {}
+        self.turn_last: dict[tuple[str, int, Any, str], str] = {}  # last ID per kind per turn
+        self.turn_ids: dict[tuple[str, int, Any, str], set[str]] = {}
+        self.session_of_id: dict[str, str] = {}
+        self.cross_session_reported = False
+        self.turns_with_ids: set[tuple[str, int, Any]] = set()
+
+    def _state(self, ev: MessageEvent) -> _EpochState:
+        key = (ev.session, ev.epoch.index)
+        st = self.epochs.get(key)
+        if st is None:
+            st = self.epochs[key] = _EpochState()
+            self.turn_last.clear()
+            self.turn_ids.clear()
+        return st
+
+    def on_message(self, ev: MessageEvent) -> None:
+        st = self._state(ev)
+        if ev.phase == REPLAY and ev.kind == "user" and st.last_kind not in (None, "user"):
+            st.replay_turn += 1
+        st.last_kind = ev.kind
+        mid = ev.mid
+        if mid is None:
+            return
+        st.any_id = True
+        tk = turn_key(ev, st)
+        self.turns_with_ids.add((ev.session, ev.epoch.index, tk))
+        v2 = ev.protocol >= 2
+        self._cross_session(ev, mid)
+        prev = st.ids.get((ev.kind, mid))
+        # Rule 1: user-message reuse.
+        if ev.kind == "user":
+            self.exercised("MID-A-02/user-message-reuse")
+            first_of_turn = (ev.session, ev.epoch.index, tk, "user") not in self.turn_ids
+            judge = (not v2) or first_of_turn or ev.phase == REPLAY
+            if prev is not None and prev.turn != tk and judge:
+                self.found("MID-A-02/user-message-reuse",
+                           f"user message of {_turn_name(tk)} reuses ID {short(mid)!r} of the "
+                           f"user message of {_turn_name(prev.turn)}",
+                           entries=[prev.seq, ev.seq], expected="a fresh ID per user message",
+                           actual=short(mid))
+        # Rule 2: cross-turn reuse (v1; replay pseudo-turns count too).
+        elif not v2:
+            if len({k[2] for k in self.turns_with_ids if k[:2] == (ev.session, ev.epoch.index)}) > 1:
+                self.exercised("MID-A-02/cross-turn-reuse")
+            if prev is not None and prev.turn != tk:
+                self.found("MID-A-02/cross-turn-reuse",
+                           f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn)} reappears in "
+                           f"{_turn_name(tk)}",
+                           entries=[prev.seq, ev.seq], expected="a fresh ID per message",
+                           actual=short(mid), outcome=self.options.cross_turn_reuse)
+        # Rule 3: cross-kind reuse.
+        other = st.by_id.get(mid)
+        per_kind = v2 and self.profile.id_space == "per-kind"
+        if not per_kind:
+            self.exercised("MID-A-02/cross-kind-reuse")
+            if other is not None and other.kind != ev.kind:
+                self.found("MID-A-02/cross-kind-reuse",
+                           f"ID {short(mid)!r} names a {other.kind} message and a {ev.kind} "
+                           f"message", entries=[other.seq, ev.seq],
+                           expected="one ID per message across kinds", actual=short(mid))
+        # Rule 4: A..B..A within one turn.
+        tkey = (ev.session, ev.epoch.index, tk, ev.kind)
+        ids = self.turn_ids.setdefault(tkey, set())
+        last = self.turn_last.get(tkey)
+        if ev.form == "chunk":
+            if ids:
+                self.exercised("MID-A-02/interleave")
+            if last is not None and last != mid and mid in ids:
+                allowed = v2
+                self.found("MID-A-02/interleave",
+                           f"{ev.kind} chunks return to ID {short(mid)!r} after {short(last)!r} "
+                           f"in {_turn_name(tk)} (interleaving or a reused ID)",
+                           entries=[ev.seq], expected="each message's chunks in one run",
+                           actual=short(mid), outcome=I if allowed else W)
+            self.turn_last[tkey] = mid
+        ids.add(mid)
+        if prev is None:
+            st.ids[(ev.kind, mid)] = _Seen(tk, ev.seq, ev.kind)
+        if other is None:
+            st.by_id[mid] = _Seen(tk, ev.seq, ev.kind)
+
+    def _cross_session(self, ev: MessageEvent, mid: str) -> None:
+        owner = self.session_of_id.setdefault(mid, ev.session)
+        if len(self.epochs) > 1:
+            self.exercised("MID-A-02/cross-session")
+        if owner != ev.session and not self.cross_session_reported:
+            self.cross_session_reported = True
+            self.found("MID-A-02/cross-session",
+                       f"ID {short(mid)!r} is used in two sessions (allowed: scope is a session)",
+                       entries=[ev.seq], actual=short(mid))
+
+
+def _turn_name(tk: Any) -> str:
+    phase, n = tk
+    return f"replayed turn {n + 1}" if phase == "replay" else f"turn {n + 1}"
+
+
+@dataclass
+class _Run:
+    kind: str
+    session: str
+    ids: list[str] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    fragments: int = 0
+    last_text: str = ""
+
+
+@register
+class Stability(Checker):
+    rules = (
+        Rule("MID-A-03/id-per-chunk", "chunks of one token stream do not each get a new ID", W,
+             untested="no run of same-kind chunks with IDs"),
+        Rule("MID-A-03/gap", "in ID mode, no chunk between two chunks of X lacks its ID", W,
+             untested="no session in ID mode"),
+        Rule("MID-A-03/mixed-presence", "in ID mode, a turn's chunks of a kind all carry IDs", W,
+             untested="no session in ID mode"),
+        Rule("MID-A-05/no-ids", "the agent implements message IDs (v1 MAY/SHOULD)", I,
+             versions=(1,), untested="no message chunk was seen"),
+        Rule("MID-A-06/user-chunk-without-id", "in ID mode, user chunks carry an ID", W,
+             versions=(1,), untested="no user chunk in an ID-mode session"),
+    )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.id_mode: set[str] = set()
+        self.sessions: set[str] = set()
+        self.first_chunk: dict[str, int] = {}
+        self.run: _Run | None = None
+        self.recent: dict[tuple[str, int, int, str], list[tuple[str, int]]] = {}
+        self.presence: dict[tuple[str, int, int, str], list[int]] = {}
+        self.gap_reported: set[tuple[str, int, int, str]] = set()
+        self.ownerless_user: list[tuple[str, int]] = []
+
+    def on_turn_start(self, ev: TurnStart) -> None:
+        self._close_run()
+
+    def on_turn_end(self, ev: TurnEnd) -> None:
+        self._close_run()
+        self._flush_presence()
+
+    def on_message(self, ev: MessageEvent) -> None:
+        if ev.form != "chunk":
+            self._close_run()
+            return
+        self.sessions.add(ev.session)
+        self.first_chunk.setdefault(ev.session, ev.seq)
+        self.exercised("MID-A-05/no-ids", ev.protocol)
+        if ev.mid is not None:
+            self.id_mode.add(ev.session)
+        key = (ev.session, ev.epoch.index, ev.turn, ev.kind)
+        state = "id" if ev.mid is not None else "none"
+        pres = self.presence.setdefault(key, [0, 0, ev.seq, ev.seq])
+        pres[0 if state == "id" else 1] += 1
+        if state == "none":
+            pres[3] = ev.seq
+        else:
+            pres[2] = ev.seq
+        # Gap: X, absent, X (consecutive chunks of one kind).
+        window = self.recent.setdefault(key, [])
+        window.append((ev.mid if ev.mid is not None else "\0absent", ev.seq))
+        if len(window) > 3:
+            window.pop(0)
+        if ev.session in self.id_mode:
+            self.exercised("MID-A-03/gap")
+            self.exercised("MID-A-03/mixed-presence")
+            if (len(window) == 3 and window[1][0] == "\0absent" and window[0][0] == window[2][0]
+                    and window[0][0] != "\0absent"):
+                self.gap_reported.add(key)
+                self.found("MID-A-03/gap",
+                           f"a {ev.kind} chunk without ID sits between two chunks of "
+                           f"{short(window[0][0])!r}", entries=[s for _, s in window],
+                           expected=f"messageId {short(window[0][0])!r} on the middle chunk",
+                           actual="absent")
+        if ev.kind == "user" and ev.protocol < 2:
+            if ev.mid is None:
+                self.ownerless_user.append((ev.session, ev.seq))
+        self._run_step(ev)
+
+    def _run_step(self, ev: MessageEvent) -> None:
+        run = self.run
+        if run is None or run.kind != ev.kind or run.session != ev.session or ev.mid is None:
+            self._close_run()
+            if ev.mid is None:
+                return
+            run = self.run = _Run(ev.kind, ev.session)
+        self.exercised("MID-A-03/id-per-chunk")
+        text = model.block_text(ev.update.get("content"))
+        if run.ids and ev.mid == run.ids[-1]:
+            # The same ID continues: this run is not "a new ID on every chunk".
+            self._close_run()
+            self.run = _Run(ev.kind, ev.session, [ev.mid], [ev.seq], 0, text)
+            self.run.ids.append("\0continued")
+            return
+        if run.ids and run.ids[-1] == "\0continued":
+            self.run = run = _Run(ev.kind, ev.session)
+        if run.ids and run.last_text and not run.last_text.rstrip(" ").endswith(SENTENCE_END):
+            run.fragments += 1
+        run.ids.append(ev.mid)
+        run.seqs.append(ev.seq)
+        run.last_text = text
+
+    def _close_run(self) -> None:
+        run, self.run = self.run, None
+        if run is None or not run.ids or run.ids[-1] == "\0continued":
+            return
+        n = len(run.ids)
+        if n >= ID_PER_CHUNK_RUN and len(set(run.ids)) == n and run.fragments >= n - 2:
+            self.found("MID-A-03/id-per-chunk",
+                       f"{n} consecutive {run.kind} chunks each carry a new ID while their text "
+                       f"reads as one stream", entries=run.seqs[:8],
+                       expected="one ID for all chunks of one message",
+                       actual=[short(i, 40) for i in run.ids[:5]])
+
+    def _flush_presence(self) -> None:
+        for key, (with_id, without, seq_id, seq_none) in self.presence.items():
+            session, _epoch, turn, kind = key
+            if (with_id and without and session in self.id_mode and key not in self.gap_reported
+                    and not (kind == "user")):
+                self.found("MID-A-03/mixed-presence",
+                           f"in turn {turn + 1}, {with_id} {kind} chunk(s) carry an ID and "
+                           f"{without} do not", entries=[seq_id, seq_none],
+                           expected="all or none", actual={"with_id": with_id, "without": without})
+        self.presence.clear()
+        self.recent.clear()
+
+    def finish(self) -> None:
+        self._close_run()
+        self._flush_presence()
+        for session in sorted(self.sessions - self.id_mode):
+            grade = W if self.options.strict_ids else I
+            self.found("MID-A-05/no-ids", "the agent sent no messageId at all in this session "
+                       "(allowed in v1; features that need IDs will not work)",
+                       entries=[self.first_chunk[session]], actual="no IDs", outcome=grade)
+        for session, seq in self.ownerless_user:
+            if session in self.id_mode:
+                self.exercised("MID-A-06/user-chunk-without-id")
+                self.found("MID-A-06/user-chunk-without-id",
+                           "a user_message_chunk without ID in a session whose agent uses IDs",
+                           entries=[seq], expected="an agent-generated messageId", actual="absent")
+        if any(s in self.id_mode for s in self.sessions):
+            self.exercised("MID-A-06/user-chunk-without-id")

@@ -1,0 +1,261 @@
+"""Replay rules: MID-A-07, MID-A-08 and MID-V2-06, and the live-versus-replay cross-check.
+
+Messages grouped by ID during the live turns are compared with what
+``session/load`` (v1) or ``session/resume`` with ``replayFrom`` (v2) replays.
+A live message that replay shows as one with others' text exposes IDs that
+were not stable across the chunks of one message (MID-A-03); replay that
+folds two live messages under one ID exposes a replayed duplicate (MID-A-07,
+MID-V2-06).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance import model
+from conformance.checks.base import Checker, Rule, register
+from conformance.checks.identity import SENTENCE_END
+from conformance.checks.timeline import (AFTER_REPLAY, LIVE, REPLAY, UNREQUESTED,
+                                         MessageEvent, ReplayEnd, ReplayStart)
+from conformance.checks.wire import short
+from conformance.results import Outcome
+
+F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
+
+
+@dataclass
+class Msg:
+    kind: str
+    mid: str | None
+    seq: int
+    parts: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+@dataclass
+class Turn:
+    msgs: list[Msg] = field(default_factory=list)
+    index: dict[tuple[str, str], Msg] = field(default_factory=dict)
+
+    def apply(self, ev: MessageEvent) -> Msg:
+        """Appendix G reducer: chunks append, upserts with content replace."""
+        key = (ev.kind, ev.mid) if ev.mid is not None else None
+        msg = self.index.get(key) if key else None
+        if msg is None and key is None and self.msgs:
+            last = self.msgs[-1]
+            if last.mid is None and last.kind == ev.kind and ev.form == "chunk":
+                msg = last  # legacy grouping: an ID-less run of one kind
+        if msg is None:
+            msg = Msg(ev.kind, ev.mid, ev.seq)
+            self.msgs.append(msg)
+            if key:
+                self.index[key] = msg
+        if ev.form == "chunk":
+            msg.parts.append(model.block_text(ev.update.get("content")))
+        elif "content" in ev.update:
+            content = ev.update["content"]
+            msg.parts = [model.blocks_text(content)] if isinstance(content, list) else []
+        return msg
+
+
+@dataclass
+class _Replay:
+    session: str
+    protocol: int
+    start_seq: int
+    history: list[Turn]  # live turns before this replay
+    turns: list[Turn] = field(default_factory=list)
+    last_key: tuple[str, str] | None = None
+    runs: dict[tuple[str, str], int] = field(default_factory=dict)
+    upserted: dict[tuple[str, str], int] = field(default_factory=dict)
+    last_kind: str | None = None
+
+
+@register
+class Replay(Checker):
+    rules = (
+        Rule("MID-A-07/after-response", "v1 replay ends before the session/load response", F,
+             versions=(1,), untested="no session/load in the transcript"),
+        Rule("MID-A-07/replay-duplicate", "v1 replay gives each replayed message its own ID", F,
+             versions=(1,), untested="no session/load replay with IDs"),
+        Rule("MID-A-08/stability", "whether replayed IDs equal the live ones (info only)", I,
+             untested="no replay to compare with live turns"),
+        Rule("MID-A-08/collides-other-epoch",
+             "a replayed ID never names a different message of an earlier epoch", W,
+             untested="no replay to compare with live turns"),
+        Rule("MID-A-03/replay-crosscheck",
+             "live grouping by ID matches the replayed grouping", W,
+             untested="no replay to compare with live turns"),
+        Rule("MID-V2-06/no-id", "every replayed v2 message carries a string ID", F, versions=(2,),
+             untested="no session/resume replay in the transcript"),
+        Rule("MID-V2-06/replay-duplicate", "v2 replay gives each replayed message its own ID", F,
+             versions=(2,), untested="no session/resume replay with IDs"),
+        Rule("MID-V2-06/after-response", "v2 replay ends before the session/resume response", F,
+             versions=(2,), untested="no session/resume with replayFrom in the transcript"),
+        Rule("MID-V2-06/unrequested-replay", "no replay on a resume without replayFrom", F,
+             versions=(2,), untested="no session/resume without replayFrom in the transcript"),
+    )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.history: dict[str, list[Turn]] = {}
+        self.live: dict[tuple[str, int, int], Turn] = {}
+        self.replays: dict[str, _Replay] = {}
+        self.done: list[_Replay] = []
+        self.live_ids: dict[str, dict[str, Msg]] = {}
+
+    def _dup_rule(self, protocol: int) -> str:
+        return "MID-V2-06/replay-duplicate" if protocol >= 2 else "MID-A-07/replay-duplicate"
+
+    def on_replay_start(self, ev: ReplayStart) -> None:
+        if ev.protocol >= 2 and not ev.requested:
+            self.exercised("MID-V2-06/unrequested-replay")
+        if ev.requested:
+            self.exercised("MID-V2-06/after-response" if ev.protocol >= 2
+                           else "MID-A-07/after-response")
+            self.replays[ev.session] = _Replay(ev.session, ev.protocol, ev.seq,
+                                               list(self.history.get(ev.session, [])))
+
+    def on_replay_end(self, ev: ReplayEnd) -> None:
+        rep = self.replays.pop(ev.session, None)
+        if rep is not None:
+            self.done.append(rep)
+
+    def on_message(self, ev: MessageEvent) -> None:
+        if ev.phase == LIVE:
+            key = (ev.session, ev.epoch.index, ev.turn)
+            turn = self.live.get(key)
+            if turn is None:
+                turn = self.live[key] = Turn()
+                self.history.setdefault(ev.session, []).append(turn)
+            msg = turn.apply(ev)
+            if ev.mid is not None:
+                self.live_ids.setdefault(ev.session, {}).setdefault(ev.mid, msg)
+            return
+        v2 = ev.protocol >= 2
+        if ev.phase == UNREQUESTED and v2:
+            self.found("MID-V2-06/unrequested-replay",
+                       f"a {ev.update_type} arrives for a resume without replayFrom",
+                       entries=[ev.seq], expected="no message-history updates",
+                       actual=ev.update_type)
+            return
+        if ev.phase == AFTER_REPLAY:
+            rule = "MID-V2-06/after-response" if v2 else "MID-A-07/after-response"
+            self.found(rule, f"a replayed {ev.update_type} arrives after the "
+                       f"{'session/resume' if v2 else 'session/load'} response",
+                       entries=[ev.seq], expected="all replay before the response",
+                       actual=ev.update_type)
+            return
+        if ev.phase != REPLAY:
+            return
+        rep = self.replays.get(ev.session)
+        if rep is None:
+            return
+        if v2:
+            self.exercised("MID-V2-06/no-id")
+            if ev.mid is None:
+                self.found("MID-V2-06/no-id", f"a replayed {ev.update_type} without a string ID",
+                           entries=[ev.seq], expected="a unique opaque messageId",
+                           actual=ev.id_state)
+        if ev.kind == "user" and rep.last_kind not in (None, "user"):
+            rep.turns.append(Turn())
+        if not rep.turns:
+            rep.turns.append(Turn())
+        rep.last_kind = ev.kind
+        rep.turns[-1].apply(ev)
+        if ev.mid is None:
+            rep.last_key = None
+            return
+        dup_rule = self._dup_rule(ev.protocol)
+        self.exercised(dup_rule)
+        key = (ev.kind, ev.mid)
+        if ev.form == "upsert" and "content" in ev.update:
+            if key in rep.upserted:
+                self.found(dup_rule, f"the replay sends two whole {ev.kind} messages with ID "
+                           f"{short(ev.mid)!r}", entries=[rep.upserted[key], ev.seq],
+                           expected="one ID per replayed message", actual=short(ev.mid))
+            rep.upserted[key] = ev.seq
+        elif ev.form == "chunk":
+            if key in rep.runs and rep.last_key != key:
+                self.found(dup_rule, f"replayed {ev.kind} chunks return to ID {short(ev.mid)!r} "
+                           f"after another message", entries=[rep.runs[key], ev.seq],
+                           expected="one ID per replayed message", actual=short(ev.mid))
+            rep.runs.setdefault(key, ev.seq)
+        rep.last_key = key
+
+    def finish(self) -> None:
+        for rep in self.done + list(self.replays.values()):
+            self._crosscheck(rep)
+
+    def _crosscheck(self, rep: _Replay) -> None:
+        if not rep.history or not rep.turns:
+            return
+        for rule in ("MID-A-08/stability", "MID-A-08/collides-other-epoch",
+                     "MID-A-03/replay-crosscheck"):
+            self.exercised(rule)
+        dup_rule = self._dup_rule(rep.protocol)
+        stable = regenerated = 0
+        live_by_id: dict[str, Msg] = {}
+        for turn in rep.history:
+            for m in turn.msgs:
+                if m.mid is not None:
+                    live_by_id.setdefault(m.mid, m)
+        for live, replayed in zip(rep.history, rep.turns):
+            for kind in ("user", "agent", "thought"):
+                lm = [m for m in live.msgs if m.kind == kind]
+                rm = [m for m in replayed.msgs if m.kind == kind]
+                if not lm or not rm:
+                    continue
+                if len(lm) == len(rm) and all(a.text == b.text for a, b in zip(lm, rm)):
+                    for a, b in zip(lm, rm):
+                        if a.mid is None or b.mid is None:
+                            continue
+                        if a.mid == b.mid:
+                            stable += 1
+                        else:
+                            regenerated += 1
+                            other = live_by_id.get(b.mid)
+                            if other is not None and other is not a:
+                                self.found("MID-A-08/collides-other-epoch",
+                                           f"replayed {kind} message takes ID {short(b.mid)!r}, "
+                                           f"which a different live message had",
+                                           entries=[other.seq, b.seq],
+                                           expected="a fresh ID or the message's own live ID",
+                                           actual=short(b.mid))
+                    continue
+                if "".join(m.text for m in lm) != "".join(m.text for m in rm):
+                    continue  # the agent rewrote history: nothing to infer about IDs
+                if len(lm) > len(rm):
+                    fragments = sum(1 for m in lm[:-1] if not m.text.rstrip(" ").endswith(
+                        SENTENCE_END))
+                    if fragments >= max(1, (len(lm) - 1) // 2):
+                        self.found("MID-A-03/replay-crosscheck",
+                                   f"live {kind} chunks under {len(lm)} IDs replay as "
+                                   f"{len(rm)} message(s): the live IDs were not stable across "
+                                   f"the chunks of one message",
+                                   entries=[lm[0].seq, rm[0].seq],
+                                   expected=[short(m.text, 60) for m in rm],
+                                   actual=[short(m.mid or "", 40) for m in lm[:6]])
+                    else:
+                        self.found(dup_rule,
+                                   f"replay folds {len(lm)} live {kind} messages into {len(rm)} "
+                                   f"(one ID for several messages)",
+                                   entries=[lm[0].seq, rm[0].seq],
+                                   expected=[short(m.text, 60) for m in lm],
+                                   actual=[short(m.text, 60) for m in rm])
+                else:
+                    self.found("MID-A-03/replay-crosscheck",
+                               f"{len(lm)} live {kind} message(s) replay as {len(rm)}: replayed "
+                               f"IDs split what one live ID grouped",
+                               entries=[lm[0].seq, rm[0].seq],
+                               expected=[short(m.text, 60) for m in lm],
+                               actual=[short(m.text, 60) for m in rm])
+        if stable or regenerated:
+            verdict = ("stable" if not regenerated else "regenerated" if not stable else "mixed")
+            self.found("MID-A-08/stability",
+                       f"replayed IDs are {verdict} ({stable} kept, {regenerated} new)",
+                       entries=[rep.start_seq], actual=verdict)

@@ -1,0 +1,397 @@
+"""From transcript entries to protocol events: the one pass every checker shares.
+
+The timeline reads entries in order and says, for each message update, which
+session, epoch, turn and phase it belongs to. It is derived from the wire
+alone (requests, responses, notifications and the harness's process events),
+so it grades live runs and recorded files the same way.
+
+Epochs (catalogue 0.3): a new one starts at ``session/new``, at v1
+``session/load`` and at v2 ``session/resume`` with ``replayFrom``. Turns: v1
+from a ``session/prompt`` request to its response; v2 from the request to the
+idle ``state_update`` that ends the work it started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from conformance import model
+from conformance.transcript import Entry
+
+# Phases of a message update.
+LIVE = "live"  # inside a prompt turn
+REPLAY = "replay"  # between a load/resume(replayFrom) request and its response
+AFTER_REPLAY = "after-replay"  # after the load/resume response, before the next prompt
+UNREQUESTED = "unrequested-replay"  # during/after a v2 resume without replayFrom
+AFTER_CANCEL = "after-cancel"  # after the turn ended as cancelled
+OUT_OF_TURN = "out-of-turn"  # after an ordinary end of turn
+NO_TURN = "no-turn"  # before any prompt in the epoch
+
+
+@dataclass(slots=True)
+class Epoch:
+    session: str
+    index: int  # 0, 1, 2 ... per session
+    kind: str  # "new", "load", "resume", "unknown"
+    conn: int
+    start_seq: int
+
+
+@dataclass(slots=True)
+class MessageEvent:
+    """One message update (a chunk or a v2 whole-message upsert)."""
+
+    seq: int
+    conn: int
+    session: str
+    kind: str  # user | agent | thought
+    update_type: str
+    form: str  # chunk | upsert
+    id_state: str
+    mid: str | None  # the ID when it is a string
+    raw_id: Any
+    update: dict[str, Any]
+    epoch: Epoch
+    turn: int  # turn index in the epoch (-1 before any prompt)
+    phase: str
+    protocol: int
+    batch: int | None = None  # seq of the batch line, v2
+
+
+@dataclass(slots=True)
+class OtherUpdate:
+    seq: int
+    conn: int
+    session: str
+    update_type: str
+    update: dict[str, Any]
+    epoch: Epoch
+    turn: int
+    phase: str
+    protocol: int
+    batch: int | None = None
+
+
+@dataclass(slots=True)
+class TurnStart:
+    seq: int
+    conn: int
+    session: str
+    epoch: Epoch
+    turn: int
+    request_id: Any
+    params: dict[str, Any]
+    protocol: int
+    fuzz: bool
+
+
+@dataclass(slots=True)
+class TurnEnd:
+    seq: int
+    conn: int
+    session: str
+    epoch: Epoch
+    turn: int
+    stop_reason: Any
+    protocol: int
+    response: dict[str, Any] | None  # the v1/v2 prompt response result
+    ended_by: str  # "response" | "idle" | "error" | "connection-closed"
+
+
+@dataclass(slots=True)
+class PromptAccepted:
+    """v2: the prompt response (``{}`` or ``{messageId}``) of an open turn."""
+
+    seq: int
+    conn: int
+    session: str
+    epoch: Epoch
+    turn: int
+    result: Any
+    protocol: int
+
+
+@dataclass(slots=True)
+class ReplayStart:
+    seq: int
+    conn: int
+    session: str
+    epoch: Epoch
+    method: str
+    requested: bool  # False for a v2 resume without replayFrom / v1 resume
+    protocol: int
+
+
+@dataclass(slots=True)
+class ReplayEnd:
+    seq: int
+    conn: int
+    session: str
+    epoch: Epoch
+    method: str
+    requested: bool
+    ok: bool
+    protocol: int
+
+
+@dataclass(slots=True)
+class Frame:
+    """Any line on a protocol stream (for transport and shape checks)."""
+
+    entry: Entry
+    protocol: int
+
+
+@dataclass(slots=True)
+class ConnEnd:
+    conn: int
+    seq: int
+    data: Any
+
+
+Event = Any  # one of the dataclasses above
+
+
+@dataclass
+class _Pending:
+    method: str
+    params: Any
+    seq: int
+    session: str | None
+    fuzz: bool
+
+
+@dataclass
+class _Session:
+    epoch: Epoch
+    turn: int = -1
+    turn_open: bool = False
+    turn_request: Any = None  # (conn, id) of the prompt request
+    last_stop: Any = None
+    replay: str | None = None  # method while replay phase is open
+    replay_requested: bool = True
+    after_replay: bool = False
+    cancel_requested: bool = False
+    epochs: int = 1
+
+
+@dataclass
+class _Conn:
+    protocol: int
+    pending: dict[Any, _Pending] = field(default_factory=dict)
+
+
+class Timeline:
+    """Stateful interpreter: feed entries, get events."""
+
+    def __init__(self, protocol: int = 1) -> None:
+        self.default_protocol = protocol
+        self.conns: dict[int, _Conn] = {}
+        self.sessions: dict[str, _Session] = {}
+        self.agent_info: dict[str, Any] = {}
+        self.negotiated: dict[int, int] = {}
+
+    def _conn(self, conn: int) -> _Conn:
+        c = self.conns.get(conn)
+        if c is None:
+            c = self.conns[conn] = _Conn(self.default_protocol)
+        return c
+
+    def _session(self, sid: str, conn: int, seq: int, kind: str = "unknown") -> _Session:
+        s = self.sessions.get(sid)
+        if s is None:
+            s = self.sessions[sid] = _Session(Epoch(sid, 0, kind, conn, seq))
+        return s
+
+    def _new_epoch(self, sid: str, kind: str, conn: int, seq: int) -> _Session:
+        old = self.sessions.get(sid)
+        index = old.epochs if old else 0
+        s = _Session(Epoch(sid, index, kind, conn, seq), epochs=index + 1)
+        self.sessions[sid] = s
+        return s
+
+    def feed(self, entry: Entry) -> Iterator[Event]:
+        if entry.stream == "harness":
+            yield Frame(entry, self._conn(entry.conn).protocol)
+            if entry.event == "exit":
+                yield from self._close_conn(entry)
+            return
+        if entry.stream == "stderr":
+            return
+        conn = self._conn(entry.conn)
+        yield Frame(entry, conn.protocol)
+        if entry.error is not None or entry.msg is None:
+            return
+        msgs = entry.msg if isinstance(entry.msg, list) else [entry.msg]
+        batch = entry.seq if isinstance(entry.msg, list) else None
+        for msg in msgs:
+            if not isinstance(msg, dict):
+                continue
+            if entry.src == "client":
+                yield from self._from_client(entry, conn, msg)
+            else:
+                yield from self._from_agent(entry, conn, msg, batch)
+
+    # -- client -> agent ---------------------------------------------------
+    def _from_client(self, entry: Entry, conn: _Conn, msg: dict[str, Any]) -> Iterator[Event]:
+        method = msg.get("method")
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        if method is None:
+            return  # a response to an agent request
+        sid = params.get("sessionId") if isinstance(params.get("sessionId"), str) else None
+        if "id" in msg:
+            conn.pending[_key(msg["id"])] = _Pending(method, params, entry.seq, sid, entry.fuzz)
+        if method == "initialize" and isinstance(params.get("protocolVersion"), int):
+            conn.protocol = params["protocolVersion"]
+        elif method == "session/prompt" and sid is not None and "id" in msg:
+            s = self._session(sid, entry.conn, entry.seq)
+            s.turn += 1
+            s.turn_open = True
+            s.turn_request = (entry.conn, _key(msg["id"]))
+            s.cancel_requested = False
+            s.after_replay = False
+            s.replay = None
+            yield TurnStart(entry.seq, entry.conn, sid, s.epoch, s.turn, msg["id"], params,
+                            conn.protocol, entry.fuzz)
+        elif method == "session/cancel" and sid is not None:
+            self._session(sid, entry.conn, entry.seq).cancel_requested = True
+        elif method == "session/load" and sid is not None:
+            s = self._new_epoch(sid, "load", entry.conn, entry.seq)
+            s.replay, s.replay_requested = method, True
+            yield ReplayStart(entry.seq, entry.conn, sid, s.epoch, method, True, conn.protocol)
+        elif method == "session/resume" and sid is not None:
+            replay_from = params.get("replayFrom")
+            if conn.protocol >= 2 and replay_from is not None:
+                s = self._new_epoch(sid, "resume", entry.conn, entry.seq)
+                s.replay, s.replay_requested = method, True
+            else:
+                s = self._session(sid, entry.conn, entry.seq, "resume")
+                s.replay, s.replay_requested = method, False
+            yield ReplayStart(entry.seq, entry.conn, sid, s.epoch, method, s.replay_requested,
+                              conn.protocol)
+
+    # -- agent -> client ---------------------------------------------------
+    def _from_agent(self, entry: Entry, conn: _Conn, msg: dict[str, Any],
+                    batch: int | None) -> Iterator[Event]:
+        method = msg.get("method")
+        if method is None and "id" in msg:
+            yield from self._response(entry, conn, msg)
+            return
+        if method != "session/update":
+            return
+        params = msg.get("params")
+        if not isinstance(params, dict):
+            return
+        update = params.get("update")
+        sid = params.get("sessionId")
+        if not isinstance(update, dict) or not isinstance(sid, str):
+            return
+        s = self._session(sid, entry.conn, entry.seq)
+        utype = update.get("sessionUpdate")
+        phase = self._phase(s)
+        if isinstance(utype, str) and utype in model.MESSAGE_KINDS:
+            state, value = model.id_state(update)
+            yield MessageEvent(
+                entry.seq, entry.conn, sid, model.MESSAGE_KINDS[utype], utype,
+                "chunk" if utype in model.CHUNK_KINDS else "upsert", state,
+                value if state == model.STRING else None, update.get("messageId"), update,
+                s.epoch, s.turn, phase, conn.protocol, batch)
+            return
+        yield OtherUpdate(entry.seq, entry.conn, sid, str(utype), update, s.epoch, s.turn,
+                          phase, conn.protocol, batch)
+        if utype == "state_update" and update.get("state") == "idle" and conn.protocol >= 2:
+            if s.turn_open and (s.turn_request is None or s.turn_request[0] == entry.conn):
+                # v2: idle ends the foreground work the prompt started.
+                if s.turn_request is None:  # the acceptance response already came
+                    s.turn_open = False
+                    s.last_stop = update.get("stopReason")
+                    yield TurnEnd(entry.seq, entry.conn, sid, s.epoch, s.turn,
+                                  update.get("stopReason"), conn.protocol, None, "idle")
+                else:
+                    s.last_stop = ("pending-idle", update.get("stopReason"))
+
+    def _phase(self, s: _Session) -> str:
+        if s.replay is not None:
+            return REPLAY if s.replay_requested else UNREQUESTED
+        if s.turn_open:
+            return LIVE
+        if s.after_replay:
+            return AFTER_REPLAY if s.replay_requested else UNREQUESTED
+        if s.turn < 0:
+            return NO_TURN
+        if s.last_stop == "cancelled":
+            return AFTER_CANCEL
+        return OUT_OF_TURN
+
+    def _response(self, entry: Entry, conn: _Conn, msg: dict[str, Any]) -> Iterator[Event]:
+        pending = conn.pending.pop(_key(msg["id"]), None)
+        if pending is None:
+            return
+        result = msg.get("result")
+        ok = "result" in msg
+        if pending.method == "initialize" and ok and isinstance(result, dict):
+            pv = result.get("protocolVersion")
+            if isinstance(pv, int):
+                conn.protocol = pv
+                self.negotiated[entry.conn] = pv
+            info = result.get("agentInfo") or result.get("info")
+            if isinstance(info, dict):
+                self.agent_info = info
+        elif pending.method == "session/new" and ok and isinstance(result, dict):
+            sid = result.get("sessionId")
+            if isinstance(sid, str):
+                self._new_epoch(sid, "new", entry.conn, entry.seq)
+        elif pending.method == "session/prompt" and pending.session is not None:
+            s = self._session(pending.session, entry.conn, entry.seq)
+            if s.turn_request != (entry.conn, _key(msg["id"])):
+                return
+            if conn.protocol >= 2 and ok:
+                s.turn_request = None
+                yield PromptAccepted(entry.seq, entry.conn, pending.session, s.epoch, s.turn,
+                                     result, conn.protocol)
+                if isinstance(s.last_stop, tuple) and s.last_stop[0] == "pending-idle":
+                    s.turn_open = False
+                    s.last_stop = s.last_stop[1]
+                    yield TurnEnd(entry.seq, entry.conn, pending.session, s.epoch, s.turn,
+                                  s.last_stop, conn.protocol, None, "idle")
+                return
+            s.turn_open = False
+            s.turn_request = None
+            stop = result.get("stopReason") if isinstance(result, dict) else None
+            s.last_stop = stop if ok else "error"
+            yield TurnEnd(entry.seq, entry.conn, pending.session, s.epoch, s.turn, stop,
+                          conn.protocol, result if isinstance(result, dict) else None,
+                          "response" if ok else "error")
+        elif pending.method in ("session/load", "session/resume") and pending.session:
+            s = self._session(pending.session, entry.conn, entry.seq)
+            if s.replay is None:
+                return
+            requested = s.replay_requested
+            s.replay = None
+            s.after_replay = True
+            yield ReplayEnd(entry.seq, entry.conn, pending.session, s.epoch, pending.method,
+                            requested, ok, conn.protocol)
+
+    def _close_conn(self, entry: Entry) -> Iterator[Event]:
+        for sid, s in self.sessions.items():
+            if s.turn_open and s.turn_request is not None and s.turn_request[0] == entry.conn:
+                s.turn_open = False
+                s.turn_request = None
+                yield TurnEnd(entry.seq, entry.conn, sid, s.epoch, s.turn, None,
+                              self._conn(entry.conn).protocol, None, "connection-closed")
+            if s.replay is not None and s.epoch.conn == entry.conn:
+                s.replay = None
+        yield ConnEnd(entry.conn, entry.seq, entry.data)
+
+
+def _key(request_id: Any) -> Any:
+    # JSON-RPC ids: 1 and "1" are different ids.
+    return (type(request_id).__name__, request_id if not isinstance(request_id, (dict, list))
+            else repr(request_id))
+
+
+def events(entries: Iterable[Entry], protocol: int = 1) -> Iterator[Event]:
+    timeline = Timeline(protocol)
+    for entry in entries:
+        yield from timeline.feed(entry)

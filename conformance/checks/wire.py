@@ -1,0 +1,258 @@
+"""Schema and wire rules: MID-S-01, -02, -04, -05, -06, MID-V2-01, -02, -09, MID-C-01."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from conformance import model
+from conformance.checks.base import Checker, Rule, register
+from conformance.checks.timeline import Frame, MessageEvent, OtherUpdate, TurnEnd
+from conformance.results import Outcome
+
+F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
+
+
+def short(value: Any, limit: int = 120) -> Any:
+    """Evidence stays readable: long strings are cut, with their length said."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]}... ({len(value)} characters)"
+    return value
+
+
+@register
+class Framing(Checker):
+    rules = (
+        Rule("MID-S-06/framing", "every line is one complete UTF-8 JSON text", F,
+             untested="the target wrote no protocol line"),
+        Rule("MID-S-06/jsonrpc", "every line is a JSON-RPC 2.0 message (or a v2 batch)", F,
+             untested="the target wrote no protocol line"),
+    )
+
+    def on_frame(self, ev: Frame) -> None:
+        e = ev.entry
+        if e.src not in ("agent",) or e.stream != "stdout":
+            return
+        self.exercised("MID-S-06/framing")
+        if e.error is not None:
+            shown = e.raw if e.raw is not None else f"base64:{e.raw_b64}"
+            self.found("MID-S-06/framing", f"line {e.seq} is not one JSON message: {e.error}",
+                       entries=[e.seq], expected="one UTF-8 JSON object per line",
+                       actual=short(shown, 200))
+            return
+        self.exercised("MID-S-06/jsonrpc")
+        msgs = e.msg
+        if isinstance(msgs, list):
+            if ev.protocol < 2:
+                self.found("MID-S-06/jsonrpc", "a JSON-RPC batch array in protocol v1",
+                           entries=[e.seq], expected="single messages", actual=short(e.raw, 200))
+                return
+            if not msgs:
+                self.found("MID-S-06/jsonrpc", "an empty batch array", entries=[e.seq],
+                           expected="a batch with at least one message", actual="[]")
+                return
+        else:
+            msgs = [msgs]
+        for m in msgs:
+            problem = model.jsonrpc_problem(m)
+            if problem:
+                self.found("MID-S-06/jsonrpc", f"line {e.seq} is {problem}", entries=[e.seq],
+                           expected="a JSON-RPC 2.0 message", actual=short(e.raw, 200))
+                return
+
+
+@register
+class IdShape(Checker):
+    rules = (
+        Rule("MID-S-01/type", "every messageId is a JSON string or null", F),
+        Rule("MID-S-01/near-miss-key", "no near-miss spelling of messageId", W,
+             untested="no message update was seen"),
+        Rule("MID-S-01/empty-id", "no empty-string messageId (legal but fragile)", W),
+        Rule("MID-S-01/long-id", "messageIds stay under 1024 characters", W),
+        Rule("MID-S-02/null-form", "which form ID-less v1 chunks take (omitted or null)", I,
+             versions=(1,)),
+        Rule("MID-V2-01", "every v2 chunk carries a non-null string messageId", F, versions=(2,)),
+        Rule("MID-V2-02/missing-id", "every v2 whole-message update carries a string messageId",
+             F, versions=(2,), untested="the agent sent no whole-message update"),
+        Rule("MID-V2-02/content-shape", "v2 whole-message content is an array or null", F,
+             versions=(2,), untested="the agent sent no whole-message update with content"),
+    )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.forms: Counter[str] = Counter()
+        self.form_entries: dict[str, int] = {}
+
+    def on_message(self, ev: MessageEvent) -> None:
+        u = ev.update
+        self.exercised("MID-S-01/type")
+        self.exercised("MID-S-01/near-miss-key")
+        v2 = ev.protocol >= 2
+        if ev.id_state == model.WRONG_TYPE:
+            self.found("MID-S-01/type",
+                       f"{ev.update_type} carries a {model.json_type(ev.raw_id)} messageId",
+                       entries=[ev.seq], expected="a JSON string", actual=short(ev.raw_id))
+        if ev.id_state in (model.ABSENT, model.NULL):
+            near = [k for k in model.NEAR_MISS_KEYS if k in u]
+            if near:
+                self.found("MID-S-01/near-miss-key",
+                           f"{ev.update_type} has {near[0]!r} instead of 'messageId'",
+                           entries=[ev.seq], expected="messageId", actual=near[0],
+                           outcome=Outcome.FAIL if v2 else Outcome.WARN)
+        if ev.mid is not None:
+            self.exercised("MID-S-01/empty-id")
+            self.exercised("MID-S-01/long-id")
+            if ev.mid == "":
+                self.found("MID-S-01/empty-id", f"{ev.update_type} uses the empty string as ID",
+                           entries=[ev.seq], expected="a non-empty opaque string", actual="")
+            elif len(ev.mid) > model.LONG_ID:
+                self.found("MID-S-01/long-id",
+                           f"{ev.update_type} has a {len(ev.mid)}-character messageId",
+                           entries=[ev.seq], expected=f"at most {model.LONG_ID} characters",
+                           actual=short(ev.mid))
+        if not v2:
+            if ev.form == "chunk":
+                self.exercised("MID-S-02/null-form")
+                if ev.id_state in (model.ABSENT, model.NULL):
+                    form = "omitted" if ev.id_state == model.ABSENT else "null"
+                    self.forms[form] += 1
+                    self.form_entries.setdefault(form, ev.seq)
+            return
+        if ev.form == "chunk":
+            self.exercised("MID-V2-01")
+            if ev.id_state != model.STRING:
+                self.found("MID-V2-01", f"v2 {ev.update_type} with a {ev.id_state} messageId",
+                           entries=[ev.seq], expected="a non-null string messageId",
+                           actual=short(ev.raw_id) if ev.id_state != model.ABSENT else "absent")
+            return
+        self.exercised("MID-V2-02/missing-id")
+        if ev.id_state != model.STRING:
+            self.found("MID-V2-02/missing-id",
+                       f"v2 {ev.update_type} upsert with a {ev.id_state} messageId",
+                       entries=[ev.seq], expected="a string messageId",
+                       actual=short(ev.raw_id) if ev.id_state != model.ABSENT else "absent")
+        if "content" in u:
+            self.exercised("MID-V2-02/content-shape")
+            if u["content"] is not None and not isinstance(u["content"], list):
+                self.found("MID-V2-02/content-shape",
+                           f"v2 {ev.update_type} content is a {model.json_type(u['content'])}",
+                           entries=[ev.seq], expected="an array of content blocks or null",
+                           actual=short(repr(u["content"])))
+
+    def finish(self) -> None:
+        for form, count in sorted(self.forms.items()):
+            self.found("MID-S-02/null-form", f"{count} v1 chunk(s) without an ID, form: {form}",
+                       entries=[self.form_entries[form]], actual=form)
+
+
+@register
+class Scope(Checker):
+    rules = (
+        Rule("MID-S-04/non-message-kind", "messageId appears only on message updates", W,
+             untested="no non-message session update was seen"),
+        Rule("MID-S-04/meta-only", "an ID carried only inside _meta (pre-RFD workaround)", I,
+             untested="no message update was seen"),
+    )
+
+    def on_other(self, ev: OtherUpdate) -> None:
+        self.exercised("MID-S-04/non-message-kind")
+        if "messageId" in ev.update:
+            self.found("MID-S-04/non-message-kind",
+                       f"{ev.update_type} carries a root messageId",
+                       entries=[ev.seq], expected="no messageId on this kind",
+                       actual=short(ev.update.get("messageId")))
+
+    def on_message(self, ev: MessageEvent) -> None:
+        self.exercised("MID-S-04/meta-only")
+        meta = ev.update.get("_meta")
+        if ev.id_state != model.STRING and isinstance(meta, dict):
+            keys = [k for k in meta if k.lower().replace("_", "") in ("messageid", "id")]
+            if keys:
+                self.found("MID-S-04/meta-only",
+                           f"{ev.update_type} carries its ID only in _meta.{keys[0]}",
+                           entries=[ev.seq], actual=short(meta[keys[0]]))
+
+
+@register
+class PromptResponseShape(Checker):
+    rules = (
+        Rule("MID-S-05/legacy-response-id",
+             "a v1 prompt response carries no userMessageId/messageId", W, versions=(1,),
+             untested="no prompt turn completed"),
+    )
+
+    def on_turn_end(self, ev: TurnEnd) -> None:
+        if ev.protocol >= 2 or ev.response is None:
+            return
+        self.exercised("MID-S-05/legacy-response-id")
+        keys = [k for k in model.LEGACY_PROMPT_KEYS if k in ev.response]
+        if keys:
+            self.found("MID-S-05/legacy-response-id",
+                       f"the v1 session/prompt response carries {keys[0]!r} (legacy unstable shape)",
+                       entries=[ev.seq], expected="only stopReason and _meta",
+                       actual={k: short(ev.response[k]) for k in keys})
+
+
+@register
+class ClientIds(Checker):
+    rules = (
+        Rule("MID-C-01", "the client sends no messageId/userMessageId of its own", F,
+             role="client", untested="the client sent no request"),
+        Rule("MID-C-01/meta", "IDs the client puts in _meta (allowed, recorded)", I,
+             role="client", untested="the client sent no request"),
+    )
+
+    def on_frame(self, ev: Frame) -> None:
+        e = ev.entry
+        if e.src != "client" or e.stream != "stdin" or e.fuzz or e.error is not None:
+            return
+        msgs = e.msg if isinstance(e.msg, list) else [e.msg]
+        for m in msgs:
+            if not isinstance(m, dict) or "method" not in m:
+                continue
+            self.exercised("MID-C-01")
+            self.exercised("MID-C-01/meta")
+            params = m.get("params")
+            if not isinstance(params, dict):
+                continue
+            keys = [k for k in model.LEGACY_PROMPT_KEYS if k in params]
+            if keys:
+                self.found("MID-C-01", f"the client's {m['method']} carries its own {keys[0]!r}",
+                           entries=[e.seq], expected="no protocol message ID from the client",
+                           actual={k: short(params[k]) for k in keys})
+            meta = params.get("_meta")
+            if isinstance(meta, dict):
+                mkeys = [k for k in model.LEGACY_PROMPT_KEYS if k in meta]
+                if mkeys:
+                    self.found("MID-C-01/meta", f"{m['method']} carries {mkeys[0]!r} in _meta",
+                               entries=[e.seq], actual=short(meta[mkeys[0]]))
+
+
+@register
+class Batches(Checker):
+    rules = (
+        Rule("MID-V2-09/same-id-batch", "no batch carries two updates of one messageId", W,
+             versions=(2,), untested="the agent sent no batch with message updates"),
+    )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.batch: int | None = None
+        self.ids: dict[tuple[str, str, str], int] = {}
+        self.reported: set[int] = set()
+
+    def on_message(self, ev: MessageEvent) -> None:
+        if ev.batch is None or ev.mid is None:
+            return
+        self.exercised("MID-V2-09/same-id-batch")
+        if ev.batch != self.batch:
+            self.batch, self.ids = ev.batch, {}
+        key = (ev.session, ev.kind, ev.mid)
+        if key in self.ids and ev.batch not in self.reported:
+            self.reported.add(ev.batch)
+            self.found("MID-V2-09/same-id-batch",
+                       f"batch line {ev.batch} carries two {ev.kind} updates for messageId "
+                       f"{short(ev.mid)!r}; batch entries may be applied in any order",
+                       entries=[ev.batch], expected="one update per messageId per batch",
+                       actual=short(ev.mid))
+        self.ids[key] = ev.seq

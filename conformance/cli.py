@@ -1,0 +1,252 @@
+"""Command line: a thin shell over the runner. Exit codes:
+
+0  no fail;  1  at least one fail (including a target that crashed, hung or
+broke framing);  2  usage error or invalid input (bad option, unknown case,
+malformed case file or transcript, target command not found);  3  internal
+error of the suite.
+
+Heavy imports (jsonschema, hypothesis, pexpect) happen only in the commands
+that need them, so ``--help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+SUBCOMMANDS = ("demo", "check", "list")
+
+
+class UsageError(Exception):
+    """Bad options or input: one line, exit 2."""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("grading")
+    g.add_argument("--protocol", choices=["1", "2", "both"], default="both",
+                   help="protocol version(s) to test (default: both, as negotiated)")
+    g.add_argument("--profile", default=None,
+                   help="v2 rule profile: acp-sdk-2.4.0 (default, newest published rules) "
+                        "or acp-repo-2026-08-22")
+    g.add_argument("--strict", action="store_true", help="turn every warn into a fail")
+    g.add_argument("--strict-ids", action="store_true",
+                   help="a v1 agent that sends no IDs at all is warn instead of info (C-10)")
+    g.add_argument("--cross-turn-reuse", choices=["fail", "warn"], default="fail",
+                   help="grade of MID-A-02/cross-turn-reuse (default fail)")
+    g.add_argument("--schema-dir", type=Path,
+                   help="validate every frame against the official ACP JSON Schemas in DIR "
+                        "(a folder with v1/schema.json and v2/schema.json)")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", type=Path, metavar="PATH", help="write the JSON report here")
+    o.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here")
+    o.add_argument("--transcripts", type=Path, metavar="DIR",
+                   help="write one transcript per case into DIR")
+    o.add_argument("--no-color", action="store_true", help="plain console output")
+    o.add_argument("-v", "--verbose", action="store_true", help="show every requirement's finding")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="acp-conformance",
+        description="Conformance suite for message identity (messageId) in the Agent Client "
+                    "Protocol. Subcommands: demo, check FILE..., list.",
+        epilog="exit codes: 0 no fail, 1 at least one fail, 2 usage or input error, "
+               "3 internal error")
+    t = p.add_argument_group("target")
+    t.add_argument("--agent", metavar="CMD", help="agent command to test, e.g. 'my-agent --acp'")
+    t.add_argument("--agent-env", action="append", default=[], metavar="K=V",
+                   help="extra environment for the agent (repeatable)")
+    t.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="longest silence allowed while waiting for the target (default 10)")
+    t.add_argument("--cases", type=Path, metavar="DIR", help="case directory (default: bundled)")
+    t.add_argument("--case", action="append", default=[], metavar="ID",
+                   help="run only this case, case prefix (load-*) or requirement (repeatable)")
+    _common(p)
+    return p
+
+
+def build_check_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="acp-conformance check",
+                                description="Grade recorded transcripts offline (no process).")
+    p.add_argument("files", nargs="+", type=Path, help="transcript files (.jsonl) or folders")
+    _common(p)
+    return p
+
+
+def build_list_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="acp-conformance list",
+                                description="List cases and requirements.")
+    p.add_argument("--cases", type=Path, metavar="DIR", help="case directory (default: bundled)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args and args[0] == "list":
+            return cmd_list(build_list_parser().parse_args(args[1:]))
+        if args and args[0] == "check":
+            return cmd_check(build_check_parser().parse_args(args[1:]))
+        if args and args[0] == "demo":
+            ns = build_parser().parse_args(args[1:])
+            return cmd_demo(ns)
+        ns = build_parser().parse_args(args)
+        if not ns.agent:
+            raise UsageError("nothing to test: give --agent CMD (or a subcommand: "
+                             f"{', '.join(SUBCOMMANDS)})")
+        return cmd_agent(ns, ns.agent, ns.agent)
+    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    except KeyboardInterrupt:
+        print("acp-conformance: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the three error families are sorted here
+        return _error_exit(exc)
+
+
+def _error_exit(exc: Exception) -> int:
+    from conformance.cases import CaseError
+    from conformance.transcript import TranscriptError
+    from conformance.transport import TargetCommandError
+
+    if isinstance(exc, (UsageError, CaseError, TranscriptError, TargetCommandError)):
+        print(f"acp-conformance: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if os.environ.get("ACP_CONFORMANCE_DEBUG"):
+        raise exc
+    print(f"acp-conformance: internal error: {type(exc).__name__}: {exc} "
+          "(set ACP_CONFORMANCE_DEBUG=1 for the traceback)", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _options(ns: argparse.Namespace, header_profile: str | None = None) -> Any:
+    from conformance import profiles
+    from conformance.checks import Options
+    from conformance.results import Outcome
+
+    name = ns.profile or header_profile or profiles.DEFAULT_PROFILE
+    try:
+        profile = profiles.get(name)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+    if ns.schema_dir is not None and not ns.schema_dir.is_dir():
+        raise UsageError(f"--schema-dir {ns.schema_dir}: no such directory")
+    return Options(profile=profile, cross_turn_reuse=Outcome(ns.cross_turn_reuse),
+                   strict_ids=ns.strict_ids)
+
+
+def _protocols(ns: argparse.Namespace) -> list[int]:
+    return [1, 2] if ns.protocol == "both" else [int(ns.protocol)]
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise UsageError(f"--agent-env {pair!r}: expected KEY=VALUE")
+        k, v = pair.split("=", 1)
+        env[k] = v
+    return env
+
+
+def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str) -> int:
+    from conformance import cases as casemod
+    from conformance.runner import AgentRun, run_agent_suite
+    from conformance.transport import split_command
+
+    if ns.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    argv = split_command(command)
+    cases = casemod.select(casemod.load_dir(ns.cases), ns.case)
+    run = AgentRun(command=argv, protocols=_protocols(ns), options=_options(ns),
+                   timeout=ns.timeout, strict=ns.strict, transcripts=ns.transcripts,
+                   schema_dir=ns.schema_dir, env=_env(ns.agent_env),
+                   progress=_progress if sys.stderr.isatty() else None)
+    result = run_agent_suite(run, cases, label)
+    return _report(ns, result)
+
+
+def _progress(done: int, total: int, current: str) -> None:
+    sys.stderr.write(f"\r[{done + 1}/{total}] {current[:60]:<60}")
+    if done + 1 == total:
+        sys.stderr.write("\r" + " " * 72 + "\r")
+    sys.stderr.flush()
+
+
+def _report(ns: argparse.Namespace, result: Any) -> int:
+    from conformance.report import console_summary, write_json, write_junit
+
+    colour = sys.stdout.isatty() and not ns.no_color
+    print(console_summary(result, colour=colour, verbose=ns.verbose))
+    if ns.json:
+        write_json(result, ns.json)
+    if ns.junit:
+        write_junit(result, ns.junit)
+    return EXIT_FAIL if result.failed else EXIT_OK
+
+
+def reference_agent_command() -> list[str]:
+    return [sys.executable, "-m", "conformance.reference.agent"]
+
+
+def cmd_demo(ns: argparse.Namespace) -> int:
+    print("Running the agent suite against the bundled reference agent.\n")
+    return cmd_agent(ns, reference_agent_command(), "acp-conformance reference agent")
+
+
+def cmd_check(ns: argparse.Namespace) -> int:
+    from conformance import transcript as tmod
+    from conformance.checks import grade
+    from conformance.results import CaseResult, RunResult, apply_strict
+    from conformance import __version__
+
+    files: list[Path] = []
+    for f in ns.files:
+        if f.is_dir():
+            files.extend(sorted(f.glob("*.jsonl")))
+        elif f.exists():
+            files.append(f)
+        else:
+            raise UsageError(f"{f}: no such transcript")
+    if not files:
+        raise UsageError("no transcript files given")
+    headers = [tmod.read_header(f) for f in files]
+    roles = {h.get("role", "agent") for h in headers}
+    protocols = sorted({int(h.get("protocol", 1)) for h in headers})
+    result = RunResult(__version__, ", ".join(str(f) for f in files), "/".join(sorted(roles)),
+                       protocols, "", ns.strict)
+    for f, header in zip(files, headers):
+        options = _options(ns, header.get("profile"))
+        result.profile = options.profile.name
+        protocol = int(header.get("protocol", 1))
+        if ns.protocol != "both":
+            protocol = int(ns.protocol)
+        _, entries = tmod.iter_entries(f)
+        findings = grade(entries, protocol=protocol, options=options,
+                         role=header.get("role", "agent"))
+        name = str(header.get("case") or f.stem)
+        cr = CaseResult(name, f"recorded transcript {f.name}", [], protocol,
+                        transcript_path=str(f))
+        cr.findings = [x.with_case(name) for x in apply_strict(findings, ns.strict)]
+        result.cases.append(cr)
+    return _report(ns, result)
+
+
+def cmd_list(ns: argparse.Namespace) -> int:
+    from conformance import cases as casemod
+    from conformance.checks import all_rules
+
+    print("Cases:")
+    for c in casemod.load_dir(ns.cases):
+        versions = "/".join(f"v{p}" for p in c.protocols)
+        print(f"  {c.id:<32} {c.role:<6} {versions:<6} {', '.join(c.requirements)}")
+        print(f"  {'':<32} {c.description}")
+    print("\nRules (requirement/sub-rule, grade of a violation, versions, side):")
+    for rid, rule in sorted(all_rules().items()):
+        versions = "/".join(f"v{p}" for p in rule.versions)
+        print(f"  {rid:<40} {rule.outcome.value:<5} {versions:<6} {rule.role:<6} {rule.title}")
+    return EXIT_OK

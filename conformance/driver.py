@@ -1,0 +1,312 @@
+"""The driver that plays the client: runs a case's steps against a live agent.
+
+It performs the handshake (v1 or v2 as asked), answers every agent->client
+request, and waits only on messages: each wait ends when the awaited message
+arrives, or after ``timeout`` seconds with a ``timeout`` event in the
+transcript. It never grades anything; checkers read the transcript afterwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from conformance import TOOL_NAME, __version__, model
+from conformance.transcript import Entry, Transcript
+from conformance.transport import TargetExited, TargetProcess, TargetTimeout
+
+
+class DriveAborted(Exception):
+    """The target hung or died: the case stops; what was recorded is still graded."""
+
+
+class NotTestable(Exception):
+    """The target cannot take this case (v2 unsupported, no session/load, manual auth)."""
+
+
+@dataclass
+class AgentInfo:
+    protocol: int | None = None
+    name: str | None = None
+    version: str | None = None
+    load_session: bool = False
+    resume: bool = False
+    auth_methods: list[Any] = field(default_factory=list)
+
+
+class ClientDriver:
+    """Plays the ACP client over a TargetProcess, one connection at a time."""
+
+    def __init__(self, argv: Sequence[str], transcript: Transcript, *, protocol: int,
+                 timeout: float, cwd: str, env: Mapping[str, str] | None = None) -> None:
+        self.argv = list(argv)
+        self.transcript = transcript
+        self.protocol = protocol
+        self.timeout = timeout
+        self.cwd = cwd
+        self.env = dict(env or {})
+        self.proc: TargetProcess | None = None
+        self.conn = -1
+        self.ids = itertools.count(0)
+        self.info = AgentInfo()
+        self.session: str | None = None
+        self.cancelled: set[str] = set()
+        self.responses: dict[Any, Entry] = {}
+        self.updates_since: list[Entry] = []
+
+    # -- process ---------------------------------------------------------
+    def start(self) -> None:
+        self.conn += 1
+        self.proc = TargetProcess(self.argv, self.transcript, conn=self.conn, src="agent",
+                                  env=self.env, cwd=self.cwd)
+        self.initialize()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.close()
+            self.proc = None
+
+    # -- handshake -------------------------------------------------------
+    def initialize(self) -> None:
+        if self.protocol >= 2:
+            params: dict[str, Any] = {
+                "protocolVersion": 2, "info": {"name": TOOL_NAME, "version": __version__},
+                "capabilities": {}}
+        else:
+            params = {"protocolVersion": 1,
+                      "clientCapabilities": {"fs": {"readTextFile": False,
+                                                    "writeTextFile": False},
+                                             "terminal": False},
+                      "clientInfo": {"name": TOOL_NAME, "version": __version__}}
+        result = self.request("initialize", params, waiting_for="the initialize response")
+        if not isinstance(result, dict):
+            raise DriveAborted("initialize failed")
+        pv = result.get("protocolVersion")
+        self.info.protocol = pv if isinstance(pv, int) else None
+        if self.protocol >= 2 and pv != 2:
+            self.note("v2 unsupported", {"answered_protocolVersion": pv})
+            raise NotTestable(f"v2 unsupported: the agent answered protocolVersion {pv!r}")
+        if self.protocol < 2 and pv != 1:
+            raise NotTestable(f"v1 unsupported: the agent answered protocolVersion {pv!r}")
+        info = result.get("info") or result.get("agentInfo") or {}
+        if isinstance(info, dict):
+            self.info.name, self.info.version = info.get("name"), info.get("version")
+        caps = result.get("capabilities") or result.get("agentCapabilities") or {}
+        if not isinstance(caps, dict):
+            caps = {}
+        if self.protocol >= 2:
+            session_caps = caps.get("session")
+            self.info.load_session = False
+            self.info.resume = isinstance(session_caps, dict)
+        else:
+            self.info.load_session = caps.get("loadSession") is True
+            scaps = caps.get("sessionCapabilities") or {}
+            self.info.resume = isinstance(scaps, dict) and scaps.get("resume") is not None
+        methods = result.get("authMethods")
+        self.info.auth_methods = methods if isinstance(methods, list) else []
+
+    def authenticate(self) -> None:
+        """Agents with an ``agent`` method get it; others need a person."""
+        for m in self.info.auth_methods:
+            if isinstance(m, dict) and m.get("type", "agent") == "agent":
+                mid = m.get("id") or m.get("methodId")
+                method = "auth/login" if self.protocol >= 2 else "authenticate"
+                self.request(method, {"methodId": mid}, waiting_for=f"the {method} response")
+                return
+        raise NotTestable("needs manual auth: the agent offers no automatic auth method")
+
+    # -- session steps ----------------------------------------------------
+    def new_session(self) -> str:
+        params: dict[str, Any] = {"cwd": self.cwd, "mcpServers": []}
+        try:
+            result = self.request("session/new", params, waiting_for="the session/new response")
+        except _RpcError as err:
+            if err.code == -32000 and self.info.auth_methods:
+                self.authenticate()
+                result = self.request("session/new", params,
+                                      waiting_for="the session/new response")
+            else:
+                raise DriveAborted(f"session/new failed: {err}") from None
+        sid = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(sid, str):
+            raise DriveAborted("session/new returned no sessionId")
+        self.session = sid
+        return sid
+
+    def prompt(self, text: str, *, legacy_message_id: str | None = None,
+               meta_message_id: str | None = None, cancel: bool = False) -> None:
+        sid = self._sid()
+        params: dict[str, Any] = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+        fuzz = False
+        if legacy_message_id is not None:
+            params["messageId"] = legacy_message_id
+            fuzz = True
+        if meta_message_id is not None:
+            params["_meta"] = {"messageId": meta_message_id}
+            fuzz = True
+        rid = self._send_request("session/prompt", params, fuzz=fuzz)
+        state = {"idle": False, "response": None, "agent_output": False, "cancel_sent": False}
+
+        def on_update(entry: Entry, update: dict[str, Any]) -> None:
+            kind = update.get("sessionUpdate")
+            if kind in ("agent_message_chunk", "agent_thought_chunk", "agent_message",
+                        "agent_thought"):
+                state["agent_output"] = True
+            if kind == "state_update" and update.get("state") == "idle":
+                state["idle"] = True
+
+        def done() -> bool:
+            if cancel and state["agent_output"] and not state["cancel_sent"]:
+                state["cancel_sent"] = True
+                self.cancelled.add(sid)
+                self.notify("session/cancel", {"sessionId": sid})
+            if rid in self.responses:
+                state["response"] = self.responses[rid]
+            if state["response"] is None:
+                return False
+            if self.protocol >= 2:
+                resp = state["response"]
+                if isinstance(resp.msg, dict) and "error" in resp.msg:
+                    return True
+                return bool(state["idle"])
+            return True
+
+        try:
+            self.pump(done, on_update=on_update, waiting_for=(
+                "the prompt to end (idle state_update)" if self.protocol >= 2
+                else "the session/prompt response"))
+        finally:
+            self.cancelled.discard(sid)
+        self.responses.pop(rid, None)
+
+    def load(self) -> None:
+        sid = self._sid()
+        if self.protocol >= 2:
+            raise NotTestable("session/load does not exist in v2 (use resume)")
+        if not self.info.load_session:
+            raise NotTestable("the agent does not advertise loadSession")
+        self.request("session/load", {"sessionId": sid, "cwd": self.cwd, "mcpServers": []},
+                     waiting_for="the session/load response")
+
+    def resume(self, replay: str | None) -> None:
+        sid = self._sid()
+        if not self.info.resume:
+            raise NotTestable("the agent does not advertise session resume")
+        params: dict[str, Any] = {"sessionId": sid, "cwd": self.cwd}
+        if self.protocol < 2:
+            params["mcpServers"] = []
+        elif replay == "start":
+            params["replayFrom"] = {"type": "start"}
+        self.request("session/resume", params, waiting_for="the session/resume response")
+
+    def close_session(self) -> None:
+        self.request("session/close", {"sessionId": self._sid()},
+                     waiting_for="the session/close response")
+
+    def _sid(self) -> str:
+        if self.session is None:
+            raise DriveAborted("no session (the case lacks a new_session step)")
+        return self.session
+
+    # -- JSON-RPC ----------------------------------------------------------
+    def _send_request(self, method: str, params: Any, *, fuzz: bool = False) -> int:
+        assert self.proc is not None
+        rid = next(self.ids)
+        self.proc.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params},
+                       fuzz=fuzz)
+        return rid
+
+    def notify(self, method: str, params: Any) -> None:
+        assert self.proc is not None
+        self.proc.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def request(self, method: str, params: Any, *, waiting_for: str) -> Any:
+        rid = self._send_request(method, params)
+        self.pump(lambda: rid in self.responses, waiting_for=waiting_for)
+        entry = self.responses.pop(rid)
+        msg = entry.msg
+        if "error" in msg:
+            err = msg["error"] if isinstance(msg["error"], dict) else {}
+            raise _RpcError(err.get("code"), str(err.get("message")))
+        return msg.get("result")
+
+    def note(self, what: str, data: dict[str, Any]) -> None:
+        self.transcript.add(self.conn, "harness", "harness", event="note",
+                            data={"note": what, **data})
+
+    def pump(self, done: Callable[[], bool], *, waiting_for: str,
+             on_update: Callable[[Entry, dict[str, Any]], None] | None = None) -> None:
+        """Handle incoming lines until ``done()``; each silence may last ``timeout`` seconds."""
+        assert self.proc is not None
+        proc = self.proc
+        while not done():
+            try:
+                entry = proc.receive(self.timeout)
+            except TargetTimeout:
+                self.transcript.add(self.conn, "harness", "harness", event="timeout",
+                                    data={"timeout": self.timeout, "waiting_for": waiting_for,
+                                          "stderr_tail": proc.stderr_text()[-1000:]})
+                raise DriveAborted(f"timeout waiting for {waiting_for}") from None
+            except TargetExited:
+                rc = proc.wait_exit(1.0)
+                self.transcript.add(self.conn, "harness", "harness", event="early-exit",
+                                    data={"waiting_for": waiting_for, "returncode": rc,
+                                          "signal": None if rc is None or rc >= 0 else -rc,
+                                          "stderr_tail": proc.stderr_text()[-1000:]})
+                raise DriveAborted(f"target exited while waiting for {waiting_for}") from None
+            if entry.error is not None or entry.msg is None:
+                continue  # recorded; the framing checker grades it
+            msgs = entry.msg if isinstance(entry.msg, list) else [entry.msg]
+            for msg in msgs:
+                self._dispatch(entry, msg, on_update)
+
+    def _dispatch(self, entry: Entry, msg: Any,
+                  on_update: Callable[[Entry, dict[str, Any]], None] | None) -> None:
+        if not isinstance(msg, dict):
+            return
+        if model.is_response(msg):
+            self.responses[msg["id"]] = Entry(entry.seq, entry.t, entry.conn, entry.src,
+                                              entry.stream, msg=msg)
+            return
+        method = msg.get("method")
+        if not isinstance(method, str):
+            return
+        if "id" in msg:
+            self._answer(msg)
+        elif method == "session/update" and on_update is not None:
+            params = msg.get("params")
+            update = params.get("update") if isinstance(params, dict) else None
+            if isinstance(update, dict):
+                on_update(entry, update)
+
+    def _answer(self, msg: dict[str, Any]) -> None:
+        """Answer an agent->client request exactly once, with the same id."""
+        assert self.proc is not None
+        method, rid = msg["method"], msg["id"]
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        result: Any
+        if method == "session/request_permission":
+            sid = params.get("sessionId")
+            options = params.get("options") if isinstance(params.get("options"), list) else []
+            allow = [o for o in options if isinstance(o, dict)
+                     and str(o.get("kind", "")).startswith("allow")]
+            if sid in self.cancelled or not (allow or options):
+                result = {"outcome": {"outcome": "cancelled"}}
+            else:
+                choice = (allow or options)[0]
+                result = {"outcome": {"outcome": "selected", "optionId": choice.get("optionId")}}
+        elif method == "elicitation/create":
+            result = {"action": "cancel"}
+        else:
+            self.proc.send({"jsonrpc": "2.0", "id": rid,
+                            "error": {"code": -32601, "message": "Method not found"}})
+            return
+        self.proc.send({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+class _RpcError(Exception):
+    def __init__(self, code: Any, message: str) -> None:
+        super().__init__(f"error {code}: {message}")
+        self.code = code
+

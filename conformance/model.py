@@ -1,0 +1,103 @@
+"""Our own model of the ACP shapes that carry message identity.
+
+Written from the requirement catalogue, not copied from the official schema
+(which a user may pass with ``--schema-dir`` for full validation). It knows
+which ``sessionUpdate`` kinds are messages, what form they take, and how to
+read a ``messageId`` without trusting its type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CHUNK_KINDS: dict[str, str] = {
+    "user_message_chunk": "user",
+    "agent_message_chunk": "agent",
+    "agent_thought_chunk": "thought",
+}
+UPSERT_KINDS: dict[str, str] = {  # v2 whole-message updates
+    "user_message": "user",
+    "agent_message": "agent",
+    "agent_thought": "thought",
+}
+MESSAGE_KINDS: dict[str, str] = {**CHUNK_KINDS, **UPSERT_KINDS}
+NEAR_MISS_KEYS = ("message_id", "messageID", "MessageId", "messageid", "MessageID", "message-id")
+LEGACY_PROMPT_KEYS = ("messageId", "userMessageId")
+
+# States of a messageId field, as read off the wire.
+ABSENT = "absent"
+NULL = "null"
+STRING = "string"
+WRONG_TYPE = "wrong-type"
+
+LONG_ID = 1024  # C-13: agents warn above this many characters
+
+
+def id_state(update: dict[str, Any]) -> tuple[str, Any]:
+    if "messageId" not in update:
+        return ABSENT, None
+    value = update["messageId"]
+    if value is None:
+        return NULL, None
+    if isinstance(value, str):
+        return STRING, value
+    return WRONG_TYPE, value
+
+
+def json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def block_text(block: Any) -> str:
+    """The text a content block shows (empty for non-text blocks)."""
+    if isinstance(block, dict):
+        text = block.get("text")
+        if isinstance(text, str):
+            return text
+    return ""
+
+
+def blocks_text(blocks: Any) -> str:
+    if isinstance(blocks, list):
+        return "".join(block_text(b) for b in blocks)
+    return block_text(blocks)
+
+
+def is_request(msg: Any) -> bool:
+    return isinstance(msg, dict) and "method" in msg and "id" in msg
+
+
+def is_notification(msg: Any) -> bool:
+    return isinstance(msg, dict) and "method" in msg and "id" not in msg
+
+
+def is_response(msg: Any) -> bool:
+    return isinstance(msg, dict) and "method" not in msg and "id" in msg and (
+        "result" in msg or "error" in msg)
+
+
+def jsonrpc_problem(msg: Any) -> str | None:
+    """Why a parsed line is not a JSON-RPC 2.0 message (None when it is one)."""
+    if not isinstance(msg, dict):
+        return f"a JSON {json_type(msg)}, not a JSON-RPC object"
+    if msg.get("jsonrpc") != "2.0":
+        return "missing or wrong \"jsonrpc\": \"2.0\""
+    if "method" in msg:
+        if not isinstance(msg["method"], str):
+            return "\"method\" is not a string"
+        if "id" in msg and not isinstance(msg["id"], (str, int)) or isinstance(msg.get("id"), bool):
+            return "request \"id\" is neither a string nor an integer"
+        return None
+    if "id" in msg and ("result" in msg or "error" in msg):
+        return None
+    return "neither a request, a notification nor a response"

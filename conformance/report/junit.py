@@ -1,0 +1,52 @@
+"""JUnit XML: one testcase per case x requirement row, named by requirement ID."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+from conformance.report.text import xml_safe
+from conformance.results import SEVERITY, Finding, Outcome, RunResult
+from conformance.transcript import write_atomic
+
+
+def to_xml(result: RunResult) -> str:
+    suites = ET.Element("testsuites", name="acp-conformance")
+    by_case: dict[str, list[Finding]] = defaultdict(list)
+    for f in result.all_findings():
+        by_case[f.case].append(f)
+    for c in result.cases:
+        suite = ET.SubElement(suites, "testsuite", name=xml_safe(c.case))
+        rows: dict[str, list[Finding]] = defaultdict(list)
+        for f in by_case.get(c.case, []):
+            rows[f.requirement].append(f)
+        failures = skipped = 0
+        for req, fs in rows.items():
+            worst = max(fs, key=lambda f: SEVERITY[f.outcome])
+            tc = ET.SubElement(suite, "testcase", classname=xml_safe(c.case), name=xml_safe(req))
+            text = "\n".join(
+                f"[{f.outcome.value}] {f.message} entries={list(f.entries)}"
+                + (f" expected={f.expected!r}" if f.expected is not None else "")
+                + (f" actual={f.actual!r}" if f.actual is not None else "") for f in fs)
+            if worst.outcome is Outcome.FAIL:
+                failures += 1
+                el = ET.SubElement(tc, "failure", message=xml_safe(worst.message, 500))
+                el.text = xml_safe(text)
+            elif worst.outcome is Outcome.NOT_APPLICABLE:
+                skipped += 1
+                ET.SubElement(tc, "skipped", message=xml_safe(worst.message, 500))
+            elif worst.outcome in (Outcome.WARN, Outcome.INFO):
+                out = ET.SubElement(tc, "system-out")
+                out.text = xml_safe(text)
+        suite.set("tests", str(len(rows)))
+        suite.set("failures", str(failures))
+        suite.set("skipped", str(skipped))
+        if c.stderr_tail and failures:
+            err = ET.SubElement(suite, "system-err")
+            err.text = xml_safe(c.stderr_tail)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(result: RunResult, path: Path) -> None:
+    write_atomic(Path(path), to_xml(result))

@@ -1,0 +1,132 @@
+"""The outcome vocabulary, findings and the grading rules every report shares.
+
+A *finding* is data about the target: which requirement, what outcome, what
+was expected, what was seen, and the transcript entries that show it.
+Findings never carry wall-clock times, so reports are deterministic.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+
+class Outcome(str, enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    INFO = "info"
+    NOT_APPLICABLE = "not_applicable"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Worst first: the order a summary uses to pick "the worst finding".
+SEVERITY: dict[Outcome, int] = {
+    Outcome.FAIL: 4,
+    Outcome.WARN: 3,
+    Outcome.INFO: 2,
+    Outcome.PASS: 1,
+    Outcome.NOT_APPLICABLE: 0,
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One graded observation about one requirement (or sub-rule)."""
+
+    requirement: str  # "MID-A-02/cross-turn-reuse" or "MID-V2-01"
+    outcome: Outcome
+    message: str
+    expected: Any = None
+    actual: Any = None
+    entries: tuple[int, ...] = ()  # transcript sequence numbers
+    case: str = ""
+
+    @property
+    def base_requirement(self) -> str:
+        return self.requirement.split("/", 1)[0]
+
+    def with_case(self, case: str) -> "Finding":
+        return Finding(self.requirement, self.outcome, self.message, self.expected,
+                       self.actual, self.entries, case)
+
+    def with_outcome(self, outcome: Outcome) -> "Finding":
+        return Finding(self.requirement, outcome, self.message, self.expected,
+                       self.actual, self.entries, self.case)
+
+    def to_json(self) -> dict[str, Any]:
+        evidence: dict[str, Any] = {"entries": list(self.entries)}
+        if self.expected is not None:
+            evidence["expected"] = self.expected
+        if self.actual is not None:
+            evidence["actual"] = self.actual
+        return {
+            "case": self.case,
+            "requirement": self.requirement,
+            "outcome": self.outcome.value,
+            "message": self.message,
+            "evidence": evidence,
+        }
+
+
+def worst(outcomes: Iterable[Outcome]) -> Outcome:
+    best = Outcome.NOT_APPLICABLE
+    for o in outcomes:
+        if SEVERITY[o] > SEVERITY[best]:
+            best = o
+    return best
+
+
+def apply_strict(findings: Iterable[Finding], strict: bool) -> list[Finding]:
+    """`--strict`: a SHOULD breach (warn) becomes a fail."""
+    out = []
+    for f in findings:
+        out.append(f.with_outcome(Outcome.FAIL) if strict and f.outcome is Outcome.WARN else f)
+    return out
+
+
+@dataclass
+class CaseResult:
+    """Everything one case produced: its findings and where its transcript went."""
+
+    case: str
+    description: str
+    requirements: list[str]
+    protocol: int
+    findings: list[Finding] = field(default_factory=list)
+    transcript_path: str | None = None
+    stderr_tail: str = ""
+    note: str = ""  # e.g. "v2 unsupported by target"
+    target_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> Outcome:
+        return worst(f.outcome for f in self.findings)
+
+
+@dataclass
+class RunResult:
+    tool_version: str
+    target: str
+    role: str  # "agent" | "client"
+    protocols: list[int]
+    profile: str
+    strict: bool
+    cases: list[CaseResult] = field(default_factory=list)
+    target_info: dict[str, Any] = field(default_factory=dict)
+
+    def all_findings(self) -> list[Finding]:
+        return [f for c in self.cases for f in c.findings]
+
+    def counts(self) -> dict[str, int]:
+        counts = {o.value: 0 for o in Outcome}
+        for f in self.all_findings():
+            counts[f.outcome.value] += 1
+        return counts
+
+    @property
+    def failed(self) -> bool:
+        return any(f.outcome is Outcome.FAIL for f in self.all_findings())

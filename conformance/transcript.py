@@ -1,0 +1,268 @@
+"""Transcripts: the versioned JSONL record of every line on the wire.
+
+Line 1 is a header object; every further line is one entry::
+
+    {"format": "acp-conformance-transcript", "version": 1, "tool": "...",
+     "role": "agent", "protocol": 1, "profile": "...", "target": "...", "case": "..."}
+    {"seq": 0, "t": 0.0012, "conn": 0, "src": "client", "stream": "stdin",
+     "raw": "{...}", "msg": {...}}
+
+``src`` is who wrote the line: ``client``, ``agent`` or ``harness`` (events
+such as a process start or exit, written by the suite). ``stream`` is the pipe
+it travelled on. ``raw`` is the line exactly as received (decoded as UTF-8;
+invalid bytes are kept as ``raw_b64`` instead). ``msg`` is the parsed JSON, or
+``error`` says why it did not parse. ``fuzz: true`` marks what the suite sent
+on purpose out of spec; ``truncated`` gives the original byte length of a line
+that was capped. ``t`` is seconds since the transcript began (monotonic).
+
+Checkers read entries only; they never see processes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from conformance import TOOL_NAME, __version__
+
+FORMAT = "acp-conformance-transcript"
+FORMAT_VERSION = 1
+
+SOURCES = ("client", "agent", "harness")
+STREAMS = ("stdin", "stdout", "stderr", "harness")
+
+
+class TranscriptError(Exception):
+    """A transcript file that cannot be read: carries a one-line reason with file:line."""
+
+
+@dataclass(slots=True)
+class Entry:
+    seq: int
+    t: float
+    conn: int
+    src: str
+    stream: str
+    raw: str | None = None
+    raw_b64: str | None = None
+    msg: Any = None
+    error: str | None = None
+    fuzz: bool = False
+    truncated: int | None = None
+    event: str | None = None  # harness events: "start", "exit", "timeout", "note", "probe"
+    data: Any = None  # harness event payload
+
+    @property
+    def is_message(self) -> bool:
+        return self.stream in ("stdin", "stdout") and self.error is None and self.raw is not None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"seq": self.seq, "t": round(self.t, 6), "conn": self.conn,
+                             "src": self.src, "stream": self.stream}
+        if self.event is not None:
+            d["event"] = self.event
+        if self.data is not None:
+            d["data"] = self.data
+        if self.raw is not None:
+            d["raw"] = self.raw
+        if self.raw_b64 is not None:
+            d["raw_b64"] = self.raw_b64
+        if self.is_message:
+            d["msg"] = self.msg
+        if self.error is not None:
+            d["error"] = self.error
+        if self.fuzz:
+            d["fuzz"] = True
+        if self.truncated is not None:
+            d["truncated"] = self.truncated
+        return d
+
+    @classmethod
+    def from_json(cls, d: Any, where: str) -> "Entry":
+        if not isinstance(d, dict):
+            raise TranscriptError(f"{where}: entry is not a JSON object")
+        try:
+            seq, t, conn, src, stream = d["seq"], d["t"], d["conn"], d["src"], d["stream"]
+        except KeyError as exc:
+            raise TranscriptError(f"{where}: entry lacks required key {exc.args[0]!r}") from None
+        if not isinstance(seq, int) or not isinstance(conn, int) or not isinstance(t, (int, float)):
+            raise TranscriptError(f"{where}: seq, conn must be integers and t a number")
+        if src not in SOURCES or stream not in STREAMS:
+            raise TranscriptError(f"{where}: unknown src {src!r} or stream {stream!r}")
+        return cls(seq=seq, t=float(t), conn=conn, src=src, stream=stream,
+                   raw=d.get("raw"), raw_b64=d.get("raw_b64"), msg=d.get("msg"),
+                   error=d.get("error"), fuzz=bool(d.get("fuzz", False)),
+                   truncated=d.get("truncated"), event=d.get("event"), data=d.get("data"))
+
+
+def decode_line(raw: bytes) -> tuple[str | None, str | None, Any, str | None]:
+    """Bytes of one line (without the newline) -> (raw, raw_b64, msg, error).
+
+    Never unescapes before parsing (MID-S-06): the JSON text is parsed as is.
+    """
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, base64.b64encode(raw).decode("ascii"), None, f"invalid UTF-8 at byte {exc.start}"
+    try:
+        return text, None, json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return text, None, None, f"not JSON: {exc.msg} at column {exc.colno}"
+    except RecursionError:
+        return text, None, None, "not JSON: nesting too deep"
+
+
+class Transcript:
+    """An in-memory transcript that the transport appends to from several threads."""
+
+    def __init__(self, header: dict[str, Any] | None = None) -> None:
+        self.header: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION,
+                                       "tool": f"{TOOL_NAME} {__version__}"}
+        if header:
+            self.header.update(header)
+        self.entries: list[Entry] = []
+        self._lock = threading.Lock()
+        self._t0 = time.monotonic()
+
+    def _next(self) -> tuple[int, float]:
+        return len(self.entries), time.monotonic() - self._t0
+
+    def add(self, conn: int, src: str, stream: str, line: bytes | None = None, *,
+            fuzz: bool = False, truncated: int | None = None, event: str | None = None,
+            data: Any = None) -> Entry:
+        raw = raw_b64 = msg = error = None
+        if line is not None:
+            if stream == "stderr":
+                raw = line.decode("utf-8", errors="replace")
+            else:
+                raw, raw_b64, msg, error = decode_line(line)
+        with self._lock:
+            seq, t = self._next()
+            entry = Entry(seq, t, conn, src, stream, raw, raw_b64, msg, error, fuzz,
+                          truncated, event, data)
+            self.entries.append(entry)
+        return entry
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(list(self.entries))
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def save(self, path: Path) -> None:
+        write_atomic(path, self.dumps())
+
+    def dumps(self) -> str:
+        lines = [json.dumps(self.header, ensure_ascii=False)]
+        with self._lock:
+            entries = list(self.entries)
+        lines.extend(json.dumps(e.to_json(), ensure_ascii=False) for e in entries)
+        return "\n".join(lines) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so a crash leaves the old file or the complete new one, never a torn one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    with open_transcript(path) as fh:
+        first = fh.readline()
+    return _parse_header(first, path)
+
+
+def _parse_header(first: str, path: Path) -> dict[str, Any]:
+    if not first.strip():
+        raise TranscriptError(f"{path}:1: empty file, expected a transcript header")
+    try:
+        header = json.loads(first)
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(f"{path}:1: header is not JSON ({exc.msg})") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise TranscriptError(f"{path}:1: not an {FORMAT} file (header 'format' missing)")
+    if header.get("version") != FORMAT_VERSION:
+        raise TranscriptError(
+            f"{path}:1: transcript format version {header.get('version')!r} is not supported "
+            f"(this tool reads version {FORMAT_VERSION})")
+    return header
+
+
+def open_transcript(path: Path) -> Any:
+    try:
+        return open(path, encoding="utf-8", errors="strict")
+    except OSError as exc:
+        raise TranscriptError(f"{path}: cannot read transcript: {exc.strerror}") from None
+
+
+def iter_entries(path: Path) -> tuple[dict[str, Any], Iterator[Entry]]:
+    """Stream a transcript file: the header now, entries lazily (memory stays flat)."""
+    fh = open_transcript(path)
+    try:
+        header = _parse_header(fh.readline(), path)
+    except UnicodeDecodeError:
+        fh.close()
+        raise TranscriptError(f"{path}:1: transcript is not UTF-8") from None
+    except BaseException:
+        fh.close()
+        raise
+
+    def gen() -> Iterator[Entry]:
+        with fh:
+            lineno = 1
+            expect = 0
+            try:
+                for line in fh:
+                    lineno += 1
+                    if not line.strip():
+                        continue
+                    if not line.endswith("\n"):
+                        raise TranscriptError(f"{path}:{lineno}: truncated last line")
+                    try:
+                        d = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise TranscriptError(
+                            f"{path}:{lineno}: entry is not JSON ({exc.msg})") from None
+                    entry = Entry.from_json(d, f"{path}:{lineno}")
+                    if entry.seq != expect:
+                        raise TranscriptError(
+                            f"{path}:{lineno}: sequence number {entry.seq}, expected {expect}")
+                    expect += 1
+                    yield entry
+            except UnicodeDecodeError:
+                raise TranscriptError(f"{path}:{lineno + 1}: transcript is not UTF-8") from None
+
+    return header, gen()
+
+
+def load(path: Path) -> tuple[dict[str, Any], list[Entry]]:
+    header, entries = iter_entries(path)
+    return header, list(entries)
+
+
+def from_entries(header: dict[str, Any], entries: Iterable[Entry]) -> Transcript:
+    t = Transcript(header)
+    t.entries = list(entries)
+    return t
