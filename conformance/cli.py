@@ -190,7 +190,13 @@ def _report(ns: argparse.Namespace, result: Any) -> int:
 
 
 def reference_agent_command() -> list[str]:
-    return [sys.executable, "-m", "conformance.reference.agent"]
+    """The bundled reference agent, runnable from any working directory."""
+    import conformance
+
+    root = str(Path(conformance.__file__).resolve().parent.parent)
+    return [sys.executable, "-c",
+            f"import sys; sys.path.insert(0, {root!r}); "
+            "from conformance.reference.agent import main; sys.exit(main())"]
 
 
 def cmd_demo(ns: argparse.Namespace) -> int:
