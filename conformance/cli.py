@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-SUBCOMMANDS = ("demo", "check", "list")
+SUBCOMMANDS = ("demo", "check", "list", "lint-cases")
 
 
 class UsageError(Exception):
@@ -89,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args and args[0] == "list":
             return cmd_list(build_list_parser().parse_args(args[1:]))
+        if args and args[0] == "lint-cases":
+            return cmd_lint_cases(build_list_parser().parse_args(args[1:]))
         if args and args[0] == "check":
             return cmd_check(build_check_parser().parse_args(args[1:]))
         if args and args[0] == "demo":
@@ -256,3 +258,17 @@ def cmd_list(ns: argparse.Namespace) -> int:
         versions = "/".join(f"v{p}" for p in rule.versions)
         print(f"  {rid:<40} {rule.outcome.value:<5} {versions:<6} {rule.role:<6} {rule.title}")
     return EXIT_OK
+
+
+def cmd_lint_cases(ns: argparse.Namespace) -> int:
+    """Lint the case files: schema, unique IDs, known rules, catalogue coverage."""
+    from conformance import cases as casemod
+    from conformance.checks import all_rules
+    from conformance.requirements import lint
+
+    cases = casemod.load_dir(ns.cases)  # schema and duplicate IDs: CaseError, exit 2
+    problems = lint(cases, all_rules())
+    for p in problems:
+        print(p)
+    print(f"{len(cases)} cases, {len(problems)} problem(s)")
+    return EXIT_FAIL if problems else EXIT_OK
