@@ -117,6 +117,7 @@ class RunResult:
     strict: bool
     cases: list[CaseResult] = field(default_factory=list)
     target_info: dict[str, Any] = field(default_factory=dict)
+    date: str | None = None  # calendar day of the run, for the certification statement only
 
     def all_findings(self) -> list[Finding]:
         return [f for c in self.cases for f in c.findings]

@@ -1,0 +1,168 @@
+"""Expected-failures baseline: what a given target is known to fail.
+
+A baseline file is YAML: a list of ``case:requirement`` entries, either at the
+top level or under ``expected_failures``::
+
+    # my-agent 1.4: known gaps, each with its ticket
+    expected_failures:
+      - ids-across-turns@v1:MID-A-02/cross-turn-reuse   # AGENT-123
+      - load-fresh-process:MID-A-07                     # every version, every sub-rule
+
+``case`` is a case ID, optionally pinned to one protocol version (``@v1``);
+``requirement`` is a requirement ID (``MID-A-07``, matching all its sub-rules)
+or one sub-rule (``MID-A-07/replay-duplicate``). Against a run:
+
+* a fail the baseline lists is *expected*: it does not fail the run;
+* a fail it does not list is *unexpected*: it fails the run;
+* a listed entry whose case ran and was graded without any matching fail is
+  *stale* (the target was fixed, or the entry is wrong): it fails the run, so
+  the file is kept honest;
+* a listed entry whose case did not run, or could not be exercised, is
+  reported and changes nothing.
+
+Certification does not read the baseline: a baselined failure is still a
+failure in the statement. The baseline only decides the exit status.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from conformance.results import CaseResult, Finding, Outcome
+
+_ENTRY = re.compile(r"^(?P<case>[a-z0-9][a-z0-9-]*)(?:@v(?P<v>[0-9]+))?:"
+                    r"(?P<req>[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*(?:/[a-z0-9-]+)?)$")
+
+
+class BaselineError(Exception):
+    """A baseline file that cannot be used; the message names file and line."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    case: str  # case ID without the version
+    protocol: int | None  # None: every version
+    requirement: str  # requirement ID or sub-rule ID
+    where: str  # "file:line"
+
+    def __str__(self) -> str:
+        pinned = f"@v{self.protocol}" if self.protocol is not None else ""
+        return f"{self.case}{pinned}:{self.requirement}"
+
+    def matches_case(self, case_name: str) -> bool:
+        """``case_name`` is a run's case name, ``ids-across-turns@v1``."""
+        cid, _, version = case_name.partition("@v")
+        return cid == self.case and (self.protocol is None or version == str(self.protocol))
+
+    def matches(self, finding: Finding) -> bool:
+        return self.matches_case(finding.case) and (
+            finding.requirement == self.requirement
+            or finding.requirement.startswith(self.requirement + "/"))
+
+
+@dataclass
+class Verdict:
+    expected: list[Finding] = field(default_factory=list)  # listed fails
+    unexpected: list[Finding] = field(default_factory=list)  # fails the baseline does not list
+    stale: list[Entry] = field(default_factory=list)  # listed, graded, and no longer failing
+    not_exercised: list[Entry] = field(default_factory=list)  # listed, case ran, not testable
+    not_run: list[Entry] = field(default_factory=list)  # listed, case not in this run
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.unexpected or self.stale)
+
+    def lines(self) -> list[str]:
+        """Plain lines for the console: what the baseline changed and why the run fails."""
+        out = [f"baseline: {len(self.expected)} expected failure(s), "
+               f"{len(self.unexpected)} unexpected, {len(self.stale)} stale"]
+        out += [f"  unexpected: {f.case}:{f.requirement}" for f in _unique(self.unexpected)]
+        out += [f"  stale: {e} ({e.where}) now passes: remove it from the baseline"
+                for e in self.stale]
+        out += [f"  not exercised: {e} ({e.where})" for e in self.not_exercised]
+        out += [f"  not run: {e} ({e.where})" for e in self.not_run]
+        return out
+
+
+@dataclass
+class Baseline:
+    path: str
+    entries: list[Entry]
+
+    def evaluate(self, cases: Iterable[CaseResult]) -> Verdict:
+        cases = list(cases)
+        verdict = Verdict()
+        for c in cases:
+            for f in c.findings:
+                if f.outcome is not Outcome.FAIL:
+                    continue
+                if any(e.matches(f) for e in self.entries):
+                    verdict.expected.append(f)
+                else:
+                    verdict.unexpected.append(f)
+        for e in self.entries:
+            ran = [c for c in cases if e.matches_case(c.case)]
+            matched = [f for c in ran for f in c.findings if e.matches(f)]
+            if not ran:
+                verdict.not_run.append(e)
+            elif any(f.outcome is Outcome.FAIL for f in matched):
+                continue
+            elif any(f.outcome is not Outcome.NOT_APPLICABLE for f in matched):
+                verdict.stale.append(e)
+            else:
+                verdict.not_exercised.append(e)
+        return verdict
+
+
+def load(path: Path, known_cases: Iterable[str] | None = None) -> Baseline:
+    """Read and validate a baseline file; ``known_cases`` turns a typo into an error."""
+    from conformance.cases import CaseError, compose_with_lines
+
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BaselineError(f"{name}: cannot read baseline: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise BaselineError(f"{name}:1: baseline is not UTF-8") from None
+    if not text.strip():
+        return Baseline(name, [])
+    try:
+        data, lines = compose_with_lines(text, name)
+    except CaseError as exc:
+        raise BaselineError(str(exc)) from None
+    prefix: tuple[Any, ...] = ()
+    if isinstance(data, dict):
+        unknown = sorted(set(map(str, data)) - {"expected_failures"})
+        if unknown:
+            raise BaselineError(f"{name}:{lines.get((unknown[0],), 1)}: unknown key "
+                                f"{unknown[0]!r} (expected 'expected_failures')")
+        data, prefix = data.get("expected_failures") or [], ("expected_failures",)
+    if not isinstance(data, list):
+        raise BaselineError(f"{name}:1: a baseline is a list of 'case:requirement' entries")
+    known = set(known_cases) if known_cases is not None else None
+    entries = []
+    for i, item in enumerate(data):
+        line = lines.get(prefix + (i,), 1)
+        where = f"{name}:{line}"
+        m = _ENTRY.match(item) if isinstance(item, str) else None
+        if m is None:
+            raise BaselineError(f"{where}: expected 'case:requirement' "
+                                f"(e.g. ids-across-turns@v1:MID-A-02), got {item!r}")
+        if known is not None and m["case"] not in known:
+            raise BaselineError(f"{where}: unknown case {m['case']!r}")
+        entries.append(Entry(m["case"], int(m["v"]) if m["v"] else None, m["req"], where))
+    return Baseline(name, entries)
+
+
+def _unique(findings: Iterable[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for f in findings:
+        key = (f.case, f.requirement)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out

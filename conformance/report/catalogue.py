@@ -1,0 +1,309 @@
+"""The catalogue's view of a run: requirement verdicts, the certification
+statement and the traceability matrix.
+
+Everything here is derived data: the requirement register
+(``conformance/data/requirements.yaml``), the upstream sources of each
+requirement (``conformance/data/requirement-sources.yaml``), the registered
+rules, the cases, the broken-fixture manifests and a RunResult. The HTML,
+Markdown and console reports and ``list --traceability`` render it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import yaml
+
+from conformance.results import SEVERITY, Finding, Outcome, RunResult, worst
+
+MUST_LEVELS = ("MUST", "MUST NOT")
+SHOULD_LEVELS = ("SHOULD", "SHOULD NOT")
+# Requirements the suite adds to the catalogue: they grade the target as a process.
+SUITE = {"TARGET": "the target stays up and answers every wait within the timeout"}
+SUITE_LEVEL = "MUST (suite)"
+_REQ_ID = re.compile(r"^(MID-(S|A|C|V2)-[0-9]{2}|TARGET)(/[a-z0-9-]+)?$")
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str  # file in the upstream repository
+    url: str
+
+
+@dataclass(frozen=True)
+class RequirementMeta:
+    id: str
+    title: str
+    level: str  # MUST, MUST NOT, SHOULD, SHOULD NOT, MAY, informative, MUST (suite)
+    versions: tuple[int, ...] = (1, 2)
+    parties: tuple[str, ...] = ()
+    excluded: dict[str, str] = field(default_factory=dict)
+    sources: tuple[Source, ...] = ()
+
+    @property
+    def is_must(self) -> bool:
+        return self.level in MUST_LEVELS or self.level == SUITE_LEVEL
+
+    @property
+    def is_should(self) -> bool:
+        return self.level in SHOULD_LEVELS
+
+
+@lru_cache(maxsize=1)
+def _sources() -> tuple[str, str, dict[str, tuple[str, ...]]]:
+    text = (resources.files("conformance") / "data" / "requirement-sources.yaml").read_text("utf-8")
+    data = yaml.safe_load(text)
+    return (str(data["repository"]), str(data["commit"]),
+            {k: tuple(v or ()) for k, v in data["sources"].items()})
+
+
+def source_commit() -> str:
+    return _sources()[1]
+
+
+@lru_cache(maxsize=1)
+def _metas() -> tuple[RequirementMeta, ...]:
+    from conformance.requirements import load_register
+
+    repo, commit, paths = _sources()
+    out = [RequirementMeta(r.id, r.title, r.level, r.versions, r.parties, dict(r.excluded),
+                           tuple(Source(p, f"{repo}/blob/{commit}/{p}")
+                                 for p in paths.get(r.id, ())))
+           for r in load_register().values()]
+    out.extend(RequirementMeta(rid, title, SUITE_LEVEL, (1, 2), ("agent", "client"))
+               for rid, title in SUITE.items())
+    return tuple(out)
+
+
+def requirements() -> dict[str, RequirementMeta]:
+    """Every requirement, in catalogue order, then the suite's own."""
+    return {m.id: m for m in _metas()}
+
+
+def meta(req_id: str) -> RequirementMeta:
+    base = req_id.split("/", 1)[0]
+    return requirements().get(base) or RequirementMeta(base, "", "unregistered")
+
+
+# -- verdicts per requirement --------------------------------------------------
+
+
+@dataclass
+class RequirementVerdict:
+    meta: RequirementMeta
+    outcome: Outcome | None  # None: no finding at all (no case of this run graded it)
+    counts: dict[Outcome, int] = field(default_factory=dict)
+    rules: dict[str, Outcome] = field(default_factory=dict)  # sub-rule -> worst outcome
+    findings: list[Finding] = field(default_factory=list)  # every finding, in run order
+
+    @property
+    def shown(self) -> str:
+        if self.outcome is None:
+            return "not run"
+        if self.outcome is Outcome.NOT_APPLICABLE:
+            return "not testable"
+        return self.outcome.value
+
+
+def requirement_verdicts(result: RunResult, *, include_unrun: bool = False) -> list[RequirementVerdict]:
+    """One row per requirement, catalogue order. With ``include_unrun``, the
+    requirements of the run's side that no finding mentions are listed too."""
+    by_req: dict[str, list[Finding]] = {}
+    for f in result.all_findings():
+        by_req.setdefault(f.base_requirement, []).append(f)
+    rows: list[RequirementVerdict] = []
+    known = requirements()
+    order = list(known) + sorted(r for r in by_req if r not in known)
+    roles = set(result.role.split("/"))
+    for rid in order:
+        fs = by_req.get(rid, [])
+        m = known.get(rid) or meta(rid)
+        if not fs:
+            if include_unrun and rid in known and roles & set(m.parties) \
+                    and not all(r in m.excluded for r in roles & set(m.parties)):
+                rows.append(RequirementVerdict(m, None))
+            continue
+        counts: dict[Outcome, int] = {}
+        rules: dict[str, list[Outcome]] = {}
+        for f in fs:
+            counts[f.outcome] = counts.get(f.outcome, 0) + 1
+            rules.setdefault(f.requirement, []).append(f.outcome)
+        rows.append(RequirementVerdict(m, worst(counts), counts,
+                                       {r: worst(os) for r, os in rules.items()}, fs))
+    return rows
+
+
+def tally(counts: dict[Outcome, int]) -> str:
+    return " ".join(f"{n} {o.value}" for o, n in sorted(counts.items(),
+                                                         key=lambda kv: -SEVERITY[kv[0]]))
+
+
+# -- the certification statement -------------------------------------------------
+
+
+@dataclass
+class Statement:
+    tool: str
+    role: str
+    target: str  # the command or label the run was given
+    target_name: str | None  # as the target reported itself in initialize
+    target_version: str | None
+    protocols: list[int]
+    profile: str
+    strict: bool
+    date: str | None
+    must: list[RequirementVerdict]
+    should: list[RequirementVerdict]
+    notes: list[str]
+    failed: bool  # the run has at least one fail (MUST fail, or SHOULD under --strict)
+
+    @property
+    def must_passed(self) -> bool:
+        return not any(v.outcome is Outcome.FAIL for v in self.must)
+
+    @property
+    def verdict(self) -> str:
+        return "FAIL" if self.failed or not self.must_passed else "PASS"
+
+    def counts(self, rows: Sequence[RequirementVerdict]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for v in rows:
+            out[v.shown] = out.get(v.shown, 0) + 1
+        return out
+
+
+def statement(result: RunResult) -> Statement:
+    from conformance import TOOL_NAME
+
+    rows = requirement_verdicts(result, include_unrun=True)
+    info = result.target_info or {}
+    name, version = info.get("name"), info.get("version")
+    notes = sorted({f"{c.case}: {c.note}" for c in result.cases if c.note})
+    return Statement(
+        tool=f"{TOOL_NAME} {result.tool_version}", role=result.role, target=result.target,
+        target_name=None if name is None else str(name),
+        target_version=None if version is None else str(version),
+        protocols=list(result.protocols), profile=result.profile, strict=result.strict,
+        date=getattr(result, "date", None) or None,
+        must=[v for v in rows if v.meta.is_must], should=[v for v in rows if v.meta.is_should],
+        notes=notes, failed=result.failed)
+
+
+# -- traceability ------------------------------------------------------------------
+
+
+@dataclass
+class TraceRow:
+    meta: RequirementMeta
+    rules: list[str]  # sub-rule IDs that grade it
+    checkers: list[str]  # checker classes, "module.Class"
+    cases: dict[str, list[str]]  # role -> case IDs that cite or check it
+    fixtures: list[str] | None  # broken fixtures expected to trip it; None: manifests absent
+    sides: dict[str, str]  # party -> "tested" | "excluded: why" | "not covered" | ...
+
+
+def repository_root() -> Path | None:
+    """The source tree the package runs from, if any (fixtures are not installed)."""
+    import conformance
+
+    root = Path(conformance.__file__).resolve().parent.parent
+    return root if (root / "fixtures").is_dir() else None
+
+
+def fixture_expectations(root: Path | None = None) -> dict[str, set[str]] | None:
+    """Fixture label ("agents/per_turn_counter") -> the rule IDs its manifest expects."""
+    root = root if root is not None else repository_root()
+    if root is None:
+        return None
+    out: dict[str, set[str]] = {}
+    for manifest in sorted((root / "fixtures").glob("*/manifest.yaml")):
+        try:
+            data = yaml.safe_load(manifest.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        for fx in data.get("fixtures") or []:
+            if isinstance(fx, dict) and "name" in fx:
+                out[f"{manifest.parent.name}/{fx['name']}"] = set(_ids_in(fx.get("expect")))
+    return out
+
+
+def _ids_in(node: Any) -> Iterable[str]:
+    if isinstance(node, str):
+        if _REQ_ID.match(node):
+            yield node
+    elif isinstance(node, dict):
+        for v in node.values():
+            yield from _ids_in(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _ids_in(v)
+
+
+def traceability(cases: Sequence[Any], *, fixtures: dict[str, set[str]] | None = None,
+                 use_manifests: bool = True) -> list[TraceRow]:
+    """Every catalogue requirement -> its rules, checkers, cases and broken fixtures."""
+    from conformance.checks.base import REGISTRY, all_rules
+
+    rules = all_rules()
+    if fixtures is None and use_manifests:
+        fixtures = fixture_expectations()
+    rows = []
+    for rid, m in requirements().items():
+        own = sorted(r for r in rules if r.split("/", 1)[0] == rid)
+        checkers = sorted({f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"
+                           for cls in REGISTRY for r in cls.rules if r.requirement == rid})
+        by_role: dict[str, list[str]] = {}
+        for c in cases:
+            if any(r.split("/", 1)[0] == rid for r in list(c.requirements) + list(c.checks)):
+                by_role.setdefault(c.role, []).append(c.id)
+        fx = None if fixtures is None else sorted(
+            name for name, ids in fixtures.items() if any(i.split("/", 1)[0] == rid for i in ids))
+        sides = {}
+        for party in m.parties or ("agent",):
+            if party in m.excluded:
+                sides[party] = f"excluded: {m.excluded[party]}"
+            elif by_role.get(party):
+                sides[party] = "tested"
+            elif party not in ("agent", "client"):
+                sides[party] = "excluded: the suite tests agents and clients only"
+            elif m.level in MUST_LEVELS + SHOULD_LEVELS or m.level == SUITE_LEVEL:
+                sides[party] = "not covered"
+            else:
+                sides[party] = f"not covered ({m.level}, not required)"
+        for party, reason in m.excluded.items():
+            sides.setdefault(party, f"excluded: {reason}")
+        rows.append(TraceRow(m, own, checkers, by_role, fx, sides))
+    return rows
+
+
+def format_traceability(rows: Sequence[TraceRow]) -> str:
+    """Plain text for ``acp-conformance list --traceability``."""
+    lines = []
+    for r in rows:
+        versions = "/".join(f"v{v}" for v in r.meta.versions)
+        lines.append(f"{r.meta.id}  [{r.meta.level}, {versions}]  {r.meta.title}")
+        for party, status in r.sides.items():
+            lines.append(f"  {party + ':':<8} {status}")
+        for role, ids in sorted(r.cases.items()):
+            lines.append(f"  cases ({role}): {', '.join(ids)}")
+        if r.rules:
+            lines.append(f"  rules: {', '.join(r.rules)}")
+        if r.checkers:
+            lines.append(f"  checkers: {', '.join(r.checkers)}")
+        if r.fixtures is None:
+            lines.append("  fixtures: unknown (the fixture manifests are not installed)")
+        elif r.fixtures:
+            lines.append(f"  fixtures: {', '.join(r.fixtures)}")
+        elif r.rules:
+            lines.append("  fixtures: none")
+        if r.meta.sources:
+            lines.append(f"  sources: {', '.join(s.path for s in r.meta.sources)}")
+    commit = source_commit()
+    lines.append("")
+    lines.append(f"sources are files of the upstream ACP repository at commit {commit[:12]}")
+    return "\n".join(lines)
