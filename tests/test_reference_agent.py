@@ -72,18 +72,21 @@ PARAMS_DEFS = {
         "$/cancel_request": "CancelRequestNotification",
     },
 }
-# Top-level branches of the schema that an agent may send.
-AGENT_SIDE = {"Agent", "AgentBatchCall", "AgentBatchResponse", "ProtocolLevel"}
+# Top-level branches of the schema for batches an agent may send.
+AGENT_BATCHES = {"AgentBatchCall", "AgentBatchResponse"}
 
 
 class Schema:
-    """One official schema document, validating agent-side messages."""
+    """One official schema document, validating agent-side messages.
+
+    The document's top level is an anyOf over message shapes (Agent, Client,
+    batches, ProtocolLevel); validators are built for its ``$defs``."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.document = json.loads(path.read_text(encoding="utf-8"))
         envelope = dict(self.document)
-        envelope["anyOf"] = [b for b in self.document["anyOf"] if b.get("title") in AGENT_SIDE]
+        envelope["anyOf"] = [b for b in self.document["anyOf"] if b.get("title") in AGENT_BATCHES]
         self.envelope = Draft202012Validator(envelope)
         self._defs: dict[str, Draft202012Validator] = {}
 
@@ -106,6 +109,41 @@ def schemas() -> Optional[dict[int, list[Schema]]]:
         2: [Schema(root / "v2" / "schema.json"),
             Schema(root / "upstream-sdk-2.4.0" / "v2" / "schema.json")],
     }
+
+
+def validate_agent_message(
+    schemas: list[Schema], protocol: int, message: Any, methods: dict[int, str]
+) -> None:
+    """Check one line an agent wrote against each official schema: its
+    message-type definition (AgentRequest, AgentResponse, AgentNotification)
+    and the definition of its params or result (``methods`` maps our request
+    IDs to their methods, to pick the result definition)."""
+    for schema in schemas:
+        if isinstance(message, list):
+            assert protocol == 2, "v1 has no batches"
+            error = next(schema.envelope.iter_errors(message), None)
+            assert error is None, f"{schema.path}: not an agent batch: {message}"
+        for entry in message if isinstance(message, list) else [message]:
+            assert entry.get("jsonrpc") == "2.0", entry
+            for target, name in definitions_for(entry, protocol, methods):
+                error = next(schema.definition(name).iter_errors(target), None)
+                assert error is None, f"{schema.path}: {name}: {error and error.message}\n{entry}"
+
+
+def definitions_for(
+    entry: JsonObject, protocol: int, methods: dict[int, str]
+) -> list[tuple[Any, str]]:
+    if "method" in entry:
+        # Protocol-level `$/...` notifications have only their params definition.
+        found = [] if entry["method"].startswith("$/") else [
+            (entry, "AgentRequest" if "id" in entry else "AgentNotification")]
+        params = PARAMS_DEFS[protocol].get(entry["method"])
+        return found + ([(entry.get("params"), params)] if params else [])
+    found = [(entry, "AgentResponse")]
+    if "error" in entry:
+        return found + [(entry["error"], "Error")]
+    result = RESULT_DEFS.get(methods.get(entry.get("id"), ""))  # type: ignore[arg-type]
+    return found + ([(entry.get("result"), result)] if result else [])
 
 
 # --------------------------------------------------------------------------
@@ -216,23 +254,7 @@ class AgentProcess:
             return message
 
     def validate(self, message: Any) -> None:
-        for schema in self.schemas:
-            errors = list(schema.envelope.iter_errors(message))
-            assert not errors, f"{schema.path}: not an agent message: {message}"
-            for entry in message if isinstance(message, list) else [message]:
-                target, name = self._definition_for(entry)
-                if name is None:
-                    continue
-                error = next(schema.definition(name).iter_errors(target), None)
-                assert error is None, f"{schema.path}: {name}: {error.message if error else ''}\n{entry}"
-
-    def _definition_for(self, entry: JsonObject) -> tuple[Any, Optional[str]]:
-        if "method" in entry:
-            return entry.get("params"), PARAMS_DEFS[self.protocol].get(entry["method"])
-        if "error" in entry:
-            return entry["error"], "Error"
-        method = self.methods.get(entry.get("id"))  # type: ignore[arg-type]
-        return entry.get("result"), RESULT_DEFS.get(method or "")
+        validate_agent_message(self.schemas, self.protocol, message, self.methods)
 
     def read_until(
         self, done: Callable[[JsonObject], bool], *, permission: Optional[str] = "allow_once"
@@ -430,6 +452,25 @@ def test_schemas_are_available(schemas: Optional[dict[int, list[Schema]]]) -> No
     if schemas is None:
         pytest.skip(SCHEMA_REASON)
     assert all(s.document["$defs"] for group in schemas.values() for s in group)
+
+
+def test_schema_validation_catches_bad_messages(schemas: Optional[dict[int, list[Schema]]]) -> None:
+    """The validator used on every line can fail (so its silence means something)."""
+    if schemas is None:
+        pytest.skip(SCHEMA_REASON)
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "a"}}
+    bad = [
+        (2, {"jsonrpc": "2.0", "method": "session/update",
+             "params": {"sessionId": "s", "update": chunk}}, {}),  # v2 chunk without an ID
+        (1, {"jsonrpc": "2.0", "method": "session/update",
+             "params": {"sessionId": "s", "update": {**chunk, "messageId": 7}}}, {}),
+        (2, {"jsonrpc": "2.0", "id": 1, "method": "session/request_permission",
+             "params": {"sessionId": "s", "options": []}}, {}),  # no title, no option
+        (1, {"jsonrpc": "2.0", "id": 3, "result": {}}, {3: "session/prompt"}),  # no stopReason
+    ]
+    for protocol, message, methods in bad:
+        with pytest.raises(AssertionError):
+            validate_agent_message(schemas[protocol], protocol, message, methods)
 
 
 def test_v1_initialize_advertises_load_resume_close(client: Client) -> None:
@@ -680,3 +721,225 @@ def test_cancel_while_permission_pending_abandons_request(client: Client, protoc
 # --------------------------------------------------------------------------
 # Broken fixture agents
 # --------------------------------------------------------------------------
+
+MANIFEST = yaml.safe_load((FIXTURE_DIR / "manifest.yaml").read_text(encoding="utf-8"))
+FIXTURES = {entry["name"]: entry for entry in MANIFEST["fixtures"]}
+OUTCOMES = {"fail", "warn", "info"}
+
+
+@dataclass
+class Scenario:
+    """What one agent did in the standard scenario: on process A, two turns
+    (the second carries a legacy ``messageId``) and a "long" turn cancelled
+    after a few chunks; on a fresh process B, (v2) a resume without replay,
+    a load/resume with replay, and one more turn."""
+
+    protocol: int
+    turns: list[list[JsonObject]] = field(default_factory=list)  # process A, live
+    responses: list[JsonObject] = field(default_factory=list)  # prompt responses
+    after_cancel: list[JsonObject] = field(default_factory=list)  # turn end .. next answer
+    plain_resume: list[JsonObject] = field(default_factory=list)  # v2, before the response
+    restore_before: list[JsonObject] = field(default_factory=list)  # replay window
+    restore_after: list[JsonObject] = field(default_factory=list)  # response .. next answer
+    last_turn: list[JsonObject] = field(default_factory=list)  # process B, after replay
+    multi_line: int = 0
+    batches: list[list[Any]] = field(default_factory=list)
+
+    @property
+    def live(self) -> list[JsonObject]:
+        return updates([m for turn in self.turns for m in turn])
+
+    @property
+    def replay(self) -> list[JsonObject]:
+        return updates(self.restore_before)
+
+
+def chunk_ids(items: list[JsonObject], update_kind: str) -> list[Any]:
+    return [u.get("messageId", "<absent>") for u in items if u["sessionUpdate"] == update_kind]
+
+
+def echo_id(turn: list[JsonObject]) -> Any:
+    return next((u.get("messageId", "<absent>") for u in updates(turn)
+                 if u["sessionUpdate"] in ("user_message", "user_message_chunk")), None)
+
+
+def first_agent_ids_per_turn(items: list[JsonObject]) -> list[Any]:
+    """The first agent message ID after each user message."""
+    firsts: list[Any] = []
+    waiting = False
+    for u in items:
+        if u["sessionUpdate"].startswith("user_message"):
+            waiting = True
+        elif u["sessionUpdate"].startswith("agent_message") and waiting:
+            firsts.append(u.get("messageId"))
+            waiting = False
+    return firsts
+
+
+def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: bool,
+                 schemas: Optional[dict[int, list[Schema]]] = None,
+                 phases: frozenset[str] = frozenset({"cancel", "restore"})) -> Scenario:
+    """Two turns always; then, if in ``phases``, the cancelled "long" turn
+    ("cancel") and the fresh-process replay and last turn ("restore")."""
+    client = Client(state_dir, schemas, argv=argv, strict=strict)
+    sc = Scenario(protocol)
+    try:
+        a = client.start(protocol)
+        session_id = new_session(a)
+        for prompt, extra in (("Say hello.", {}), ("Read the notes.", {"messageId": "client-123"})):
+            seen, response = run_turn(a, session_id, text(prompt), extra=extra)
+            sc.turns.append(seen)
+            sc.responses.append(response)
+        if "cancel" in phases:
+            request_id = a.request("session/prompt", {"sessionId": session_id,
+                                                      "prompt": text("Write a long story.")})
+            seen = a.read_until(lambda m: any(
+                u["sessionUpdate"] == "agent_message_chunk"
+                and str(u["content"].get("text", "")).startswith("Part 3 ") for u in updates([m])))
+            a.notify("session/cancel", {"sessionId": session_id})
+            seen += a.read_until(turn_end(a, session_id, request_id))
+            sc.turns.append(seen)
+            sc.after_cancel, _ = a.call("session/list", {})
+        a.close()
+
+        if "restore" in phases:
+            b = client.start(protocol)
+            if protocol == 2:
+                sc.plain_resume, _ = restore(b, session_id)
+            replay_extra = {"replayFrom": {"type": "start"}} if protocol == 2 else {}
+            sc.restore_before, _ = restore(b, session_id, **replay_extra)
+            sc.restore_after, _ = b.call("session/list", {})
+            sc.last_turn, _ = run_turn(b, session_id, text("One more."))
+            b.close()
+    finally:
+        for agent in client.started:
+            agent.kill()
+    sc.multi_line = sum(agent.multi_line for agent in client.started)
+    sc.batches = [m for agent in client.started for m in agent.log if isinstance(m, list)]
+    return sc
+
+
+def _same_id_batch(sc: Scenario) -> bool:
+    for batch in sc.batches:
+        ids = [e["params"]["update"].get("messageId") for e in batch
+               if e.get("method") == "session/update"]
+        if len(ids) != len(set(ids)):
+            return True
+    return False
+
+
+def _gap(sc: Scenario) -> bool:
+    ids = chunk_ids(updates(sc.turns[0]), "agent_message_chunk")[:3]
+    return ids[0] == ids[2] != "<absent>" and ids[1] == "<absent>"
+
+
+def _interleaved(sc: Scenario) -> bool:
+    ids = chunk_ids(updates(sc.turns[0]), "agent_message_chunk")
+    return len(ids) >= 3 and ids[0] == ids[2] != ids[1]
+
+
+def _agent_chunks(sc: Scenario) -> list[JsonObject]:
+    return [u for u in sc.live if u["sessionUpdate"] == "agent_message_chunk"]
+
+
+def _all_chunks(sc: Scenario) -> list[JsonObject]:
+    return [u for u in sc.live if u["sessionUpdate"].endswith("_chunk")]
+
+
+# The broken behaviour of each fixture, as seen on the wire. Each must hold
+# for its fixture and must not hold for the reference agent.
+SMOKE: dict[str, Callable[[Scenario], bool]] = {
+    "per_turn_counter": lambda sc: echo_id(sc.turns[0]) == echo_id(sc.turns[1]),
+    "numeric_id": lambda sc: any(type(u.get("messageId")) is int for u in _agent_chunks(sc)),
+    "no_ids": lambda sc: all("messageId" not in u for u in _all_chunks(sc)),
+    "null_id": lambda sc: all(u.get("messageId", "") is None for u in _all_chunks(sc)),
+    "v2_echo_without_id": lambda sc: echo_id(sc.turns[0]) == "<absent>"
+    and echo_id(sc.restore_before) != "<absent>",
+    "collision_after_load": lambda sc: echo_id(sc.last_turn)
+    in chunk_ids(sc.replay, "user_message" if sc.protocol == 2 else "user_message_chunk"),
+    "duplicate_in_replay": lambda sc: len(set(first_agent_ids_per_turn(sc.replay)[:2])) == 1
+    and len(set(first_agent_ids_per_turn(sc.live)[:2])) == 2,
+    "cross_kind_reuse": lambda sc: chunk_ids(updates(sc.turns[0]), "agent_thought_chunk")[0]
+    == chunk_ids(updates(sc.turns[0]), "agent_message_chunk")[0],
+    "id_per_chunk": lambda sc: len(set(chunk_ids(updates(sc.turns[0]), "agent_message_chunk")[:8]))
+    == 8,
+    "id_on_tool_call": lambda sc: any("messageId" in u for u in sc.live
+                                      if u["sessionUpdate"].startswith("tool_call")),
+    "adopts_client_id": lambda sc: echo_id(sc.turns[1]) == "client-123",
+    "late_replay": lambda sc: not sc.replay and bool(updates(sc.restore_after)),
+    "update_after_cancel": lambda sc: "agent_message_chunk" in kinds(sc.after_cancel),
+    "id_gap": _gap,
+    "interleave": _interleaved,
+    "echo_without_id": lambda sc: echo_id(sc.turns[0]) == "<absent>"
+    and "<absent>" not in chunk_ids(sc.live, "agent_message_chunk"),
+    "v2_no_echo": lambda sc: all(echo_id(turn) is None for turn in sc.turns)
+    and "messageId" in sc.responses[0]["result"],
+    "v2_bad_upsert_content": lambda sc: any(isinstance(u.get("content"), dict)
+                                            for u in sc.live + sc.replay
+                                            if u["sessionUpdate"] == "agent_message"),
+    "v2_batch_same_id": _same_id_batch,
+    "legacy_user_message_id": lambda sc: sc.responses[0]["result"].get("userMessageId")
+    == echo_id(sc.turns[0]),
+    "near_miss_key": lambda sc: all("message_id" in u and "messageId" not in u
+                                    for u in _all_chunks(sc)),
+    "v2_response_without_message_id": lambda sc: sc.responses[0]["result"] == {},
+    "v2_replay_unrequested": lambda sc: bool(updates(sc.plain_resume)),
+    "pretty_printed": lambda sc: sc.multi_line > 0,
+    "empty_id": lambda sc: "" in chunk_ids(sc.live, "agent_message_chunk"),
+    "replay_regenerates_ids": lambda sc: [(k, t) for k, _, t in message_view(sc.replay)]
+    == [(k, t) for k, _, t in message_view(sc.live)]
+    and not {i for _, i, _ in message_view(sc.replay)} & {i for _, i, _ in message_view(sc.live)},
+}
+
+
+# Fixtures whose fault needs more than the first two turns.
+NEEDS = {
+    "cancel": {"update_after_cancel"},
+    "restore": {"collision_after_load", "duplicate_in_replay", "v2_echo_without_id",
+                "late_replay", "v2_replay_unrequested", "replay_regenerates_ids"},
+}
+
+
+def test_manifest_lists_every_fixture_once_with_valid_expectations() -> None:
+    scripts = {p.stem for p in FIXTURE_DIR.glob("*.py")}
+    assert len(FIXTURES) == len(MANIFEST["fixtures"]), "duplicate names"
+    assert set(FIXTURES) == scripts == set(SMOKE)
+    profiles = set(MANIFEST["profiles"])
+    for name, entry in FIXTURES.items():
+        assert entry["breaks"] and set(entry["protocols"]) <= {1, 2}, name
+        assert set(entry["expect"]) == {f"v{p}" for p in entry["protocols"]}, name
+        for version, graded in entry["expect"].items():
+            levels = graded["profiles"].values() if "profiles" in graded else [graded]
+            if "profiles" in graded:
+                assert version == "v2" and set(graded["profiles"]) == profiles, name
+            for level in levels:
+                assert set(level) <= OUTCOMES, name
+                assert all(i.startswith("MID-") for ids in level.values() for i in ids), name
+        for version, ids in entry.get("may_also", {}).items():
+            assert version in entry["expect"] and all(i.startswith("MID-") for i in ids), name
+        docstring = (FIXTURE_DIR / f"{name}.py").read_text(encoding="utf-8").split('"""')[1]
+        assert "MID-" in docstring, f"{name}: the docstring names the requirement it breaks"
+
+
+FIXTURE_RUNS = [(name, p) for name, entry in FIXTURES.items() for p in entry["protocols"]]
+
+
+@pytest.mark.parametrize(("name", "protocol"), FIXTURE_RUNS,
+                         ids=[f"{n}-v{p}" for n, p in FIXTURE_RUNS])
+def test_fixture_shows_its_fault_on_the_wire(tmp_path: Path, name: str, protocol: int) -> None:
+    argv = [sys.executable, str(FIXTURE_DIR / f"{name}.py")]
+    phases = frozenset(p for p in ("cancel", "restore") if name in NEEDS[p])
+    sc = run_scenario(argv, tmp_path / "state", protocol, strict=False, phases=phases)
+    assert SMOKE[name](sc), f"{name} did not show its fault in v{protocol}"
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_reference_agent_shows_no_fixture_fault(
+    tmp_path: Path, protocol: int, schemas: Optional[dict[int, list[Schema]]]
+) -> None:
+    """The same scenario, strict and schema-checked: none of the faults."""
+    sc = run_scenario(REFERENCE, tmp_path / "state", protocol, strict=True, schemas=schemas)
+    shown = [name for name, entry in FIXTURES.items()
+             if protocol in entry["protocols"] and SMOKE[name](sc)]
+    assert shown == []
+    assert message_view(sc.replay) == message_view(sc.live), "replay keeps the original IDs"

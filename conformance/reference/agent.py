@@ -407,8 +407,12 @@ class ReferenceAgent:
     # ---- the wire --------------------------------------------------------
 
     def send(self, message: WireMessage) -> None:
-        """The single place that writes to stdout: one JSON line, flushed."""
-        self._stdout.write(encode_line(message))
+        """The single place that serialises a message: one compact JSON line."""
+        self.write_line(encode_line(message))
+
+    def write_line(self, data: bytes) -> None:
+        """Write raw bytes to stdout and flush (nothing else writes there)."""
+        self._stdout.write(data)
         self._stdout.flush()
 
     def respond(self, request_id: RequestId, result: Any) -> None:
