@@ -96,6 +96,12 @@ class Entry:
             raise TranscriptError(f"{where}: seq, conn must be integers and t a number")
         if src not in SOURCES or stream not in STREAMS:
             raise TranscriptError(f"{where}: unknown src {src!r} or stream {stream!r}")
+        for key in ("raw", "raw_b64", "error", "event"):
+            if not isinstance(d.get(key, ""), str):
+                raise TranscriptError(f"{where}: {key!r} must be a string")
+        if not isinstance(d.get("truncated", 0), int) or not isinstance(d.get("fuzz", False),
+                                                                         bool):
+            raise TranscriptError(f"{where}: 'truncated' must be an integer and 'fuzz' a boolean")
         return cls(seq=seq, t=float(t), conn=conn, src=src, stream=stream,
                    raw=d.get("raw"), raw_b64=d.get("raw_b64"), msg=d.get("msg"),
                    error=d.get("error"), fuzz=bool(d.get("fuzz", False)),
@@ -112,7 +118,10 @@ def decode_line(raw: bytes) -> tuple[str | None, str | None, Any, str | None]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return None, base64.b64encode(raw).decode("ascii"), None, f"invalid UTF-8 at byte {exc.start}"
+        lo = max(0, exc.start - 16)
+        around = raw[lo:exc.start + 16]
+        return (None, base64.b64encode(raw).decode("ascii"), None,
+                f"invalid UTF-8 at byte {exc.start} (bytes {lo}..{lo + len(around)}: {around!r})")
     try:
         return text, None, json.loads(text), None
     except json.JSONDecodeError as exc:
@@ -138,13 +147,22 @@ class Transcript:
 
     def add(self, conn: int, src: str, stream: str, line: bytes | None = None, *,
             fuzz: bool = False, truncated: int | None = None, event: str | None = None,
-            data: Any = None) -> Entry:
+            data: Any = None, record: bool = True) -> Entry:
+        """Decode ``line`` and append it as the next entry.
+
+        ``record=False`` decodes without appending (seq -1): the transport uses it
+        for lines read after its recording budget is spent, so the driver still
+        sees them while memory stays bounded.
+        """
         raw = raw_b64 = msg = error = None
         if line is not None:
             if stream == "stderr":
                 raw = line.decode("utf-8", errors="replace")
             else:
                 raw, raw_b64, msg, error = decode_line(line)
+        if not record:
+            return Entry(-1, time.monotonic() - self._t0, conn, src, stream, raw, raw_b64, msg,
+                         error, fuzz, truncated, event, data)
         with self._lock:
             seq, t = self._next()
             entry = Entry(seq, t, conn, src, stream, raw, raw_b64, msg, error, fuzz,
@@ -170,12 +188,17 @@ class Transcript:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write a file so a crash leaves the old file or the complete new one, never a torn one."""
+    """Write a file so a crash leaves the old file or the complete new one, never a torn one.
+
+    The file is always valid UTF-8: a lone surrogate (a target may send ``"\\ud800"``
+    in a JSON string) is written as the escape ``\\ud800``, which is what it was on
+    the wire, so JSON and JSONL files stay valid and load back the same.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

@@ -14,21 +14,28 @@ from __future__ import annotations
 import json
 import os
 import queue
+import select
 import shlex
 import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from conformance.transcript import Entry, Transcript
 
-DEFAULT_MAX_LINE = 16 * 1024 * 1024
-DEFAULT_MAX_STDERR = 256 * 1024
+DEFAULT_MAX_LINE = 16 * 1024 * 1024  # bytes kept of one stdout line
+DEFAULT_MAX_STDERR = 256 * 1024  # bytes of stderr kept in the transcript per connection
+DEFAULT_MAX_ENTRIES = 50_000  # lines (stdout and stderr) recorded per connection
+DEFAULT_MAX_RECORDED = 64 * 1024 * 1024  # bytes of stdout lines recorded per connection
+DEFAULT_GRACE = 2.0  # seconds to exit after stdin closes, and again after SIGTERM
 STDERR_TAIL = 4096
+EXIT_SETTLE = 0.5  # seconds the output may stay open after the target process exits
 _READ_SIZE = 65536
+_POLL = 0.5  # how often a blocked reader checks whether the suite has let go
 
 
 class TargetCommandError(Exception):
@@ -63,27 +70,51 @@ class ExitInfo:
     returncode: int | None
     signal: str | None
     killed_by_suite: bool
+    ended_by: str = "exit"  # exit | stdin-eof | sigterm | sigkill | unknown
 
 
 class TargetProcess:
-    """One spawned target and the two reader threads that record its output."""
+    """One spawned target and the reader threads that record its output.
+
+    The suite never blocks on the target without a deadline: reads happen in
+    threads, writes give up after ``write_timeout`` seconds, the end of the
+    process (even when a process it started keeps its pipes open) is noticed
+    by a watcher thread, and :meth:`close` ends the whole process group,
+    escalating from closing stdin to SIGTERM to SIGKILL.
+    """
 
     def __init__(self, argv: Sequence[str], transcript: Transcript, *, conn: int,
                  src: str, env: Mapping[str, str] | None = None, cwd: str | None = None,
-                 max_line: int = DEFAULT_MAX_LINE, max_stderr: int = DEFAULT_MAX_STDERR) -> None:
+                 max_line: int = DEFAULT_MAX_LINE, max_stderr: int = DEFAULT_MAX_STDERR,
+                 max_entries: int = DEFAULT_MAX_ENTRIES,
+                 max_recorded: int = DEFAULT_MAX_RECORDED, grace: float = DEFAULT_GRACE,
+                 write_timeout: float | None = None) -> None:
         self.transcript = transcript
         self.conn = conn
         self.src = src  # who the target is: "agent" or "client"
         self.peer = "client" if src == "agent" else "agent"
         self.max_line = max_line
         self.max_stderr = max_stderr
+        self.max_entries = max_entries
+        self.max_recorded = max_recorded
+        self.grace = grace
+        self.write_timeout = write_timeout
         self.inbox: "queue.Queue[Entry | None]" = queue.Queue()
         self.stderr_tail: deque[bytes] = deque()
         self._stderr_tail_len = 0
-        self.stderr_bytes = 0
+        self.stderr_bytes = 0  # everything the target wrote to stderr
+        self.stderr_kept = 0  # the part recorded in the transcript
+        self.recorded_entries = 0
+        self.recorded_bytes = 0
+        self.unrecorded_lines = 0  # stdout lines read after the recording budget was spent
+        self.unrecorded_bytes = 0
+        self.output_held = False  # the process exited but its stdout stayed open
         self.stdout_closed = threading.Event()
         self.exit_info: ExitInfo | None = None
         self._killed = False
+        self._closing = threading.Event()  # the suite no longer waits for lines
+        self._released = False  # the suite let go: nothing more is recorded
+        self._record_lock = threading.Lock()
         self._write_lock = threading.Lock()
         full_env = dict(os.environ)
         if env:
@@ -100,90 +131,138 @@ class TargetProcess:
         except OSError as exc:
             raise TargetCommandError(f"cannot start target {argv[0]}: {exc.strerror}") from None
         self.pid = self.proc.pid
-        self.pgid = self.pid
+        self.pgid = self.pid  # start_new_session: the target leads its own group
         transcript.add(conn, "harness", "harness", event="start",
-                       data={"argv": list(argv), "pid_role": src})
-        self._threads = [
+                       data={"argv": list(argv), "pid_role": src, "pid": self.pid,
+                             "pgid": self.pgid})
+        self._readers = [
             threading.Thread(target=self._read_stdout, name=f"stdout-{conn}", daemon=True),
             threading.Thread(target=self._read_stderr, name=f"stderr-{conn}", daemon=True),
         ]
-        for t in self._threads:
+        for t in self._readers:
             t.start()
+        threading.Thread(target=self._watch_exit, name=f"exit-{conn}", daemon=True).start()
 
     # -- reading -----------------------------------------------------------
+    def _chunks(self, fd: int) -> Iterator[bytes]:
+        """Raw chunks from a pipe until end of output or until the suite lets go."""
+        while not self._released:
+            try:
+                ready, _, _ = select.select([fd], [], [], _POLL)
+                if not ready:
+                    continue
+                chunk = os.read(fd, _READ_SIZE)
+            except (OSError, ValueError):
+                return
+            if not chunk:
+                return
+            yield chunk
+
     def _read_stdout(self) -> None:
         assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
+        pipe = self.proc.stdout
         buf = bytearray()
         dropped = 0  # bytes of the current line beyond max_line
-        while True:
-            try:
-                chunk = os.read(fd, _READ_SIZE)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            start = 0
-            while True:
-                nl = chunk.find(b"\n", start)
-                piece = chunk[start:] if nl < 0 else chunk[start:nl]
-                room = self.max_line - len(buf)
-                if room > 0:
-                    buf += piece[:room]
-                    dropped += max(0, len(piece) - room)
-                else:
-                    dropped += len(piece)
-                if nl < 0:
-                    break
-                self._emit(bytes(buf), dropped)
-                buf.clear()
-                dropped = 0
-                start = nl + 1
-        if buf or dropped:
-            self._emit(bytes(buf), dropped, unterminated=True)
-        self.stdout_closed.set()
-        self.inbox.put(None)
+        try:
+            for chunk in self._chunks(pipe.fileno()):
+                start = 0
+                while True:
+                    nl = chunk.find(b"\n", start)
+                    piece = chunk[start:] if nl < 0 else chunk[start:nl]
+                    room = self.max_line - len(buf)
+                    if room > 0:
+                        buf += piece[:room]
+                        dropped += max(0, len(piece) - room)
+                    else:
+                        dropped += len(piece)
+                    if nl < 0:
+                        break
+                    self._emit(bytes(buf), dropped)
+                    buf.clear()
+                    dropped = 0
+                    start = nl + 1
+            if buf or dropped:
+                self._emit(bytes(buf), dropped, unterminated=True)
+        finally:
+            self.stdout_closed.set()
+            self.inbox.put(None)
+            pipe.close()
 
     def _emit(self, line: bytes, dropped: int, unterminated: bool = False) -> None:
-        truncated = len(line) + dropped if dropped else None
-        entry = self.transcript.add(self.conn, self.src, "stdout", line, truncated=truncated)
-        if dropped and entry.error is None:
-            entry.error = f"line cut at {self.max_line} bytes (it was {len(line) + dropped})"
-        elif dropped:
-            entry.error = f"{entry.error}; line cut at {self.max_line} bytes (it was {len(line) + dropped})"
+        size = len(line) + dropped
+        if dropped:
+            line = _whole_characters(line)
+        with self._record_lock:
+            if self._released:
+                return
+            record = (self.recorded_entries < self.max_entries
+                      and self.recorded_bytes + len(line) <= self.max_recorded)
+            if record:
+                self.recorded_entries += 1
+                self.recorded_bytes += len(line)
+            else:
+                if not self.unrecorded_lines:
+                    self.transcript.add(self.conn, "harness", "harness", event="note", data={
+                        "note": "recording capped", "recorded_lines": self.recorded_entries,
+                        "recorded_bytes": self.recorded_bytes,
+                        "max_entries": self.max_entries, "max_recorded": self.max_recorded})
+                self.unrecorded_lines += 1
+                self.unrecorded_bytes += size
+            entry = self.transcript.add(self.conn, self.src, "stdout", line,
+                                        truncated=size if dropped else None, record=record)
+        problems = []
+        if dropped:
+            if entry.raw_b64 is not None and entry.error is not None:
+                problems.append(entry.error)  # invalid UTF-8 before the cut is a fault
+            problems.append(f"line cut at the suite's line cap of {self.max_line} bytes "
+                            f"(the line was {size} bytes; a cut line is not parsed)")
+            entry.msg = None
+        elif entry.error is not None:
+            problems.append(entry.error)
         if unterminated:
-            suffix = "no newline before end of output"
-            entry.error = suffix if entry.error is None else f"{entry.error}; {suffix}"
-        self.inbox.put(entry)
+            problems.append("no newline before end of output")
+        if problems:
+            entry.error = "; ".join(problems)
+        if not self._closing.is_set():
+            self.inbox.put(entry)
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
-        fd = self.proc.stderr.fileno()
+        pipe = self.proc.stderr
         pending = bytearray()
-        while True:
-            try:
-                chunk = os.read(fd, _READ_SIZE)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            self.stderr_bytes += len(chunk)
-            self._keep_tail(chunk)
-            recorded = self.stderr_bytes - len(chunk)
-            if recorded < self.max_stderr:
-                pending += chunk[: self.max_stderr - recorded]
-                *lines, rest = bytes(pending).split(b"\n")
+        try:
+            for chunk in self._chunks(pipe.fileno()):
+                self.stderr_bytes += len(chunk)
+                self._keep_tail(chunk)
+                if self.stderr_kept >= self.max_stderr:
+                    continue
+                take = chunk[: self.max_stderr - self.stderr_kept]
+                self.stderr_kept += len(take)
+                pending += take
+                *lines, rest = pending.split(b"\n")
                 for line in lines:
-                    self.transcript.add(self.conn, self.src, "stderr", line)
+                    self._record_stderr(bytes(line))
                 pending = bytearray(rest)
-                if self.stderr_bytes >= self.max_stderr:
+                if self.stderr_kept >= self.max_stderr:
                     if pending:
-                        self.transcript.add(self.conn, self.src, "stderr", bytes(pending))
+                        self._record_stderr(bytes(pending))
                         pending.clear()
-                    self.transcript.add(self.conn, "harness", "harness", event="note",
-                                        data={"stderr_capped_at": self.max_stderr})
-        if pending:
-            self.transcript.add(self.conn, self.src, "stderr", bytes(pending))
+                    with self._record_lock:
+                        if not self._released:
+                            self.transcript.add(
+                                self.conn, "harness", "harness", event="note",
+                                data={"note": "stderr capped", "stderr_capped_at": self.max_stderr})
+            if pending:
+                self._record_stderr(bytes(pending))
+        finally:
+            pipe.close()
+
+    def _record_stderr(self, line: bytes) -> None:
+        with self._record_lock:
+            if self._released or self.recorded_entries >= self.max_entries:
+                return
+            self.recorded_entries += 1
+            self.transcript.add(self.conn, self.src, "stderr", line)
 
     def _keep_tail(self, chunk: bytes) -> None:
         self.stderr_tail.append(chunk[-STDERR_TAIL:])
@@ -194,6 +273,30 @@ class TargetProcess:
     def stderr_text(self) -> str:
         tail = b"".join(self.stderr_tail)[-STDERR_TAIL:]
         return tail.decode("utf-8", errors="replace")
+
+    def _watch_exit(self) -> None:
+        """Notice the end of the process even when its stdout stays open.
+
+        A process the target started may inherit its pipes and hold them open
+        after the target exits; end-of-output then never comes. The suite's
+        target is the process it started, so its exit ends the connection.
+        """
+        try:
+            if hasattr(os, "waitid"):  # wait without reaping: Popen still owns the child
+                os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+            else:  # pragma: no cover - platforms without waitid
+                self.proc.wait()
+        except (ChildProcessError, OSError):
+            pass  # already reaped by close()
+        if self.stdout_closed.wait(EXIT_SETTLE) or self._closing.is_set():
+            return
+        self.output_held = True
+        with self._record_lock:
+            if not self._released:
+                self.transcript.add(self.conn, "harness", "harness", event="note", data={
+                    "note": "the target exited but its output is still open "
+                            "(held by a process it started)"})
+        self.inbox.put(None)
 
     def receive(self, timeout: float) -> Entry:
         """The next line from the target's stdout; raises on timeout or end of output."""
@@ -208,53 +311,102 @@ class TargetProcess:
 
     # -- writing -----------------------------------------------------------
     def send(self, obj: Any, *, fuzz: bool = False, raw: bytes | None = None) -> Entry:
+        """Write one line to the target's stdin.
+
+        Raises :class:`TargetTimeout` (after recording a ``timeout`` event) when
+        the target has not read it within ``write_timeout`` seconds: a target
+        that stops reading its input must not hang the suite on a full pipe.
+        """
         line = raw if raw is not None else json.dumps(
             obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
         with self._write_lock:
             entry = self.transcript.add(self.conn, self.peer, "stdin", line, fuzz=fuzz)
             try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write(line + b"\n")
-                self.proc.stdin.flush()
-            except (BrokenPipeError, OSError, ValueError):
+                done = self._write_all(line + b"\n")
+            except (OSError, ValueError):
                 self.transcript.add(self.conn, "harness", "harness", event="note",
                                     data={"write_failed": entry.seq})
+                return entry
+        if not done:
+            self.transcript.add(self.conn, "harness", "harness", event="timeout", data={
+                "timeout": self.write_timeout, "waiting_for": "the target to read its input",
+                "stderr_tail": self.stderr_text()[-1000:]})
+            raise TargetTimeout()
         return entry
+
+    def _write_all(self, data: bytes) -> bool:
+        assert self.proc.stdin is not None
+        fd = self.proc.stdin.fileno()
+        if self.write_timeout is None:
+            while data:
+                data = data[os.write(fd, data):]
+            return True
+        os.set_blocking(fd, False)
+        deadline = time.monotonic() + self.write_timeout
+        view = memoryview(data)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            _, ready, _ = select.select([], [fd], [], remaining)
+            if ready:
+                try:
+                    view = view[os.write(fd, view):]
+                except BlockingIOError:
+                    pass
+        return True
 
     # -- ending ------------------------------------------------------------
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def close(self, grace: float = 2.0) -> ExitInfo:
-        """Close stdin, wait ``grace`` seconds, then end the whole process group."""
+    def close(self, grace: float | None = None) -> ExitInfo:
+        """End the target: close stdin, wait ``grace`` seconds, SIGTERM the process
+        group, wait again, SIGKILL it; then record the ``exit`` event.
+
+        Bounded: about three times ``grace`` at worst, even when a process outside
+        the group holds the target's pipes (the readers are then let go).
+        """
         if self.exit_info is not None:
             return self.exit_info
+        grace = self.grace if grace is None else grace
+        self._closing.set()
+        ended_by = "exit" if self.proc.poll() is not None else "stdin-eof"
         try:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
         except OSError:
             pass
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
+        if self.wait_exit(grace) is None:
             self._killed = True
+            ended_by = "sigterm"
             self._signal_group(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
+            if self.wait_exit(grace) is None:
+                ended_by = "sigkill"
                 self._signal_group(signal.SIGKILL)
-                self.proc.wait()
+                if self.wait_exit(grace) is None:
+                    ended_by = "unknown"  # not even SIGKILL ended it in time
         # Anything the target left in its group (grandchildren holding pipes) goes too.
         self._signal_group(signal.SIGKILL)
-        for t in self._threads:
-            t.join(timeout=grace)
+        deadline = time.monotonic() + grace
+        for t in self._readers:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        held = [t.name for t in self._readers if t.is_alive()]
         rc = self.proc.returncode
         sig = signal.Signals(-rc).name if rc is not None and rc < 0 else None
-        self.exit_info = ExitInfo(rc, sig, self._killed)
-        self.transcript.add(self.conn, "harness", "harness", event="exit",
-                            data={"returncode": rc, "signal": sig,
-                                  "killed_by_suite": self._killed,
-                                  "stderr_bytes": self.stderr_bytes})
+        self.exit_info = ExitInfo(rc, sig, self._killed, ended_by)
+        with self._record_lock:
+            self._released = True  # readers stop; nothing is added after the exit event
+            if held:
+                self.transcript.add(self.conn, "harness", "harness", event="note", data={
+                    "note": "output still open after the process group ended (held by a "
+                            "process that left the group); the suite stopped reading it"})
+            self.transcript.add(self.conn, "harness", "harness", event="exit", data={
+                "returncode": rc, "signal": sig, "killed_by_suite": self._killed,
+                "ended_by": ended_by, "grace": grace, "output_held": self.output_held,
+                "stderr_bytes": self.stderr_bytes, "stderr_kept": self.stderr_kept,
+                "unrecorded_lines": self.unrecorded_lines,
+                "unrecorded_bytes": self.unrecorded_bytes})
         return self.exit_info
 
     def _signal_group(self, sig: int) -> None:
@@ -268,3 +420,13 @@ class TargetProcess:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             return None
+
+
+def _whole_characters(line: bytes) -> bytes:
+    """Drop a UTF-8 sequence that a cut split in two (so the cut alone is not a UTF-8 fault)."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data":
+            return line[:exc.start]
+    return line
