@@ -6,5 +6,5 @@ setup(
     packages=find_packages(include=["conformance", "conformance.*"]) + ["conformance._cases"],
     package_dir={"conformance._cases": "cases"},
     package_data={"conformance": ["py.typed", "data/*.json", "data/*.yaml"],
-                  "conformance._cases": ["*.yaml"]},
+                  "conformance._cases": ["*.yaml", "model/*.yaml"]},
 )

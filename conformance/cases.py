@@ -32,6 +32,7 @@ class Case:
     stream: tuple[Any, ...]
     area: str
     source: str  # "file:line"
+    model: str | None = None  # model script under cases/model/ for --model-server
 
     def applies_to(self, protocol: int, profile: str) -> bool:
         return protocol in self.protocols and (self.profiles is None or profile in self.profiles)
@@ -130,7 +131,8 @@ def load_file(path: Path) -> list[Case]:
             protocols=tuple(applies["protocols"]), role=applies["role"],
             profiles=tuple(applies["profiles"]) if "profiles" in applies else None,
             drive=tuple(c["drive"]), checks=tuple(c["checks"]), stream=tuple(c.get("stream", [])),
-            area=data["area"], source=f"{name}:{_line_of(lines, ('cases', i))}"))
+            area=data["area"], source=f"{name}:{_line_of(lines, ('cases', i))}",
+            model=c.get("model")))
     return out
 
 

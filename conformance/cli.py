@@ -65,6 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--cases", type=Path, metavar="DIR", help="case directory (default: bundled)")
     t.add_argument("--case", action="append", default=[], metavar="ID",
                    help="run only this case, case prefix (load-*) or requirement (repeatable)")
+    m = p.add_argument_group("scripted model (offline runs of LLM-backed agents)")
+    m.add_argument("--model-server", action="store_true",
+                   help="serve scripted OpenAI/Anthropic/Gemini APIs on 127.0.0.1 for the run; "
+                        "the agent gets OPENAI_BASE_URL, ANTHROPIC_BASE_URL, "
+                        "GOOGLE_GEMINI_BASE_URL and dummy keys; {model_url} is filled in the "
+                        "command, --agent-env values and --agent-config templates")
+    m.add_argument("--model-script", type=Path, metavar="FILE",
+                   help="play this model script (YAML) in every case instead of the case's own "
+                        "(implies --model-server)")
+    m.add_argument("--agent-config", action="append", default=[], metavar="TEMPLATE=DEST",
+                   help="write TEMPLATE to DEST with {model_url} filled in (repeatable)")
     _common(p)
     return p
 
@@ -145,11 +156,11 @@ def _protocols(ns: argparse.Namespace) -> list[int]:
     return [1, 2] if ns.protocol == "both" else [int(ns.protocol)]
 
 
-def _env(pairs: list[str]) -> dict[str, str]:
+def _env(pairs: list[str], option: str = "--agent-env") -> dict[str, str]:
     env = {}
     for pair in pairs:
         if "=" not in pair:
-            raise UsageError(f"--agent-env {pair!r}: expected KEY=VALUE")
+            raise UsageError(f"{option} {pair!r}: expected KEY=VALUE")
         k, v = pair.split("=", 1)
         env[k] = v
     return env
@@ -162,14 +173,31 @@ def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str) -> i
 
     if ns.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
-    argv = split_command(command)
     cases = casemod.select(casemod.load_dir(ns.cases), ns.case)
-    run = AgentRun(command=argv, protocols=_protocols(ns), options=_options(ns),
-                   timeout=ns.timeout, strict=ns.strict, transcripts=ns.transcripts,
-                   schema_dir=ns.schema_dir, env=_env(ns.agent_env),
-                   progress=_progress if sys.stderr.isatty() else None)
-    result = run_agent_suite(run, cases, label)
+    model, command, env = _model_server(ns, command, cases)
+    try:
+        run = AgentRun(command=split_command(command), protocols=_protocols(ns),
+                       options=_options(ns), timeout=ns.timeout, strict=ns.strict,
+                       transcripts=ns.transcripts, schema_dir=ns.schema_dir, env=env,
+                       progress=_progress if sys.stderr.isatty() else None,
+                       model=model, model_script=getattr(ns, "model_script", None))
+        result = run_agent_suite(run, cases, label)
+    finally:
+        if model is not None:
+            model.stop()
     return _report(ns, result)
+
+
+def _model_server(ns: argparse.Namespace, command: str | list[str],
+                  cases: Any) -> tuple[Any, str | list[str], dict[str, str]]:
+    """--model-server: start the scripted model server and fill in {model_url}."""
+    from conformance.modelserver.cases import prepare_run
+
+    configs = [(Path(a), Path(b)) for a, b in _env(getattr(ns, "agent_config", []),
+                                                   "--agent-config").items()]
+    return prepare_run(command, _env(ns.agent_env), cases,
+                       enabled=getattr(ns, "model_server", False),
+                       script=getattr(ns, "model_script", None), configs=configs)
 
 
 def _progress(done: int, total: int, current: str) -> None:

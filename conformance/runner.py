@@ -32,6 +32,8 @@ class AgentRun:
     schema_dir: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     progress: Callable[[int, int, str], None] | None = None
+    model: Any = None  # a running ModelServer (--model-server), or None
+    model_script: Path | None = None  # --model-script: one script for every case
 
 
 def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> RunResult:
@@ -69,6 +71,10 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int) -> CaseResult:
                              "profile": run.options.profile.name,
                              "target": " ".join(run.command), "case": name})
     cr = CaseResult(name, case.description, list(case.requirements), protocol)
+    if run.model is not None:
+        from conformance.modelserver.cases import use_case_script
+
+        use_case_script(run.model, case, name, run.model_script, transcript.header)
     with tempfile.TemporaryDirectory(prefix="acp-conformance-") as cwd:
         driver = ClientDriver(run.command, transcript, protocol=protocol, timeout=run.timeout,
                               cwd=cwd, env=run.env)
@@ -90,6 +96,8 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int) -> CaseResult:
         info = driver.info
         transcript.header["target_info"] = {"name": info.name, "version": info.version,
                                             "protocol": info.protocol}
+        if run.model is not None:  # what the model said while the agent made this traffic
+            transcript.header["model_requests"] = run.model.take_log()
     if cr.note and not cr.note.startswith("aborted"):
         cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
                        for r in case.requirements]

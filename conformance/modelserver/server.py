@@ -1,0 +1,323 @@
+"""The scripted model server: a loopback HTTP server that real agents call instead of
+their model provider.
+
+It listens on 127.0.0.1 only, on a free port, and answers OpenAI Chat
+Completions, OpenAI Responses, Anthropic Messages and Gemini
+``streamGenerateContent`` requests with what the active :class:`ModelScript`
+says, streamed as each API streams. It records every request it served (what
+the agent asked, what the model said, with the upstream IDs), so a finding can
+be read next to the model output that produced it.
+
+Streaming responses use HTTP/1.1 chunked encoding; an agent that hangs up in
+the middle (a cancelled turn) ends that response quietly and is logged.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import threading
+import time
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator
+
+from conformance.modelserver.apis import HARMLESS_TOOLS, Item, Plan, Request, Shape, \
+    fit_arguments, shape_for, split_deltas
+from conformance.modelserver.script import ModelScript, default_script
+
+DUMMY_KEY = "acp-conformance-dummy-key"
+MAX_BODY = 64 * 1024 * 1024
+MAX_LOG = 2000  # requests kept per case; a looping agent cannot grow memory without bound
+_TEXT_CAP = 300  # characters of a prompt kept in the request log
+
+
+class ModelServer:
+    """Run with ``with ModelServer() as server:``; ``server.url`` is ``http://127.0.0.1:PORT``."""
+
+    def __init__(self, script: ModelScript | None = None) -> None:
+        self.script = script or default_script()
+        self.label = ""
+        self._log: list[dict[str, Any]] = []
+        self._dropped = 0
+        self._lock = threading.Lock()
+        self._counter = itertools.count(1)
+        self._requests = itertools.count(1)
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.model = self
+        self._thread: threading.Thread | None = None
+
+    # -- life ------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ModelServer":
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.1},
+                                        name="model-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> "ModelServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- per case --------------------------------------------------------
+    def use(self, script: ModelScript | None, label: str = "") -> None:
+        """Answer later requests with ``script`` (None: the default); tag the log with ``label``."""
+        with self._lock:
+            self.script = script or default_script()
+            self.label = label
+
+    def take_log(self) -> list[dict[str, Any]]:
+        """The requests served since the last call, oldest first; clears the log."""
+        with self._lock:
+            log, self._log = self._log, []
+            if self._dropped:
+                log.append({"dropped": self._dropped})
+                self._dropped = 0
+        return log
+
+    def env(self) -> dict[str, str]:
+        """The variables that point the usual SDKs at this server, with dummy keys."""
+        return target_env(self.url)
+
+    # -- serving -----------------------------------------------------------
+    def _next_id(self, kind: str, shape: Shape, script: ModelScript) -> str:
+        prefix = shape.id_prefix[kind]
+        if script.ids == "repeat" and kind not in ("tool", "call"):
+            return f"{prefix}_repeat"
+        return f"{prefix}_{next(self._counter):04d}"
+
+    def plan(self, shape: Shape, req: Request, number: int) -> tuple[Plan, dict[str, Any]]:
+        """Decide what the model says to ``req``; returns the plan and its log notes."""
+        with self._lock:
+            script = self.script
+            response_id = self._next_id("response", shape, script)
+        notes: dict[str, Any] = {}
+        reply = script.reply_for(req.round, req.last_user)
+        if req.wants_json:  # a structured side request (titles, routing): answer it plainly
+            reply = reply.without_tools()
+        items: list[Item] = []
+        values = {"turn": req.turn, "request": number}
+        for part in reply.parts:
+            item_id = response_id
+            if shape.per_item_ids or part.kind == "tool":
+                with self._lock:
+                    item_id = self._next_id(part.kind, shape, script)
+            if part.kind == "tool":
+                chosen = choose_tool(req.tools, part.choose, part.arguments)
+                if chosen is None:
+                    notes["tool_skipped"] = "the agent declared no harmless tool"
+                    continue
+                name, args = chosen
+                call_id = item_id
+                if shape.per_item_ids:
+                    with self._lock:
+                        call_id = self._next_id("call", shape, script)
+                items.append(Item("tool", item_id, name=name, call_id=call_id, arguments=args))
+                continue
+            text = _fill(part.text, values)
+            if req.wants_json:
+                text = json.dumps({"title": text[:40], "next_speaker": "user",
+                                   "reasoning": text})
+                part_deltas = [text]
+            else:
+                part_deltas = split_deltas(text, part.chunks)
+            items.append(Item(part.kind, item_id, text=text, deltas=part_deltas))
+        if req.wants_json:
+            items = [i for i in items if i.kind == "text"][:1] or [
+                Item("text", response_id, text="{}", deltas=["{}"])]
+        notes["script"] = script.name
+        return Plan(response_id, items, reply.pace), notes
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            if len(self._log) >= MAX_LOG:
+                self._dropped += 1
+                return
+            if self.label:
+                entry["case"] = self.label
+            self._log.append(entry)
+
+    def next_request_number(self) -> int:
+        with self._lock:
+            return next(self._requests)
+
+
+def target_env(url: str) -> dict[str, str]:
+    """Environment that points the OpenAI, Anthropic and Gemini SDKs at ``url``."""
+    return {
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_API_BASE": f"{url}/v1",
+        "OPENAI_API_KEY": DUMMY_KEY,
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": DUMMY_KEY,
+        "GOOGLE_GEMINI_BASE_URL": url,
+        "GEMINI_API_KEY": DUMMY_KEY,
+        "GOOGLE_API_KEY": DUMMY_KEY,
+        "ACP_CONFORMANCE_MODEL_URL": url,
+    }
+
+
+def choose_tool(declared: dict[str, Any], prefer: tuple[str, ...],
+                arguments: Any) -> tuple[str, dict[str, Any]] | None:
+    """One harmless tool the agent declared, with arguments that fit its schema."""
+    table = dict(HARMLESS_TOOLS)
+    names = list(prefer) if prefer else [n for n, _ in HARMLESS_TOOLS]
+    for name in names:
+        if name in declared:
+            args = dict(arguments) if arguments is not None else table.get(name, {})
+            return name, fit_arguments(args, declared[name])
+    return None
+
+
+def _fill(text: str, values: dict[str, Any]) -> str:
+    out = text
+    for k, v in values.items():
+        out = out.replace("{" + k + "}", str(v))
+    return out
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    model: ModelServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+    timeout = 60  # an idle keep-alive connection is closed after this
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass  # the request log replaces the access log
+
+    # -- plumbing ------------------------------------------------------------
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = bytearray()
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                data += self.rfile.read(size)
+                self.rfile.readline()
+                if len(data) > MAX_BODY:
+                    raise ValueError("request body too large")
+            raw = bytes(data)
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY:
+                raise ValueError("request body too large")
+            raw = self.rfile.read(length) if length else b""
+        encoding = self.headers.get("Content-Encoding", "").lower()
+        if encoding == "gzip":
+            raw = gzip.decompress(raw)
+        elif encoding == "deflate":
+            raw = zlib.decompress(raw)
+        elif encoding not in ("", "identity"):
+            raise ValueError(f"unsupported Content-Encoding {encoding}")
+        return raw
+
+    def _send_json(self, status: int, obj: Any) -> None:
+        data = json.dumps(obj).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_stream(self, events: Iterator[bytes], pace: float) -> bool:
+        """Stream SSE events with chunked encoding; False if the agent hung up."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for n, event in enumerate(events):
+                if pace and n:
+                    time.sleep(pace)  # pacing what the model says, not waiting on a test
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+            return False
+        return True
+
+    # -- verbs -----------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        model = self.server.model
+        number = model.next_request_number()
+        path = self.path.split("?", 1)[0]
+        if path.endswith("/models"):
+            body = {"object": "list", "data": [{"id": "scripted", "object": "model",
+                                                 "owned_by": "acp-conformance"}],
+                    "models": [{"name": "models/scripted",
+                                "supportedGenerationMethods": ["generateContent"]}]}
+            self._send_json(200, body)
+            status = 200
+        else:
+            self._send_json(404, {"error": {"message": f"no such endpoint: GET {path}"}})
+            status = 404
+        model.record({"n": number, "method": "GET", "path": path, "status": status})
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        model = self.server.model
+        number = model.next_request_number()
+        path = self.path.split("?", 1)[0]
+        entry: dict[str, Any] = {"n": number, "method": "POST", "path": path}
+        try:
+            raw = self._body()
+            body = json.loads(raw.decode("utf-8")) if raw else {}
+            if not isinstance(body, dict):
+                raise ValueError("request body is not a JSON object")
+        except (ValueError, OSError, zlib.error, UnicodeDecodeError) as exc:
+            self._send_json(400, {"error": {"message": f"bad request: {exc}"}})
+            model.record({**entry, "status": 400, "error": str(exc)[:200]})
+            return
+        if path.endswith(":countTokens") or path.endswith("/count_tokens"):
+            self._send_json(200, {"totalTokens": 10, "input_tokens": 10})
+            model.record({**entry, "status": 200, "api": "count-tokens"})
+            return
+        shape = shape_for(path)
+        if shape is None:
+            self._send_json(404, {"error": {"message": f"no such endpoint: POST {path}"}})
+            model.record({**entry, "status": 404})
+            return
+        req = shape.parse(path, body)
+        plan, notes = model.plan(shape, req, number)
+        entry.update({"api": shape.name, "model": req.model, "stream": req.stream,
+                      "turn": req.turn, "round": req.round,
+                      "last_user": req.last_user[:_TEXT_CAP],
+                      "tools": sorted(req.tools)[:50], **notes,
+                      "response_id": plan.response_id,
+                      "said": [i.summary() for i in plan.items]})
+        if req.wants_json:
+            entry["side_request"] = "structured output"
+        entry["status"] = 200
+        model.record(entry)  # now, so the log keeps request order; completion is filled in
+        if req.stream:
+            entry["completed"] = self._send_stream(shape.events(plan, req), plan.pace)
+        else:
+            self._send_json(200, shape.complete(plan, req))
+            entry["completed"] = True
