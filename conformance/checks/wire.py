@@ -1,4 +1,4 @@
-"""Schema and wire rules: MID-S-01, -02, -04, -05, -06, MID-V2-01, -02, -09, MID-C-01."""
+"""Schema and wire rules: MID-S-01, -02, -04, -05, -06, MID-V2-01, -02, -09; client side MID-C-01, MID-C-08."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.timeline import Frame, MessageEvent, OtherUpdate, TurnEnd
+from conformance.checks.timeline import ConnEnd, Frame, MessageEvent, OtherUpdate, TurnEnd
 from conformance.results import Outcome
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
@@ -256,3 +256,131 @@ class Batches(Checker):
                        entries=[ev.batch], expected="one update per messageId per batch",
                        actual=short(ev.mid))
         self.ids[key] = ev.seq
+
+
+@register
+class ClientLiveness(Checker):
+    """Client side (the suite plays the agent): framing, answers, liveness (MID-C-08, B.6)."""
+
+    rules = (
+        Rule("MID-S-06/client-framing", "every line the client writes is one JSON-RPC message",
+             F, role="client", untested="the client wrote nothing to its agent"),
+        Rule("MID-C-08/answers", "every agent request gets exactly one well-formed answer", F,
+             role="client", untested="the agent double sent no request"),
+        Rule("MID-C-08/probe", "the client answers the liveness probe after every stream", F,
+             role="client", untested="no stream ended with a liveness probe"),
+        Rule("MID-C-08/exit", "the client stays up until the suite ends it", F, role="client",
+             untested="no client process was started"),
+        Rule("MID-C-08/hang", "the client shows it is ready and finishes each turn within "
+             "--timeout", F, role="client", untested="no client process was started"),
+        Rule("MID-C-08/flood", "the client's output stays within the suite's limit", F,
+             role="client", untested="no client process was started"),
+    )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        # (conn, JSON-RPC id) -> (method, entry, params) of agent requests not yet answered
+        self.pending: dict[tuple[int, str], tuple[str, int, Any]] = {}
+        self.reported: set[tuple[int, str]] = set()
+
+    def on_frame(self, ev: Frame) -> None:
+        e = ev.entry
+        if e.stream == "harness":
+            self._harness(e)
+            return
+        if e.src == "agent" and e.stream == "stdout" and e.error is None:
+            for m in e.msg if isinstance(e.msg, list) else [e.msg]:
+                if model.is_request(m):
+                    self.pending[(e.conn, repr(m["id"]))] = (str(m["method"]), e.seq,
+                                                             m.get("params"))
+            return
+        if e.src != "client" or e.stream != "stdin":
+            return
+        self.exercised("MID-S-06/client-framing")
+        if e.error is not None:
+            self.found("MID-S-06/client-framing", f"the client wrote a line that is not JSON: "
+                       f"{e.error}", entries=[e.seq], expected="one JSON-RPC message per line",
+                       actual=short(e.raw if e.raw is not None else e.raw_b64, 200))
+            return
+        for m in e.msg if isinstance(e.msg, list) else [e.msg]:
+            problem = model.jsonrpc_problem(m)
+            if problem:
+                self.found("MID-S-06/client-framing", f"the client wrote {problem}",
+                           entries=[e.seq], expected="a JSON-RPC 2.0 message",
+                           actual=short(e.raw, 200))
+            elif model.is_response(m):
+                self._answer(e.conn, e.seq, m)
+
+    def _answer(self, conn: int, seq: int, m: dict[str, Any]) -> None:
+        key = (conn, repr(m["id"]))
+        req = self.pending.pop(key, None)
+        self.exercised("MID-C-08/answers")
+        if req is None:
+            self.found("MID-C-08/answers", f"the client answered request id {short(m['id'])!r}, "
+                       "which is unknown or already answered", entries=[seq],
+                       expected="one answer per agent request", actual=short(m["id"]))
+            return
+        method, rseq, params = req
+        if method == "_acp_mid/ping":
+            self.exercised("MID-C-08/probe")
+            return
+        if "result" in m and "error" in m:
+            self.found("MID-C-08/answers", f"the answer to {method} has both result and error",
+                       entries=[rseq, seq], expected="result or error", actual=short(repr(m), 200))
+        elif method == "session/request_permission" and "result" in m:
+            outcome = m["result"].get("outcome") if isinstance(m["result"], dict) else None
+            offered = [o.get("optionId") for o in (params or {}).get("options", [])
+                       if isinstance(o, dict)] if isinstance(params, dict) else []
+            ok = isinstance(outcome, dict) and (
+                outcome.get("outcome") == "cancelled"
+                or outcome.get("outcome") == "selected" and outcome.get("optionId") in offered)
+            if not ok:
+                self.found("MID-C-08/answers", "the permission answer is neither a selected "
+                           "offered option nor cancelled", entries=[rseq, seq],
+                           expected={"outcome": {"outcome": "selected", "optionId": offered}},
+                           actual=short(repr(m["result"]), 200))
+
+    def _harness(self, e: Any) -> None:
+        data = e.data if isinstance(e.data, dict) else {}
+        tail = data.get("output_tail", data.get("stderr_tail", ""))
+        if e.event == "timeout":
+            rid = data.get("id")
+            key = (e.conn, repr(rid))
+            if rid is not None and key in self.pending:
+                self.reported.add(key)
+                method = self.pending[key][0]
+                rule = "MID-C-08/probe" if method == "_acp_mid/ping" else "MID-C-08/answers"
+                self.found(rule, f"no answer to {method} {short(rid)!r} within "
+                           f"{data.get('timeout')} s", entries=[self.pending[key][1], e.seq],
+                           expected="an answer (an error such as -32601 will do)",
+                           actual="no answer")
+            else:
+                self.found("MID-C-08/hang", f"nothing within {data.get('timeout')} s while "
+                           f"waiting for {data.get('waiting_for')}", entries=[e.seq],
+                           expected=data.get("waiting_for"), actual={"output_tail": tail})
+        elif e.event == "early-exit":
+            self.found("MID-C-08/exit", f"the client exited (exit code {data.get('returncode')}, "
+                       f"signal {data.get('signal')}) while the suite waited for "
+                       f"{data.get('waiting_for')}", entries=[e.seq],
+                       expected="the client running",
+                       actual={"returncode": data.get("returncode"), "output_tail": tail})
+        elif e.event == "flood":
+            self.found("MID-C-08/flood", f"the client wrote more than {data.get('limit')} bytes "
+                       f"while the suite waited for {data.get('waiting_for')}", entries=[e.seq],
+                       expected=f"at most {data.get('limit')} bytes", actual={"output_tail": tail})
+        elif e.event == "start" and data.get("pid_role") in ("client", "agent-double"):
+            for rule in ("MID-C-08/exit", "MID-C-08/hang", "MID-C-08/flood"):
+                self.exercised(rule)
+
+    def on_conn_end(self, ev: ConnEnd) -> None:
+        for key in [k for k in self.pending if k[0] == ev.conn]:
+            method, rseq, _ = self.pending.pop(key)
+            if key in self.reported:
+                continue
+            rule = "MID-C-08/probe" if method == "_acp_mid/ping" else "MID-C-08/answers"
+            self.found(rule, f"the connection ended before the client answered {method}",
+                       entries=[rseq, ev.seq], expected="an answer", actual="connection closed")
+
+
+# Client observation rules (MID-C-02..06, MID-V2-02/03/04/07/08) live with the reference reducer.
+from conformance.client import observe as _observe  # noqa: E402,F401  (registers its checker)

@@ -1,0 +1,387 @@
+"""The agent double: a scripted ACP agent that the client under test spawns.
+
+``python -m conformance.client.double --protocol 1|2 --control SOCKET`` is
+started by the client (the suite puts it where the client command says
+``{agent}``). It performs the handshake in v1 or v2, answers ``session/new``,
+and answers each ``session/prompt`` with the turn the suite hands it: the
+scripted updates, permission requests, then a liveness probe (an extension
+request ``_acp_mid/ping`` that must get an answer), then the end of the turn
+(v1 the prompt response, v2 an idle ``state_update``). It reports every line
+it reads and writes, and its events, to the suite over the control socket
+(:mod:`conformance.client.channel`); with ``--transcript FILE`` it also saves
+its own transcript. Without ``--control`` it plays ``--script FILE`` (a JSON
+list of turns) in order, for use by hand.
+
+:class:`DoubleEngine` is the agent without any I/O: the process here and the
+in-process adapter loop (:mod:`conformance.client.adapter`) both drive it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import sys
+import time
+from collections import deque
+from typing import Any, Callable, Generator, Optional
+
+from conformance import __version__
+from conformance.client.script import TurnScript, text_block
+
+PROBE_METHOD = "_acp_mid/ping"
+DOUBLE_NAME = "acp-conformance-agent-double"
+DEFAULT_WAIT = 5.0
+JsonObject = dict[str, Any]
+# A turn yields ("send", message) or ("await", request id, what it waits for).
+TurnGen = Generator[tuple[Any, ...], Optional[JsonObject], None]
+
+
+def encode_line(message: Any) -> bytes:
+    """One compact JSON line, raw UTF-8 where possible (ASCII escapes for lone surrogates)."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+class DoubleEngine:
+    """The scripted agent as a state machine: feed it client messages, read ``out``.
+
+    ``next_turn`` is asked for the turn to play at each ``session/prompt``
+    (None: no scripted turn is left, the prompt gets a short plain reply).
+    ``events`` collects reports for the suite: turn-start, turn-end,
+    probe-answered, wait-timeout, version-mismatch.
+    """
+
+    def __init__(self, *, protocol: int, next_turn: Callable[[], TurnScript | None],
+                 response_message_id: bool = True) -> None:
+        self.protocol = protocol
+        self.next_turn = next_turn
+        self.response_message_id = response_message_id
+        self.out: list[Any] = []
+        self.events: list[JsonObject] = []
+        self.sessions = 0
+        self.turns = 0
+        self.probes = 0
+        self.requests = 0
+        self.user_ids = 0
+        self._gen: TurnGen | None = None
+        self._awaiting: tuple[Any, str] | None = None
+        self._prompts: deque[tuple[Any, JsonObject]] = deque()
+
+    # -- what the I/O layer asks ------------------------------------------
+    @property
+    def waiting_for(self) -> str | None:
+        return self._awaiting[1] if self._awaiting else None
+
+    def take(self) -> tuple[list[Any], list[JsonObject]]:
+        out, events = self.out, self.events
+        self.out, self.events = [], []
+        return out, events
+
+    def timed_out(self) -> None:
+        """The awaited answer did not come in time: report it and go on with the turn."""
+        if self._awaiting is None:
+            return
+        rid, what = self._awaiting
+        self.events.append({"event": "wait-timeout", "data": {"id": rid, "waiting_for": what}})
+        self._awaiting = None
+        self._step(None)
+
+    # -- input -------------------------------------------------------------
+    def feed(self, msg: Any) -> None:
+        if isinstance(msg, list):  # a v2 batch: entries in array order
+            for m in msg:
+                self.feed(m)
+            return
+        if not isinstance(msg, dict):
+            return
+        method = msg.get("method")
+        if method is None:
+            if "id" in msg and self._awaiting is not None and msg["id"] == self._awaiting[0]:
+                rid = msg["id"]
+                self._awaiting = None
+                if isinstance(rid, str) and rid.startswith("probe-"):
+                    self.events.append({"event": "probe-answered", "data": {"id": rid}})
+                self._step(msg)
+            return
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        if "id" not in msg:
+            return  # notifications (session/cancel, ...) change nothing in a scripted turn
+        rid = msg["id"]
+        if method == "initialize":
+            self._initialize(rid, params)
+        elif method == "session/new":
+            self.sessions += 1
+            sid = f"sess-{self.sessions}"
+            self.events.append({"event": "session", "data": {"sessionId": sid}})
+            self._respond(rid, {"sessionId": sid})
+        elif method == "session/prompt":
+            self._prompts.append((rid, params))
+            if self._gen is None:
+                self._start_next()
+        else:
+            self.out.append({"jsonrpc": "2.0", "id": rid,
+                             "error": {"code": -32601, "message": "Method not found"}})
+
+    def _initialize(self, rid: Any, params: JsonObject) -> None:
+        asked = params.get("protocolVersion")
+        if asked != self.protocol:
+            self.events.append({"event": "version-mismatch",
+                                "data": {"asked": asked, "answered": self.protocol}})
+        info = {"name": DOUBLE_NAME, "version": __version__}
+        if self.protocol >= 2:
+            result: JsonObject = {"protocolVersion": 2, "info": info, "capabilities": {},
+                                  "authMethods": []}
+        else:
+            result = {"protocolVersion": 1, "agentInfo": info, "authMethods": [],
+                      "agentCapabilities": {"loadSession": False, "promptCapabilities": {
+                          "image": False, "audio": False, "embeddedContext": False}}}
+        self._respond(rid, result)
+
+    def _respond(self, rid: Any, result: Any) -> None:
+        self.out.append({"jsonrpc": "2.0", "id": rid, "result": result})
+
+    # -- turns -------------------------------------------------------------
+    def _start_next(self) -> None:
+        while self._gen is None and self._prompts:
+            rid, params = self._prompts.popleft()
+            sid = params.get("sessionId") if isinstance(params.get("sessionId"), str) else "sess-1"
+            turn = self.next_turn()
+            self._gen = self._turn(rid, sid, params, turn)
+            self._step(None, first=True)
+
+    def _step(self, value: JsonObject | None, *, first: bool = False) -> None:
+        gen = self._gen
+        if gen is None:
+            return
+        try:
+            item = next(gen) if first else gen.send(value)
+            while item[0] == "send":
+                self.out.append(item[1])
+                item = next(gen)
+            self._awaiting = (item[1], item[2])
+        except StopIteration:
+            self._gen = None
+            self._start_next()
+
+    def _turn(self, rid: Any, sid: str, params: JsonObject, turn: TurnScript | None) -> TurnGen:
+        index = self.turns
+        self.turns += 1
+        name = turn.name if turn else None
+        self.events.append({"event": "turn-start", "data": {"turn": index, "name": name}})
+        v2 = self.protocol >= 2
+
+        def update(u: JsonObject) -> tuple[str, JsonObject]:
+            return ("send", {"jsonrpc": "2.0", "method": "session/update",
+                             "params": {"sessionId": sid, "update": u}})
+
+        prompt = params.get("prompt") if isinstance(params.get("prompt"), list) else []
+        self.user_ids += 1
+        user_id = f"user-{self.user_ids}"
+        if v2:
+            yield ("send", {"jsonrpc": "2.0", "id": rid,
+                            "result": {"messageId": user_id} if self.response_message_id else {}})
+        if turn is None:
+            actions: list[JsonObject] = [{"update": {
+                "sessionUpdate": "agent_message_chunk", "messageId": f"unscripted-{index}",
+                "content": text_block("(no scripted turn)")}}]
+            echo = v2
+        else:
+            actions, echo = list(turn.actions), turn.echo
+        if echo:
+            if v2:
+                yield update({"sessionUpdate": "user_message", "messageId": user_id,
+                              "content": list(prompt)})
+            else:
+                for block in prompt:
+                    yield update({"sessionUpdate": "user_message_chunk", "messageId": user_id,
+                                  "content": block})
+        if v2:
+            yield update({"sessionUpdate": "state_update", "state": "running"})
+        for action in actions:
+            if "update" in action:
+                yield update(action["update"])
+            elif "permission" in action:
+                yield from self._permission(sid, action["permission"], update)
+        self.probes += 1
+        probe_id = f"probe-{self.probes}"
+        yield ("send", {"jsonrpc": "2.0", "id": probe_id, "method": PROBE_METHOD, "params": {}})
+        yield ("await", probe_id, f"the answer to the liveness probe {probe_id}")
+        if v2:
+            yield update({"sessionUpdate": "state_update", "state": "idle",
+                          "stopReason": "end_turn"})
+        else:
+            yield ("send", {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
+        self.events.append({"event": "turn-end", "data": {"turn": index, "name": name}})
+
+    def _permission(self, sid: str, perm: JsonObject,
+                    update: Callable[[JsonObject], tuple[str, JsonObject]]) -> TurnGen:
+        self.requests += 1
+        rid = f"perm-{self.requests}"
+        tool = {"toolCallId": perm["toolCallId"], "title": perm["title"], "kind": "read",
+                "status": "pending"}
+        options = [{"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+                   {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}]
+        if self.protocol >= 2:
+            yield update({"sessionUpdate": "state_update", "state": "requires_action"})
+            params = {"sessionId": sid, "title": perm["title"],
+                      "subject": {"type": "tool_call", "toolCall": tool}, "options": options}
+        else:
+            params = {"sessionId": sid, "toolCall": tool, "options": options}
+        yield ("send", {"jsonrpc": "2.0", "id": rid, "method": "session/request_permission",
+                        "params": params})
+        yield ("await", rid, f"the answer to session/request_permission {rid}")
+        if self.protocol >= 2:
+            yield update({"sessionUpdate": "state_update", "state": "running"})
+
+
+# ---------------------------------------------------------------------------
+# The process
+# ---------------------------------------------------------------------------
+
+
+class _Recorder:
+    """Reports to the suite (if connected) and keeps the double's own transcript."""
+
+    def __init__(self, channel: Any, transcript_path: str | None, protocol: int) -> None:
+        self.channel = channel
+        self.transcript = None
+        self.path = transcript_path
+        if transcript_path:
+            from conformance.transcript import Transcript
+
+            self.transcript = Transcript({"role": "client", "protocol": protocol,
+                                          "target": "(the client that started the double)",
+                                          "case": "agent-double"})
+
+    def line(self, direction: str, raw: bytes) -> None:
+        if self.channel is not None:
+            self.channel.line(direction, raw)
+        if self.transcript is not None:
+            src, stream = ("agent", "stdout") if direction == "out" else ("client", "stdin")
+            self.transcript.add(0, src, stream, raw)
+
+    def event(self, event: JsonObject) -> None:
+        if self.channel is not None:
+            self.channel.event(event["event"], event.get("data") or {})
+        if self.transcript is not None:
+            self.transcript.add(0, "harness", "harness", event="note",
+                                data={"note": event["event"], **(event.get("data") or {})})
+
+    def close(self, reason: str) -> None:
+        if self.transcript is not None and self.path:
+            self.transcript.add(0, "harness", "harness", event="exit", data={"reason": reason})
+            self.transcript.save(self.path)  # type: ignore[arg-type]
+
+
+def run(protocol: int, channel: Any, script: list[TurnScript], transcript: str | None,
+        wait: float, response_message_id: bool) -> int:
+    recorder = _Recorder(channel, transcript, protocol)
+    queued = deque(script)
+
+    def next_turn() -> TurnScript | None:
+        if channel is not None:
+            return channel.next_turn()  # type: ignore[no-any-return]
+        return queued.popleft() if queued else None
+
+    engine = DoubleEngine(protocol=protocol, next_turn=next_turn,
+                          response_message_id=response_message_id)
+    stdin = sys.stdin.buffer.fileno()
+    stdout = sys.stdout.buffer
+    sel = selectors.DefaultSelector()
+    sel.register(stdin, selectors.EVENT_READ)
+    buf = bytearray()
+    deadline: float | None = None
+    reason = "eof"
+
+    def flush() -> None:
+        out, events = engine.take()
+        for ev in events:
+            recorder.event(ev)
+        for msg in out:
+            raw = encode_line(msg)
+            recorder.line("out", raw[:-1])
+            try:
+                stdout.write(raw)
+                stdout.flush()
+            except (BrokenPipeError, OSError):
+                pass
+
+    try:
+        while True:
+            if engine.waiting_for is not None and deadline is None:
+                deadline = time.monotonic() + wait
+            elif engine.waiting_for is None:
+                deadline = None
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not sel.select(timeout):
+                engine.timed_out()
+                deadline = None
+                flush()
+                continue
+            data = os.read(stdin, 65536)
+            if not data:
+                break
+            buf += data
+            while True:
+                nl = buf.find(b"\n")
+                if nl < 0:
+                    break
+                raw = bytes(buf[:nl])
+                del buf[: nl + 1]
+                recorder.line("in", raw)
+                try:
+                    msg = json.loads(raw.decode("utf-8").rstrip("\r"))
+                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                    continue  # recorded; the transcript shows it as a line that did not parse
+                engine.feed(msg)
+                flush()
+    except ConnectionError:
+        reason = "control channel closed"
+    except KeyboardInterrupt:
+        reason = "interrupted"
+    finally:
+        recorder.close(reason)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m conformance.client.double",
+                                description="The acp-conformance agent double (an ACP agent "
+                                            "scripted by the suite).")
+    p.add_argument("--protocol", type=int, choices=[1, 2], default=None,
+                   help="protocol version to answer (default: the suite's, else 1)")
+    p.add_argument("--control", metavar="SOCKET", help="the suite's control socket")
+    p.add_argument("--script", metavar="FILE", help="JSON list of turns (without --control)")
+    p.add_argument("--transcript", metavar="FILE", help="also save this double's transcript")
+    p.add_argument("--wait", type=float, default=DEFAULT_WAIT,
+                   help="seconds to wait for an answer to a probe or permission request")
+    args = p.parse_args(argv)
+    channel = None
+    protocol = args.protocol or 1
+    response_message_id = True
+    if args.control:
+        from conformance.client.channel import DoubleSide
+
+        try:
+            channel = DoubleSide.connect(args.control, protocol=args.protocol)
+        except OSError as exc:
+            print(f"agent double: cannot reach the suite at {args.control}: {exc.strerror}",
+                  file=sys.stderr)
+            return 2
+        protocol = int(channel.config.get("protocol", protocol))
+        response_message_id = bool(channel.config.get("response_message_id", True))
+        args.wait = float(channel.config.get("wait", args.wait))
+    script: list[TurnScript] = []
+    if args.script:
+        with open(args.script, encoding="utf-8") as fh:
+            script = [TurnScript.from_json(t) for t in json.load(fh)]
+    return run(protocol, channel, script, args.transcript, args.wait, response_message_id)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
