@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-SUBCOMMANDS = ("demo", "check", "list", "lint-cases")
+SUBCOMMANDS = ("demo", "check", "list", "lint-cases", "report")
 
 
 class UsageError(Exception):
@@ -45,8 +45,22 @@ def _common(p: argparse.ArgumentParser) -> None:
     o.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here")
     o.add_argument("--transcripts", type=Path, metavar="DIR",
                    help="write one transcript per case into DIR")
-    o.add_argument("--no-color", action="store_true", help="plain console output")
+    _report_outputs(o)
     o.add_argument("-v", "--verbose", action="store_true", help="show every requirement's finding")
+
+
+def _report_outputs(o: Any) -> None:
+    o.add_argument("--html", type=Path, metavar="PATH",
+                   help="write a self-contained HTML report (statement, requirements, findings, "
+                        "wire transcripts) here")
+    o.add_argument("--markdown", type=Path, metavar="PATH",
+                   help="write a Markdown summary with the certification statement here "
+                        "(e.g. $GITHUB_STEP_SUMMARY)")
+    o.add_argument("--baseline", type=Path, metavar="FILE",
+                   help="expected failures (case:requirement per entry): listed fails do not "
+                        "fail the run, unlisted ones do, listed entries that now pass are stale "
+                        "and fail the run")
+    o.add_argument("--no-color", action="store_true", help="plain console output")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +106,23 @@ def build_list_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="acp-conformance list",
                                 description="List cases and requirements.")
     p.add_argument("--cases", type=Path, metavar="DIR", help="case directory (default: bundled)")
+    p.add_argument("--traceability", action="store_true",
+                   help="map every catalogue requirement to its cases, rules, checkers and "
+                        "broken fixtures, with what is excluded and why")
+    return p
+
+
+def build_report_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="acp-conformance report",
+                                description="Rebuild the reports of a run from its JSON report.")
+    p.add_argument("--from", dest="source", type=Path, required=True, metavar="FILE",
+                   help="a JSON report written with --json")
+    p.add_argument("--cases", type=Path, metavar="DIR",
+                   help="case directory for the traceability section (default: bundled)")
+    o = p.add_argument_group("output")
+    o.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here")
+    _report_outputs(o)
+    o.add_argument("-v", "--verbose", action="store_true", help="show every requirement's finding")
     return p
 
 
@@ -104,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_lint_cases(build_list_parser().parse_args(args[1:]))
         if args and args[0] == "check":
             return cmd_check(build_check_parser().parse_args(args[1:]))
+        if args and args[0] == "report":
+            return cmd_report(build_report_parser().parse_args(args[1:]))
         if args and args[0] == "demo":
             ns = build_parser().parse_args(args[1:])
             return cmd_demo(ns)
@@ -122,11 +155,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _error_exit(exc: Exception) -> int:
+    from conformance.baseline import BaselineError
     from conformance.cases import CaseError
+    from conformance.report.jsonreport import ReportFormatError
     from conformance.transcript import TranscriptError
     from conformance.transport import TargetCommandError
 
-    if isinstance(exc, (UsageError, CaseError, TranscriptError, TargetCommandError)):
+    if isinstance(exc, (UsageError, CaseError, TranscriptError, TargetCommandError,
+                        BaselineError, ReportFormatError)):
         print(f"acp-conformance: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if os.environ.get("ACP_CONFORMANCE_DEBUG"):
@@ -167,25 +203,47 @@ def _env(pairs: list[str], option: str = "--agent-env") -> dict[str, str]:
 
 
 def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str) -> int:
+    import contextlib
+    import tempfile
+
     from conformance import cases as casemod
+    from conformance.progress import Progress
     from conformance.runner import AgentRun, run_agent_suite
     from conformance.transport import split_command
 
     if ns.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
-    cases = casemod.select(casemod.load_dir(ns.cases), ns.case)
+    all_cases = casemod.load_dir(ns.cases)
+    baseline = _baseline(ns, all_cases)
+    cases = casemod.select(all_cases, ns.case)
     model, command, env = _model_server(ns, command, cases)
-    try:
-        run = AgentRun(command=split_command(command), protocols=_protocols(ns),
-                       options=_options(ns), timeout=ns.timeout, strict=ns.strict,
-                       transcripts=ns.transcripts, schema_dir=ns.schema_dir, env=env,
-                       progress=_progress if sys.stderr.isatty() else None,
-                       model=model, model_script=getattr(ns, "model_script", None))
-        result = run_agent_suite(run, cases, label)
-    finally:
-        if model is not None:
-            model.stop()
-    return _report(ns, result)
+    # The HTML report shows every case's wire transcript: without --transcripts they are
+    # kept in a scratch folder until the report is written.
+    scratch = (tempfile.TemporaryDirectory(prefix="acp-conformance-")
+               if ns.html and not ns.transcripts else contextlib.nullcontext(None))
+    progress = Progress()
+    with scratch as tmp:
+        try:
+            run = AgentRun(command=split_command(command), protocols=_protocols(ns),
+                           options=_options(ns), timeout=ns.timeout, strict=ns.strict,
+                           transcripts=Path(tmp) if tmp else ns.transcripts,
+                           schema_dir=ns.schema_dir, env=env,
+                           progress=progress if progress.enabled else None,
+                           model=model, model_script=getattr(ns, "model_script", None))
+            result = run_agent_suite(run, cases, label)
+        finally:
+            progress.close()
+            if model is not None:
+                model.stop()
+        return _report(ns, result, baseline=baseline, cases=all_cases, scratch=bool(tmp))
+
+
+def _baseline(ns: argparse.Namespace, cases: Any) -> Any:
+    from conformance import baseline
+
+    if getattr(ns, "baseline", None) is None:
+        return None
+    return baseline.load(ns.baseline, known_cases=[c.id for c in cases])
 
 
 def _model_server(ns: argparse.Namespace, command: str | list[str],
@@ -200,23 +258,55 @@ def _model_server(ns: argparse.Namespace, command: str | list[str],
                        script=getattr(ns, "model_script", None), configs=configs)
 
 
-def _progress(done: int, total: int, current: str) -> None:
-    sys.stderr.write(f"\r[{done + 1}/{total}] {current[:60]:<60}")
-    if done + 1 == total:
-        sys.stderr.write("\r" + " " * 72 + "\r")
-    sys.stderr.flush()
-
-
-def _report(ns: argparse.Namespace, result: Any) -> int:
+def _report(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cases: Any = None,
+            scratch: bool = False) -> int:
+    """Print the summary, write every report asked for; the exit status (baseline-aware)."""
     from conformance.report import console_summary, write_json, write_junit
+    from conformance.report.catalogue import run_date, traceability
 
+    if result.date is None:
+        result.date = run_date()
     colour = sys.stdout.isatty() and not ns.no_color
     print(console_summary(result, colour=colour, verbose=ns.verbose))
-    if ns.json:
+    verdict = baseline.evaluate(result.cases) if baseline is not None else None
+    if verdict is not None:
+        print("\n".join(verdict.lines()))
+        print("verdict with baseline: " + ("FAIL" if verdict.failed else "PASS"))
+    trace = None
+    if ns.html or ns.markdown:
+        if cases is None:
+            from conformance import cases as casemod
+
+            cases = casemod.load_dir(getattr(ns, "cases", None))
+        trace = traceability(cases)
+    if ns.html:
+        from conformance.report.html import write_html
+
+        write_html(result, ns.html, baseline=verdict, trace=trace)
+    if scratch:  # the scratch transcripts go with the run; reports must not point at them
+        for c in result.cases:
+            c.transcript_path = None
+    if getattr(ns, "json", None):
         write_json(result, ns.json)
     if ns.junit:
         write_junit(result, ns.junit)
+    if ns.markdown:
+        from conformance.report.markdown import write_markdown
+
+        write_markdown(result, ns.markdown, baseline=verdict, trace=trace)
+    if verdict is not None:
+        return EXIT_FAIL if verdict.failed else EXIT_OK
     return EXIT_FAIL if result.failed else EXIT_OK
+
+
+def cmd_report(ns: argparse.Namespace) -> int:
+    """``report --from out.json``: the same reports as the run, rebuilt from its JSON."""
+    from conformance import cases as casemod
+    from conformance.report.jsonreport import read_json
+
+    result = read_json(ns.source)
+    all_cases = casemod.load_dir(ns.cases)
+    return _report(ns, result, baseline=_baseline(ns, all_cases), cases=all_cases)
 
 
 def reference_agent_command() -> list[str]:
@@ -269,13 +359,20 @@ def cmd_check(ns: argparse.Namespace) -> int:
                         transcript_path=str(f))
         cr.findings = [x.with_case(name) for x in apply_strict(findings, ns.strict)]
         result.cases.append(cr)
-    return _report(ns, result)
+    from conformance import cases as casemod
+
+    return _report(ns, result, baseline=_baseline(ns, casemod.load_dir()))
 
 
 def cmd_list(ns: argparse.Namespace) -> int:
     from conformance import cases as casemod
     from conformance.checks import all_rules
 
+    if ns.traceability:
+        from conformance.report.catalogue import format_traceability, traceability
+
+        print(format_traceability(traceability(casemod.load_dir(ns.cases))))
+        return EXIT_OK
     print("Cases:")
     for c in casemod.load_dir(ns.cases):
         versions = "/".join(f"v{p}" for p in c.protocols)

@@ -101,10 +101,12 @@ class RequirementVerdict:
     rules: dict[str, Outcome] = field(default_factory=dict)  # sub-rule -> worst outcome
     findings: list[Finding] = field(default_factory=list)  # every finding, in run order
 
+    checked: bool = True  # some registered rule grades it
+
     @property
     def shown(self) -> str:
         if self.outcome is None:
-            return "not run"
+            return "not run" if self.checked else "no direct check"
         if self.outcome is Outcome.NOT_APPLICABLE:
             return "not testable"
         return self.outcome.value
@@ -120,13 +122,14 @@ def requirement_verdicts(result: RunResult, *, include_unrun: bool = False) -> l
     known = requirements()
     order = list(known) + sorted(r for r in by_req if r not in known)
     roles = set(result.role.split("/"))
+    checked = {r.split("/", 1)[0] for r in _rule_ids()}
     for rid in order:
         fs = by_req.get(rid, [])
         m = known.get(rid) or meta(rid)
         if not fs:
             if include_unrun and rid in known and roles & set(m.parties) \
                     and not all(r in m.excluded for r in roles & set(m.parties)):
-                rows.append(RequirementVerdict(m, None))
+                rows.append(RequirementVerdict(m, None, checked=rid in checked))
             continue
         counts: dict[Outcome, int] = {}
         rules: dict[str, list[Outcome]] = {}
@@ -136,6 +139,23 @@ def requirement_verdicts(result: RunResult, *, include_unrun: bool = False) -> l
         rows.append(RequirementVerdict(m, worst(counts), counts,
                                        {r: worst(os) for r, os in rules.items()}, fs))
     return rows
+
+
+def _rule_ids() -> list[str]:
+    from conformance.checks import all_rules
+
+    return list(all_rules())
+
+
+def run_date() -> str:
+    """Today (UTC) as YYYY-MM-DD, or the day of ``SOURCE_DATE_EPOCH`` for reproducible output."""
+    import datetime
+    import os
+    import time
+
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    seconds = int(epoch) if epoch.isdigit() else time.time()
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).date().isoformat()
 
 
 def tally(counts: dict[Outcome, int]) -> str:
@@ -170,11 +190,14 @@ class Statement:
     def verdict(self) -> str:
         return "FAIL" if self.failed or not self.must_passed else "PASS"
 
-    def counts(self, rows: Sequence[RequirementVerdict]) -> dict[str, int]:
-        out: dict[str, int] = {}
+    @staticmethod
+    def summary(rows: Sequence[RequirementVerdict]) -> str:
+        """"9 pass, 1 fail, 2 not testable": requirements by how they came out."""
+        counts: dict[str, int] = {}
         for v in rows:
-            out[v.shown] = out.get(v.shown, 0) + 1
-        return out
+            counts[v.shown] = counts.get(v.shown, 0) + 1
+        order = ["pass", "fail", "warn", "info", "not testable", "not run", "no direct check"]
+        return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "none"
 
 
 def statement(result: RunResult) -> Statement:

@@ -1,0 +1,427 @@
+"""The HTML report: one self-contained file a person can read and publish.
+
+It holds the certification statement, the verdict per requirement with its
+level and upstream sources, every finding with its evidence, and the wire
+transcript of each case: offending lines highlighted, and every messageId
+coloured so the grouping of chunks into messages shows at a glance.
+
+No script, no external resource: the page loads nothing from the network
+and its Content-Security-Policy forbids scripts, so a string from the target
+is text even if an escaping bug let it through. Every target-supplied string
+is escaped (``text.safe`` for control characters and lone surrogates, bidi
+controls made visible, then HTML-escaped).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from conformance.report.catalogue import (RequirementVerdict, Statement, TraceRow,
+                                          requirement_verdicts, source_commit, statement, tally)
+from conformance.report.text import safe
+from conformance.results import SEVERITY, CaseResult, Finding, Outcome, RunResult
+from conformance.transcript import Entry, TranscriptError, write_atomic
+
+MAX_RAW = 2000  # characters of one wire line shown
+MAX_ROWS = 1500  # transcript rows shown per case (offending rows are always shown)
+MAX_VALUE = 600  # characters of an expected/actual value
+PALETTE = 12  # colours for message IDs, reused in order of first appearance
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+       "form-action 'none'")
+_BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_MID = re.compile(r'"messageId"\s*:\s*("(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null)')
+
+TranscriptLoader = Callable[[CaseResult], "tuple[list[Entry] | None, str]"]
+
+
+def esc(value: Any, limit: int = 4000) -> str:
+    """A target-supplied value as inert HTML text on one line."""
+    return html.escape(_BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", safe(value, limit)),
+                       quote=True)
+
+
+def esc_block(text: str, limit: int = 8000) -> str:
+    """Multi-line text (stderr) as inert HTML, newlines kept."""
+    if len(text) > limit:
+        text = f"[... {len(text) - limit} chars before]\n" + text[-limit:]
+    return "\n".join(esc(line, limit) for line in text.split("\n"))
+
+
+def load_transcript(case: CaseResult) -> tuple[list[Entry] | None, str]:
+    """The case's saved transcript, or None and why it is not shown."""
+    from conformance.transcript import load
+
+    if not case.transcript_path:
+        return None, "no transcript was saved for this case (run with --transcripts DIR)"
+    path = Path(case.transcript_path)
+    if not path.exists():
+        return None, f"transcript {case.transcript_path} no longer exists"
+    try:
+        return load(path)[1], ""
+    except TranscriptError as exc:
+        return None, f"transcript unreadable: {exc}"
+
+
+def _badge(outcome: Outcome | None, label: str | None = None) -> str:
+    cls = outcome.value if outcome is not None else "none"
+    shown = label or (outcome.value.replace("_", " ") if outcome is not None else "not run")
+    if outcome is Outcome.NOT_APPLICABLE and label is None:
+        shown = "not testable"
+    return f'<span class="badge {cls}">{html.escape(shown)}</span>'
+
+
+def _json_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return esc(text, MAX_VALUE)
+
+
+# -- page parts -------------------------------------------------------------------
+
+
+def _statement(st: Statement, verdict: str) -> str:
+    name = " ".join(x for x in (st.target_name, st.target_version) if x) or "(not reported)"
+    rows = [
+        ("Target", esc(name) + ' <span class="muted">(as reported in initialize)</span>'),
+        ("Command", f"<code>{esc(st.target, 300)}</code>"),
+        ("Side tested", esc(st.role)),
+        ("Protocol", esc(", ".join(f"v{p}" for p in st.protocols))),
+        ("Profile", esc(st.profile) + (" (strict: SHOULD breaches fail)" if st.strict else "")),
+        ("Tool", esc(st.tool)),
+        ("Date", esc(st.date or "not recorded")),
+        ("MUST", _badge(Outcome.PASS if st.must_passed else Outcome.FAIL,
+                        "pass" if st.must_passed else "fail") + " " + esc(st.summary(st.must))),
+        ("SHOULD", esc(st.summary(st.should))),
+    ]
+    body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    cls = "pass" if verdict == "PASS" else "fail"
+    notes = "".join(f"<li>{esc(n)}</li>" for n in st.notes)
+    return (f'<section id="statement"><h2>Certification statement '
+            f'<span class="verdict {cls}">{verdict}</span></h2>'
+            f'<table class="kv">{body}</table>'
+            + (f"<p>Notes:</p><ul>{notes}</ul>" if notes else "")
+            + '<p class="muted">MUST passes only when no MUST requirement fails; requirements '
+              'that could not be exercised are listed as not testable, never as passed.</p>'
+              "</section>")
+
+
+def _requirements(rows: Sequence[RequirementVerdict], case_index: dict[str, int]) -> str:
+    out = ['<section id="requirements"><h2>Requirements</h2>',
+           '<table class="grid"><thead><tr><th>Requirement</th><th>Level</th><th>Verdict</th>'
+           "<th>Findings</th><th>Title and sources</th></tr></thead><tbody>"]
+    for v in rows:
+        rid = v.meta.id
+        sources = " ".join(f'<a href="{html.escape(s.url, quote=True)}" rel="noreferrer">'
+                           f"{html.escape(s.path)}</a>" for s in v.meta.sources)
+        sub = "".join(f"<li><code>{html.escape(r)}</code> {_badge(o)}</li>"
+                      for r, o in sorted(v.rules.items()))
+        findings = [f for f in v.findings if f.outcome in (Outcome.FAIL, Outcome.WARN, Outcome.INFO)]
+        out.append(
+            f'<tr id="req-{html.escape(rid)}" class="row-{v.outcome.value if v.outcome else "none"}">'
+            f"<td><code>{html.escape(rid)}</code></td><td>{html.escape(v.meta.level)}</td>"
+            f"<td>{_badge(v.outcome)}</td><td>{html.escape(tally(v.counts))}</td>"
+            f"<td>{html.escape(v.meta.title)}<div class=\"sources\">{sources}</div>"
+            + (f"<details><summary>{len(v.rules)} sub-rule(s)</summary><ul>{sub}</ul></details>"
+               if v.rules else "")
+            + "</td></tr>")
+        if findings:
+            out.append(f'<tr class="evidence"><td></td><td colspan="4">'
+                       f"{_finding_list(findings, case_index)}</td></tr>")
+    out.append("</tbody></table></section>")
+    return "".join(out)
+
+
+def _finding_list(findings: Iterable[Finding], case_index: dict[str, int],
+                  anchors: dict[int, str] | None = None) -> str:
+    items = []
+    for j, f in enumerate(findings):
+        ci = case_index.get(f.case)
+        where = (f'<a href="#case-{ci}">{esc(f.case)}</a>' if ci is not None else esc(f.case))
+        entries = " ".join(f'<a href="#case-{ci}-e{e}">#{e}</a>' if ci is not None else f"#{e}"
+                           for e in f.entries)
+        ev = []
+        if f.expected is not None:
+            ev.append(f"<dt>expected</dt><dd><code>{_json_value(f.expected)}</code></dd>")
+        if f.actual is not None:
+            ev.append(f"<dt>actual</dt><dd><code>{_json_value(f.actual)}</code></dd>")
+        if entries:
+            ev.append(f"<dt>entries</dt><dd>{entries}</dd>")
+        anchor = f' id="{anchors[j]}"' if anchors and j in anchors else ""
+        items.append(f"<li{anchor}>{_badge(f.outcome)} <code>{html.escape(f.requirement)}</code> "
+                     f"in {where}: {esc(f.message, 1000)}"
+                     + (f'<dl class="ev">{"".join(ev)}</dl>' if ev else "") + "</li>")
+    return f'<ul class="findings">{"".join(items)}</ul>'
+
+
+@dataclass
+class _Row:
+    entry: Entry
+    kind: str
+    mid: Any  # the messageId value, or _NONE
+    has_mid: bool
+
+
+_NONE = object()
+
+
+def _describe(e: Entry) -> _Row:
+    if e.stream == "harness":
+        return _Row(e, f"harness: {e.event or 'event'}", _NONE, False)
+    if e.stream == "stderr":
+        return _Row(e, "stderr", _NONE, False)
+    m = e.msg if e.is_message else None
+    if not isinstance(m, dict):
+        kind = "batch" if isinstance(m, list) else ("unparsed" if e.error else "?")
+        return _Row(e, kind, _NONE, False)
+    method = m.get("method")
+    params = m.get("params") if isinstance(m.get("params"), dict) else {}
+    if isinstance(method, str):
+        update = params.get("update") if isinstance(params.get("update"), dict) else None
+        if method == "session/update" and update is not None:
+            kind = f"update: {update.get('sessionUpdate')}"
+            if "messageId" in update:
+                return _Row(e, kind, update.get("messageId"), True)
+            return _Row(e, kind, _NONE, False)
+        kind = method if "id" not in m else f"{method} #{m.get('id')}"
+        if "messageId" in params:
+            return _Row(e, kind, params.get("messageId"), True)
+        return _Row(e, kind, _NONE, False)
+    result = m.get("result")
+    kind = f"{'error' if 'error' in m else 'result'} #{m.get('id')}"
+    if isinstance(result, dict) and "messageId" in result:
+        return _Row(e, kind, result.get("messageId"), True)
+    return _Row(e, kind, _NONE, False)
+
+
+def _direction(e: Entry) -> str:
+    if e.stream == "stdin":
+        return f"{e.src} &rarr;"
+    if e.stream == "stdout":
+        return f"&larr; {e.src}"
+    return html.escape(e.stream)
+
+
+def _raw_cell(e: Entry, colour: str) -> str:
+    if e.stream == "harness":
+        return f'<span class="muted">{esc(e.data if e.data is not None else "", MAX_RAW)}</span>'
+    raw = e.raw if e.raw is not None else (f"[{len(e.raw_b64 or '') * 3 // 4} bytes, not UTF-8]")
+    more = len(raw) - MAX_RAW
+    shown = raw[:MAX_RAW]
+    m = _MID.search(shown) if colour else None
+    if m:
+        body = (esc(shown[:m.start()], MAX_RAW) + f'<mark class="{colour}">'
+                + esc(m.group(), MAX_RAW) + "</mark>" + esc(shown[m.end():], MAX_RAW))
+    else:
+        body = esc(shown, MAX_RAW)
+    if more > 0:
+        body += f' <span class="muted">[&hellip; {more} more chars]</span>'
+    if e.error:
+        body += f'<div class="err">{esc(e.error)}</div>'
+    if e.fuzz:
+        body += ' <span class="tag">sent on purpose (fuzz)</span>'
+    return body
+
+
+def _transcript(ci: int, case: CaseResult, entries: list[Entry] | None, why: str,
+                finding_anchor: dict[int, str]) -> str:
+    if entries is None:
+        return f'<p class="muted">{esc(why)}</p>'
+    marks: dict[int, list[Finding]] = {}
+    for f in case.findings:
+        if f.outcome in (Outcome.FAIL, Outcome.WARN, Outcome.INFO):
+            for s in f.entries:
+                marks.setdefault(s, []).append(f)
+    colours: dict[str, int] = {}
+    show = set(range(min(len(entries), MAX_ROWS)))
+    for s in marks:
+        show.update(range(max(0, s - 2), s + 3))
+    out = ['<table class="wire"><thead><tr><th>#</th><th>conn</th><th>dir</th><th>kind</th>'
+           "<th>messageId</th><th>line</th><th>findings</th></tr></thead><tbody>"]
+    skipped = 0
+    for e in entries:
+        if e.seq not in show:
+            skipped += 1
+            continue
+        if skipped:
+            out.append(f'<tr class="gap"><td colspan="7">&hellip; {skipped} entries not shown'
+                       "</td></tr>")
+            skipped = 0
+        row = _describe(e)
+        colour = ""
+        chip = ""
+        if row.has_mid:
+            key = json.dumps(row.mid, sort_keys=True, default=str)
+            n = colours.setdefault(key, len(colours))
+            colour = f"g{n % PALETTE}"
+            label = row.mid if isinstance(row.mid, str) else json.dumps(row.mid, default=str)
+            bad = "" if isinstance(row.mid, str) else " odd"
+            chip = (f'<span class="chip {colour}{bad}" title="message {n + 1}">'
+                    f"{esc(label, 48) if label != '' else '&quot;&quot;'}</span>")
+        fs = marks.get(e.seq, [])
+        worst = max((f.outcome for f in fs), key=lambda o: SEVERITY[o], default=None)
+        classes = [f"s-{e.stream}"]
+        if colour:
+            classes.append(f"b{colour}")
+        if worst is not None:
+            classes.append(f"hit-{worst.value}")
+        tags = " ".join(
+            f'<a class="tag {f.outcome.value}" href="#{finding_anchor.get(id(f), "")}">'
+            f"{html.escape(f.requirement)}</a>" for f in fs)
+        out.append(f'<tr id="case-{ci}-e{e.seq}" class="{" ".join(classes)}">'
+                   f"<td>{e.seq}</td><td>{e.conn}</td><td>{_direction(e)}</td>"
+                   f"<td>{esc(row.kind, 80)}</td><td>{chip}</td>"
+                   f"<td class=\"raw\">{_raw_cell(e, colour)}</td><td>{tags}</td></tr>")
+    if skipped:
+        out.append(f'<tr class="gap"><td colspan="7">&hellip; {skipped} entries not shown</td></tr>')
+    out.append("</tbody></table>")
+    legend = (f'<p class="muted">{len(colours)} distinct messageId value(s); each has its own '
+              "colour (colours repeat after "
+              f"{PALETTE}), so chunks of one message share a colour.</p>") if colours else ""
+    return legend + "".join(out)
+
+
+def _cases(result: RunResult, loader: TranscriptLoader) -> str:
+    out = ['<section id="cases"><h2>Cases</h2>']
+    for ci, c in enumerate(result.cases):
+        outcome = c.outcome
+        is_open = " open" if outcome in (Outcome.FAIL, Outcome.WARN) else ""
+        graded = [f for f in c.findings if f.outcome in (Outcome.FAIL, Outcome.WARN, Outcome.INFO)]
+        anchors = {j: f"case-{ci}-f{j}" for j in range(len(graded))}
+        finding_anchor = {id(f): anchors[j] for j, f in enumerate(graded)}
+        entries, why = loader(c)
+        out.append(
+            f'<details id="case-{ci}" class="case"{is_open}><summary>{_badge(outcome)} '
+            f"<code>{esc(c.case)}</code> {esc(c.description)}</summary>"
+            f'<p class="muted">protocol v{c.protocol}; requirements '
+            f"{html.escape(', '.join(c.requirements))}"
+            + (f"; transcript <code>{esc(c.transcript_path)}</code>" if c.transcript_path else "")
+            + "</p>"
+            + (f'<p class="note">{esc(c.note)}</p>' if c.note else "")
+            + (_finding_list(graded, {c.case: ci}, anchors) if graded
+               else '<p class="muted">no fail, warn or info finding</p>')
+            + (f"<h4>Target stderr (tail)</h4><pre>{esc_block(c.stderr_tail)}</pre>"
+               if c.stderr_tail.strip() else "")
+            + "<h4>Wire transcript</h4>"
+            + _transcript(ci, c, entries, why, finding_anchor)
+            + "</details>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _baseline(verdict: Any) -> str:
+    lines = "".join(f"<li>{esc(line)}</li>" for line in verdict.lines())
+    return f'<section id="baseline"><h2>Expected-failures baseline</h2><ul>{lines}</ul></section>'
+
+
+def _traceability(rows: Sequence[TraceRow]) -> str:
+    out = ['<section id="traceability"><h2>Traceability</h2>',
+           '<table class="grid"><thead><tr><th>Requirement</th><th>Level</th><th>Status</th>'
+           "<th>Cases</th><th>Rules and checkers</th><th>Broken fixtures</th></tr></thead><tbody>"]
+    for r in rows:
+        status = "<br>".join(f"{html.escape(p)}: {html.escape(s)}" for p, s in r.sides.items())
+        cases = "<br>".join(f"{html.escape(role)}: {html.escape(', '.join(ids))}"
+                            for role, ids in sorted(r.cases.items()))
+        rules = html.escape(", ".join(r.rules))
+        if r.checkers:
+            rules += f'<div class="muted">{html.escape(", ".join(r.checkers))}</div>'
+        fixtures = ("unknown (manifests not installed)" if r.fixtures is None
+                    else ", ".join(r.fixtures) or "none")
+        out.append(f"<tr><td><code>{html.escape(r.meta.id)}</code></td>"
+                   f"<td>{html.escape(r.meta.level)}</td><td>{status}</td><td>{cases}</td>"
+                   f"<td>{rules}</td><td>{html.escape(fixtures)}</td></tr>")
+    out.append("</tbody></table></section>")
+    return "".join(out)
+
+
+def to_html(result: RunResult, *, baseline: Any = None, trace: Sequence[TraceRow] | None = None,
+            transcripts: TranscriptLoader | None = None) -> str:
+    st = statement(result)
+    loader = transcripts or load_transcript
+    case_index = {c.case: i for i, c in enumerate(result.cases)}
+    title = f"acp-conformance: {st.role} {safe(st.target_name or st.target, 80)}"
+    counts = result.counts()
+    summary = ", ".join(f"{counts[o.value]} {o.value.replace('_', ' ')}" for o in Outcome)
+    nav = ['<a href="#statement">statement</a>', '<a href="#requirements">requirements</a>',
+           '<a href="#cases">cases</a>']
+    if baseline is not None:
+        nav.append('<a href="#baseline">baseline</a>')
+    if trace is not None:
+        nav.append('<a href="#traceability">traceability</a>')
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<meta name="referrer" content="no-referrer">',
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>",
+        f"<header><h1>{esc(title)}</h1><p>{html.escape(summary)} findings in "
+        f"{len(result.cases)} case(s). <nav>{' &middot; '.join(nav)}</nav></p></header>",
+        _statement(st, st.verdict),
+    ]
+    if baseline is not None:
+        parts.append(_baseline(baseline))
+    parts.append(_requirements(requirement_verdicts(result), case_index))
+    parts.append(_cases(result, loader))
+    if trace is not None:
+        parts.append(_traceability(trace))
+    parts.append(f'<footer class="muted">Sources link files of the upstream ACP repository at '
+                 f"commit {html.escape(source_commit()[:12])}, the text the requirement catalogue "
+                 "was written from. Every string from the target is shown as text.</footer>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def write_html(result: RunResult, path: Path, **kwargs: Any) -> None:
+    write_atomic(Path(path), to_html(result, **kwargs))
+
+
+_HUES = [210, 20, 120, 280, 50, 170, 330, 90, 250, 0, 190, 300]
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1400px;
+padding:0 1.2em 3em;color:#1d1d1f;background:#fff}
+h1{font-size:1.5em;margin:.8em 0 .2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em}
+code,pre,.raw{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
+pre{background:#f6f8fa;padding:.6em;overflow:auto;max-height:20em;white-space:pre-wrap}
+table{border-collapse:collapse}td,th{padding:3px 6px;vertical-align:top;text-align:left}
+table.grid td,table.grid th{border-bottom:1px solid #eee}table.kv th{padding-right:1.5em}
+.muted{color:#6a737d}.note{background:#fff8c5;padding:.3em .6em}
+.badge{display:inline-block;border-radius:3px;padding:0 6px;font-size:12px;font-weight:600;
+text-transform:uppercase;color:#fff;background:#8a8a8a}
+.badge.pass{background:#1a7f37}.badge.fail{background:#cf222e}.badge.warn{background:#9a6700}
+.badge.info{background:#0969da}.badge.not_applicable,.badge.none{background:#8c959f}
+.verdict{font-size:.8em;padding:2px 10px;border-radius:4px;color:#fff}
+.verdict.pass{background:#1a7f37}.verdict.fail{background:#cf222e}
+.sources a{margin-right:.8em;font-size:12px}
+tr.evidence td{background:#fafbfc}ul.findings{margin:.2em 0;padding-left:1.2em}
+ul.findings li{margin:.3em 0}dl.ev{margin:.2em 0 .4em 1em;display:grid;
+grid-template-columns:max-content auto;gap:0 .8em}dl.ev dt{color:#6a737d}dl.ev dd{margin:0}
+details.case{border:1px solid #ddd;border-radius:4px;margin:.6em 0;padding:.3em .7em}
+details.case>summary{cursor:pointer;font-weight:600}
+table.wire{width:100%;font-size:12px;table-layout:fixed}
+table.wire th:nth-child(1){width:3em}table.wire th:nth-child(2){width:3em}
+table.wire th:nth-child(3){width:6em}table.wire th:nth-child(4){width:14em}
+table.wire th:nth-child(5){width:11em}table.wire th:nth-child(7){width:13em}
+table.wire td{border-bottom:1px solid #f0f0f0;border-left:4px solid transparent}
+table.wire td.raw{word-break:break-all;white-space:pre-wrap}
+tr.s-stderr td{color:#8250df}tr.s-harness td{color:#6a737d;font-style:italic}
+tr.hit-fail{background:#ffebe9}tr.hit-warn{background:#fff8c5}tr.hit-info{background:#ddf4ff}
+tr.hit-fail td:first-child{box-shadow:inset 4px 0 #cf222e}
+tr.hit-warn td:first-child{box-shadow:inset 4px 0 #bf8700}
+tr:target{outline:2px solid #0969da}li:target{background:#ddf4ff}
+tr.gap td{text-align:center;color:#6a737d}
+.chip{display:inline-block;max-width:100%;overflow:hidden;text-overflow:ellipsis;
+white-space:nowrap;border-radius:10px;padding:0 7px;font-family:ui-monospace,monospace;
+font-size:11px;vertical-align:middle}.chip.odd{outline:2px dashed #cf222e}
+mark{border-radius:2px;padding:0 1px}
+.tag{display:inline-block;font-size:11px;border-radius:3px;padding:0 4px;margin:1px;
+background:#eee;color:#1d1d1f;text-decoration:none}
+.tag.fail{background:#cf222e;color:#fff}.tag.warn{background:#bf8700;color:#fff}
+.tag.info{background:#0969da;color:#fff}.err{color:#cf222e}
+""" + "".join(f".g{i}{{background:hsl({h},70%,85%);color:#1d1d1f}}"
+              f"tr.bg{i} td:nth-child(5){{border-left-color:hsl({h},60%,50%)}}"
+              for i, h in enumerate(_HUES))
+
