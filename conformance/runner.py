@@ -39,8 +39,7 @@ class AgentRun:
 def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> RunResult:
     result = RunResult(__version__, target_label, "agent", list(run.protocols),
                        run.options.profile.name, run.strict)
-    plan = [(p, c) for p in run.protocols for c in cases
-            if c.role == "agent" and c.applies_to(p, run.options.profile.name)]
+    plan = agent_plan(run, cases)
     unsupported: dict[int, str] = {}
     for i, (protocol, case) in enumerate(plan):
         if run.progress:
@@ -55,6 +54,12 @@ def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> 
     if result.target_info == {}:
         result.target_info = _target_info(result)
     return result
+
+
+def agent_plan(run: AgentRun, cases: Sequence[Case]) -> list[tuple[int, Case]]:
+    """The (protocol, case) pairs a run executes, in report order."""
+    return [(p, c) for p in run.protocols for c in cases
+            if c.role == "agent" and c.applies_to(p, run.options.profile.name)]
 
 
 def _not_testable(case: Case, protocol: int, note: str) -> CaseResult:
