@@ -74,6 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--agent", metavar="CMD", help="agent command to test, e.g. 'my-agent --acp'")
     t.add_argument("--agent-env", action="append", default=[], metavar="K=V",
                    help="extra environment for the agent (repeatable)")
+    t.add_argument("--client", metavar="CMD",
+                   help="client command to test; {agent} marks where the suite's agent double "
+                        "goes, {prompt} makes it a one-shot client, e.g. "
+                        "'my-editor --headless --agent-cmd {agent}'")
+    t.add_argument("--client-profile", type=Path, metavar="FILE",
+                   help="how to drive the client through a pty and read its messages (YAML); "
+                        "without it only wire checks and liveness are graded")
+    t.add_argument("--client-adapter", metavar="MODULE:FACTORY",
+                   help="test an in-process library client through the adapter API")
     t.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                    help="longest silence allowed while waiting for the target (default 10)")
     t.add_argument("--cases", type=Path, metavar="DIR", help="case directory (default: bundled)")
@@ -141,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ns = build_parser().parse_args(args[1:])
             return cmd_demo(ns)
         ns = build_parser().parse_args(args)
+        if ns.client or ns.client_adapter:
+            return cmd_client(ns)
         if not ns.agent:
             raise UsageError("nothing to test: give --agent CMD (or a subcommand: "
                              f"{', '.join(SUBCOMMANDS)})")
@@ -321,7 +332,57 @@ def reference_agent_command() -> list[str]:
 
 def cmd_demo(ns: argparse.Namespace) -> int:
     print("Running the agent suite against the bundled reference agent.\n")
-    return cmd_agent(ns, reference_agent_command(), "acp-conformance reference agent")
+    status = cmd_agent(ns, reference_agent_command(), "acp-conformance reference agent")
+    print("\nRunning the client suite against the bundled reference client (through a pty).\n")
+    from conformance.client.runner import reference_client
+
+    for opt in ("json", "junit", "html", "markdown"):  # the client reports go beside the agent's
+        path = getattr(ns, opt, None)
+        if path is not None:
+            setattr(ns, opt, path.with_name(f"{path.stem}-client{path.suffix}"))
+    command, profile = reference_client()
+    return max(status, cmd_client(ns, command, "acp-conformance reference client", profile))
+
+
+def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | None = None,
+               profile: Any = None) -> int:
+    """The client suite: the suite plays the agent (see conformance/client/)."""
+    from conformance import cases as casemod
+    from conformance.client.adapter import AdapterError
+    from conformance.client.profile import ProfileError, load
+    from conformance.client.runner import ClientRun, ClientSetupError, run_client_suite
+    from conformance.progress import Progress
+
+    if ns.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    if ns.agent and command is None:
+        raise UsageError("--agent and --client test different sides: run them separately")
+    command = command or ns.client
+    if command and ns.client_adapter:
+        raise UsageError("give --client CMD or --client-adapter MODULE:FACTORY, not both")
+    try:
+        if profile is None and ns.client_profile is not None:
+            profile = load(ns.client_profile)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+    if profile is not None and ns.client_adapter:
+        raise UsageError("--client-profile drives a client process; an adapter reports its "
+                         "messages itself")
+    all_cases = casemod.load_dir(ns.cases)
+    baseline = _baseline(ns, all_cases)
+    cases = casemod.select(all_cases, ns.case)
+    progress = Progress()
+    run = ClientRun(protocols=_protocols(ns), options=_options(ns), command=command,
+                    adapter=ns.client_adapter if not command else None, profile=profile,
+                    timeout=ns.timeout, strict=ns.strict, transcripts=ns.transcripts,
+                    env=_env(ns.agent_env), progress=progress if progress.enabled else None)
+    try:
+        result = run_client_suite(run, cases, label or command or ns.client_adapter)
+    except (ClientSetupError, AdapterError, ProfileError) as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        progress.close()
+    return _report(ns, result, baseline=baseline, cases=all_cases)
 
 
 def cmd_check(ns: argparse.Namespace) -> int:

@@ -1,0 +1,258 @@
+"""The in-process adapter API: test a library client without a process or a pty.
+
+A vendor writes a factory (``--client-adapter mypkg.testing:make_client``)
+that returns a fresh object with these five methods; the suite calls the
+factory once per client start::
+
+    class MyAdapter:
+        def start(self, send):        # connect; the client sends initialize (and later
+                                      #   session/new...) by calling send(message)
+        def receive(self, message):   # one agent->client JSON-RPC message (a dict, or a
+                                      #   list for a v2 batch); the client may call send()
+        def prompt(self, text):       # the user submits text: the client sends session/prompt
+        def messages(self):           # what the client shows now, in display order:
+                                      #   [{"role": "user"|"agent"|"thought", "text": str,
+                                      #     "meta": {...} (optional: the message's _meta)}]
+        def close(self):              # the suite is done with this client
+
+``send`` may be called at any time from inside these methods. The suite plays
+the agent with the same engine as the agent double process
+(:class:`conformance.client.double.DoubleEngine`); every message goes through
+JSON text both ways, and is recorded in the case transcript exactly as on a
+pipe. A request the client has not answered by the time it goes quiet gets the
+probe's timeout. An exception from the adapter is a crash (MID-C-08/exit); a
+call that does not return within ``--timeout`` is a hang (MID-C-08/hang).
+The reference client implements it: ``conformance.client.reference:make_client``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+import traceback
+from collections import deque
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+from conformance.client.double import DoubleEngine, encode_line
+from conformance.client.pty import ClientAborted
+from conformance.client.script import TurnScript
+from conformance.transcript import Transcript
+
+JsonObject = dict[str, Any]
+MAX_MESSAGES = 100_000  # per pump: more means the client and agent loop forever
+
+
+@runtime_checkable
+class ClientAdapter(Protocol):
+    """What an in-process client offers the suite."""
+
+    def start(self, send: Callable[[JsonObject], None]) -> None: ...
+
+    def receive(self, message: Any) -> None: ...
+
+    def prompt(self, text: str) -> None: ...
+
+    def messages(self) -> Sequence[Mapping[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class AdapterError(Exception):
+    """The adapter spec cannot be loaded (bad MODULE:FACTORY): a usage error."""
+
+
+def load_factory(spec: str) -> Callable[[], ClientAdapter]:
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise AdapterError(f"--client-adapter {spec!r}: expected MODULE:FACTORY")
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's input
+        raise AdapterError(f"--client-adapter {spec!r}: cannot import {module}: "
+                           f"{type(exc).__name__}: {exc}") from None
+    factory = getattr(mod, name, None)
+    if not callable(factory):
+        raise AdapterError(f"--client-adapter {spec!r}: {module} has no callable {name!r}")
+    return factory  # type: ignore[no-any-return]
+
+
+class AdapterClient:
+    """Drives one in-process client through the double's engine (same interface as PtyClient)."""
+
+    def __init__(self, factory: Callable[[], ClientAdapter], *, transcript: Transcript,
+                 protocol: int, timeout: float, response_message_id: bool,
+                 next_turn: Callable[[int], TurnScript | None]) -> None:
+        self.factory = factory
+        self.transcript = transcript
+        self.protocol = protocol
+        self.timeout = timeout
+        self.response_message_id = response_message_id
+        self.next_turn = next_turn
+        self.conn = -1
+        self.adapter: ClientAdapter | None = None
+        self.engine: DoubleEngine | None = None
+        self.outbox: deque[Any] = deque()
+        self.sessions = 0
+        self.turns_ended = 0
+        self.version_asked: Any = None
+
+    # -- running adapter code with a time limit -------------------------------------------
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # noqa: BLE001 - a crash of the client under test
+                box["error"] = exc
+                box["trace"] = traceback.format_exc(limit=8)
+
+        t = threading.Thread(target=run, name="client-adapter", daemon=True)
+        t.start()
+        t.join(self.timeout)
+        if t.is_alive():
+            self._event("timeout", {"timeout": self.timeout, "waiting_for": what})
+            raise ClientAborted(f"the adapter did not return from {what}")
+        if "error" in box:
+            exc = box["error"]
+            self._event("early-exit", {"waiting_for": what, "returncode": None,
+                                       "exception": f"{type(exc).__name__}: {exc}",
+                                       "output_tail": box["trace"][-2000:]})
+            raise ClientAborted(f"the adapter raised {type(exc).__name__} in {what}")
+        return box.get("value")
+
+    def _event(self, event: str, data: JsonObject) -> None:
+        data.setdefault("output_tail", "")
+        self.transcript.add(max(self.conn, 0), "harness", "harness", event=event, data=data)
+
+    # -- the connection -------------------------------------------------------------------
+    def start(self) -> None:
+        self.conn += 1
+        self.outbox.clear()
+        self.engine = DoubleEngine(protocol=self.protocol,
+                                   next_turn=lambda: self.next_turn(self.conn),
+                                   response_message_id=self.response_message_id)
+        self.transcript.add(self.conn, "harness", "harness", event="start",
+                            data={"pid_role": "client", "adapter": True})
+        adapter = self._call("the adapter factory", self.factory)
+        if not all(callable(getattr(adapter, m, None))
+                   for m in ("start", "receive", "prompt", "messages", "close")):
+            raise AdapterError("the --client-adapter factory returned an object without "
+                               "start, receive, prompt, messages and close methods")
+        self.adapter = adapter
+        self._call("start()", lambda: adapter.start(self.outbox.append))
+        self._pump("the client to open a session")
+        if self.sessions == 0:
+            self._event("timeout", {"timeout": 0, "waiting_for":
+                                    "the client to open a session (it went quiet without one)"})
+            raise ClientAborted("the client opened no session")
+
+    def _pump(self, what: str) -> None:
+        assert self.engine is not None and self.adapter is not None
+        engine, adapter = self.engine, self.adapter
+        count = 0
+        while True:
+            while self.outbox:
+                count += 1
+                msg = self.outbox.popleft()
+                try:
+                    raw = encode_line(msg)[:-1]
+                except (TypeError, ValueError) as exc:
+                    raw = repr(msg).encode("utf-8", "replace")
+                    self.transcript.add(self.conn, "harness", "harness", event="note",
+                                        data={"note": f"the client sent a non-JSON value: {exc}"})
+                self.transcript.add(self.conn, "client", "stdin", raw)
+                try:
+                    engine.feed(json.loads(raw))
+                except ValueError:
+                    pass
+                out, events = engine.take()
+                for ev in events:
+                    self._report(ev)
+                for m in out:
+                    line = encode_line(m)[:-1]
+                    self.transcript.add(self.conn, "agent", "stdout", line)
+                    parsed = json.loads(line)
+                    self._call(f"receive() while waiting for {what}",
+                               lambda p=parsed: adapter.receive(p))
+                if count > MAX_MESSAGES:
+                    self._event("flood", {"limit": MAX_MESSAGES, "waiting_for": what})
+                    raise ClientAborted("the client and the agent double exchanged too much")
+            if engine.waiting_for is None:
+                return
+            engine.timed_out()  # the client went quiet without answering
+            out, events = engine.take()
+            for ev in events:
+                self._report(ev)
+            for m in out:
+                line = encode_line(m)[:-1]
+                self.transcript.add(self.conn, "agent", "stdout", line)
+                self._call(f"receive() while waiting for {what}",
+                           lambda p=json.loads(line): adapter.receive(p))
+
+    def _report(self, ev: JsonObject) -> None:
+        name, data = ev["event"], ev.get("data") or {}
+        if name == "wait-timeout":
+            self.transcript.add(self.conn, "harness", "harness", event="timeout",
+                                data={"timeout": 0, **data, "output_tail":
+                                      "the client went quiet without answering"})
+            return
+        self.transcript.add(self.conn, "harness", "harness", event="note",
+                            data={"note": name, **data})
+        if name == "session":
+            self.sessions += 1
+        elif name == "turn-end":
+            self.turns_ended += 1
+        elif name == "version-mismatch":
+            self.version_asked = data.get("asked")
+
+    def play(self, turn: TurnScript) -> None:
+        assert self.adapter is not None
+        adapter = self.adapter
+        target = self.turns_ended + 1
+        try:
+            self._call(f"prompt() for turn {turn.name}", lambda: adapter.prompt(turn.prompt))
+            self._pump(f"turn {turn.name}")
+        except ClientAborted as exc:
+            self._observe(turn, exited=str(exc))
+            raise
+        if self.turns_ended < target:
+            self._observe(turn, exited="the client sent no session/prompt")
+            self._event("timeout", {"timeout": 0, "waiting_for": f"a session/prompt for turn "
+                                    f"{turn.name} (the client went quiet without one)"})
+            raise ClientAborted("the client sent no prompt")
+        self._observe(turn)
+
+    def _observe(self, turn: TurnScript, *, exited: str | None = None) -> None:
+        data: JsonObject = {"turn": turn.name, "protocol": self.protocol, "source": "adapter",
+                            "render": "cumulative", "kinds": ["user", "agent", "thought"]}
+        if exited:
+            data.update(exited=True, why=exited, shown=[])
+        else:
+            adapter = self.adapter
+            assert adapter is not None
+            shown = self._call("messages()", adapter.messages)
+            data["shown"] = [_shown(m) for m in shown or []]
+        self.transcript.add(self.conn, "harness", "harness", event="observed", data=data)
+
+    def alive(self) -> bool:
+        return self.adapter is not None
+
+    def stop(self) -> None:
+        adapter, self.adapter = self.adapter, None
+        if adapter is not None:
+            try:
+                self._call("close()", adapter.close)
+            except ClientAborted:
+                pass
+            self.transcript.add(self.conn, "harness", "harness", event="exit",
+                                data={"pid_role": "client", "adapter": True})
+
+
+def _shown(m: Any) -> JsonObject:
+    get = m.get if isinstance(m, Mapping) else (lambda k, d=None: getattr(m, k, d))
+    d: JsonObject = {"role": str(get("role", "")), "text": str(get("text", ""))}
+    if isinstance(m, Mapping) and "meta" in m:
+        d["meta"] = m["meta"]
+    return d

@@ -1,0 +1,281 @@
+"""Driving a client process through a pty, the way a person would (pexpect spawns it).
+
+Interactive clients are started once per case: the driver waits until the
+profile's ``ready`` regex matches at the end of the output, types ``submit``
+with the prompt, waits until the agent double reports that the turn ended
+(the stream was played and the probe answered or timed out) *and* the client
+shows ``ready`` again, then reads the render with the profile's ``message``
+regex. One-shot clients (``{prompt}`` in the command) are started once per
+turn and read when they exit. Without a profile the driver types
+``{prompt}\\r`` once the client has opened a session with its agent, and
+observes nothing.
+
+Every wait ends when output or a double's report arrives, or after
+``timeout`` seconds of silence. A hang, a crash, a flood of output or a
+client that never shows ``ready`` becomes a harness event in the transcript
+(graded under MID-C-08) and ends the case with :class:`ClientAborted`. The
+client runs in its own session and process group; :meth:`PtyClient.stop` ends
+the group, and the runner also ends any double the client left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from conformance.client.channel import SuiteSide
+from conformance.client.profile import Profile, parse_messages, screen_lines, strip_ansi
+from conformance.client.script import TurnScript
+from conformance.transcript import Transcript
+
+DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024  # bytes a client may print while the suite waits once
+TAIL = 2000
+DIMENSIONS = (60, 1000)  # rows, columns: wide, so clients do not wrap rendered messages
+
+
+class ClientAborted(Exception):
+    """The client hung, exited or flooded: the case stops; the transcript says why."""
+
+
+@dataclass
+class Template:
+    """The client command with ``{agent}`` (and for one-shot clients ``{prompt}``) in it."""
+
+    words: list[str]
+
+    @property
+    def one_shot(self) -> bool:
+        return any("{prompt}" in w for w in self.words)
+
+    def argv(self, agent: str, prompt: str | None = None) -> list[str]:
+        out = []
+        for w in self.words:
+            w = w.replace("{agent}", agent)
+            if prompt is not None:
+                w = w.replace("{prompt}", prompt)
+            out.append(w)
+        return out
+
+
+class PtyClient:
+    """One client under test, driven through a pty."""
+
+    def __init__(self, template: Template, *, agent: str, profile: Profile | None,
+                 control: SuiteSide, transcript: Transcript, protocol: int, timeout: float,
+                 env: Mapping[str, str] | None = None, cwd: str | None = None,
+                 max_output: int = DEFAULT_MAX_OUTPUT) -> None:
+        self.template = template
+        self.agent = agent
+        self.profile = profile
+        self.control = control
+        self.transcript = transcript
+        self.protocol = protocol
+        self.timeout = timeout
+        self.env = dict(os.environ, **(env or {}))
+        self.cwd = cwd
+        self.max_output = max_output
+        self.child: Any = None
+        self.buf = bytearray()
+        self.eof = False
+        self.read_bytes = 0
+        self.turns_ended = 0
+        self.sessions = 0
+        self.version_asked: Any = None  # set when the client asked for another version
+        self.started: list[int] = []  # pids of every client process started
+
+    # -- process ---------------------------------------------------------------
+    def _spawn(self, argv: Sequence[str]) -> None:
+        import pexpect
+
+        try:
+            self.child = pexpect.spawn(argv[0], list(argv[1:]), env=self.env, cwd=self.cwd,
+                                       dimensions=DIMENSIONS, encoding=None, echo=True)
+        except pexpect.ExceptionPexpect as exc:
+            from conformance.transport import TargetCommandError
+
+            raise TargetCommandError(f"cannot start the client: {exc}") from None
+        self.started.append(self.child.pid)
+        self.buf.clear()
+        self.eof = False
+        self.transcript.add(self._conn(), "harness", "harness", event="start",
+                            data={"argv": list(argv), "pid_role": "client"})
+
+    def _conn(self) -> int:
+        return max(self.control.doubles, default=0)
+
+    def alive(self) -> bool:
+        return self.child is not None and bool(self.child.isalive())
+
+    def stop(self) -> None:
+        """Quit politely if the profile says how, then end the client's process group."""
+        child = self.child
+        if child is None:
+            return
+        if self.profile is not None and self.profile.quit and child.isalive() and not self.eof:
+            try:
+                child.send(self.profile.quit.encode("utf-8"))
+                self._wait(lambda: self.eof, "the client to quit", quiet=True,
+                           limit=min(self.timeout, 2.0))
+            except ClientAborted:
+                pass
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not child.isalive():
+                break
+            try:
+                os.killpg(child.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            deadline = time.monotonic() + 2.0
+            while child.isalive() and time.monotonic() < deadline:
+                time.sleep(0.02)  # reaping a signalled child; bounded, not a wait for data
+        try:
+            child.close(force=True)
+        except Exception:  # noqa: BLE001 - pexpect raises its own types on a dead child
+            pass
+        self.child = None
+
+    # -- waiting -------------------------------------------------------------------
+    def _text(self, since: int = 0) -> str:
+        return bytes(self.buf[since:]).decode("utf-8", errors="replace")
+
+    def _tail(self) -> str:
+        return strip_ansi(self._text(max(0, len(self.buf) - TAIL * 2)))[-TAIL:]
+
+    def _wait(self, done: Callable[[], bool], waiting_for: str, *, quiet: bool = False,
+              limit: float | None = None) -> None:
+        """Read output and double reports until ``done()``; ``timeout`` s of silence ends it."""
+        silence = limit if limit is not None else self.timeout
+        deadline = time.monotonic() + silence
+        wake = self.control.wake_fd
+        budget = self.read_bytes + self.max_output
+        while not done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if not quiet:
+                    self._event("timeout", {"timeout": silence, "waiting_for": waiting_for})
+                raise ClientAborted(f"timeout waiting for {waiting_for}")
+            fds = [wake] if self.eof or self.child is None else [wake, self.child.child_fd]
+            ready, _, _ = select.select(fds, [], [], remaining)
+            if wake in ready:
+                self.control.drain_wake()
+                while (ev := self.control.next_event(0)) is not None:
+                    if ev.name == "turn-end":
+                        self.turns_ended += 1
+                    elif ev.name == "session":
+                        self.sessions += 1
+                    elif ev.name == "version-mismatch":
+                        self.version_asked = ev.data.get("asked")
+                deadline = time.monotonic() + silence
+            if self.child is not None and not self.eof and self.child.child_fd in ready:
+                try:
+                    data = os.read(self.child.child_fd, 65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    self.eof = True
+                    continue
+                self.buf += data
+                self.read_bytes += len(data)
+                deadline = time.monotonic() + silence
+                if self.read_bytes > budget:
+                    self._event("flood", {"limit": self.max_output, "waiting_for": waiting_for})
+                    raise ClientAborted(f"the client flooded its output ({self.max_output} bytes)")
+            if self.eof and not done():
+                if self.template.one_shot and any(
+                        not d.closed for d in self.control.doubles.values()):
+                    continue  # the double's last reports may still be on their way
+                rc = self._reap()
+                if not quiet:
+                    self._event("early-exit", {"waiting_for": waiting_for, "returncode": rc,
+                                               "signal": None})
+                raise ClientAborted(f"the client exited while the suite waited for {waiting_for}")
+
+    def _reap(self) -> int | None:
+        child = self.child
+        if child is None:
+            return None
+        deadline = time.monotonic() + 2.0
+        while child.isalive() and time.monotonic() < deadline:
+            time.sleep(0.02)  # the pty closed; the process is about to be reaped
+        if child.isalive():
+            return None
+        return child.exitstatus if child.exitstatus is not None else (
+            -child.signalstatus if child.signalstatus else None)
+
+    def _event(self, event: str, data: dict[str, Any]) -> None:
+        self.transcript.add(self._conn(), "harness", "harness", event=event,
+                            data={**data, "output_tail": self._tail()})
+
+    def _ready_at_end(self, since: int) -> bool:
+        assert self.profile is not None and self.profile.ready is not None
+        text = strip_ansi(self._text(since)).replace("\r", "")
+        last = None
+        for last in self.profile.ready.finditer(text):
+            pass
+        return last is not None and last.end() >= len(text.rstrip())
+
+    # -- the driving -------------------------------------------------------------------
+    def start(self) -> None:
+        if self.template.one_shot:
+            return
+        self._spawn(self.template.argv(self.agent))
+        if self.profile is not None:
+            ready = self.profile.ready.pattern if self.profile.ready else "?"
+            self._wait(lambda: self._ready_at_end(0), f"the client to show ready ({ready})")
+        else:
+            self._wait(lambda: self.sessions > 0,
+                       "the client to start its agent and open a session")
+
+    def play(self, turn: TurnScript) -> None:
+        target = self.turns_ended + 1
+        if self.template.one_shot:
+            self._spawn(self.template.argv(self.agent, turn.prompt))
+            try:
+                self._wait(lambda: self.eof and self.turns_ended >= target,
+                           f"the one-shot client to play turn {turn.name} and exit")
+            except ClientAborted as exc:
+                self._observe(turn, 0, exited=str(exc))
+                raise
+            rc = self._reap()
+            if rc not in (0, None):
+                self._event("early-exit", {"waiting_for": f"turn {turn.name} to end cleanly",
+                                           "returncode": rc, "signal": None})
+                self._observe(turn, 0, exited=f"the client exited with code {rc}")
+                raise ClientAborted(f"the one-shot client exited with code {rc}")
+            self._observe(turn, 0)
+            self.child = None
+            return
+        since = len(self.buf)
+        submit = self.profile.submit if self.profile and self.profile.submit else "{prompt}\r"
+        self.child.send(submit.replace("{prompt}", turn.prompt).encode("utf-8"))
+        if self.profile is not None:
+            def done() -> bool:
+                return self.turns_ended >= target and self._ready_at_end(since)
+        else:
+            def done() -> bool:
+                return self.turns_ended >= target
+        try:
+            self._wait(done, f"turn {turn.name} to end and the client to show ready")
+        except ClientAborted as exc:
+            self._observe(turn, since, exited=str(exc))
+            raise
+        self._observe(turn, since)
+
+    def _observe(self, turn: TurnScript, since: int, *, exited: str | None = None) -> None:
+        if self.profile is None:
+            return
+        cumulative = self.profile.render == "cumulative" or self.template.one_shot
+        lines = screen_lines(self._text(since), last_screen=cumulative)
+        data: dict[str, Any] = {
+            "turn": turn.name, "protocol": self.protocol, "source": "pty",
+            "render": "cumulative" if cumulative else "incremental",
+            "kinds": list(self.profile.show), "shown": parse_messages(self.profile, lines)}
+        if exited:
+            data["exited"] = True
+            data["why"] = exited
+            data["tail"] = self._tail()
+        self.transcript.add(self._conn(), "harness", "harness", event="observed", data=data)

@@ -1,0 +1,215 @@
+"""The client runner: client cases x protocol versions -> client + agent double -> transcript
+-> the same checkers and the same CaseResult/RunResult shapes as the agent suite.
+
+For each case the suite opens a control socket in a fresh temporary folder,
+writes a one-word agent command there (a small script that starts
+``python -m conformance.client.double`` for this case's protocol and socket),
+puts it where the client command says ``{agent}``, and drives the client
+(through a pty, or in-process through an adapter). The double reports every
+wire line; the driver adds what the client showed after each turn
+(``observed`` harness events). Grading is :func:`conformance.checks.grade`
+with ``role="client"``, so ``acp-conformance check`` regrades a saved client
+transcript the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import stat
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from conformance import __version__
+from conformance.cases import Case
+from conformance.checks import Options, grade
+from conformance.client.profile import Profile
+from conformance.client.pty import ClientAborted, PtyClient, Template
+from conformance.client.script import TurnScript, build_turn, check_case, new_ids
+from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
+from conformance.transcript import Transcript
+
+ALWAYS = ("MID-C-01", "MID-C-08", "MID-S-06/client-framing")
+
+
+class ClientSetupError(Exception):
+    """The client command or options cannot be used (exit 2)."""
+
+
+@dataclass
+class ClientRun:
+    protocols: Sequence[int]
+    options: Options
+    command: str | None = None  # the client command template, with {agent}
+    adapter: str | None = None  # MODULE:FACTORY
+    profile: Profile | None = None
+    timeout: float = 10.0
+    strict: bool = False
+    transcripts: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    max_output: int = 8 * 1024 * 1024
+    progress: Callable[[int, int, str], None] | None = None
+
+
+def template_of(command: str, profile: Profile | None) -> Template:
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise ClientSetupError(f"--client {command!r}: {exc}") from None
+    if not words:
+        raise ClientSetupError("--client: the client command is empty")
+    if not any("{agent}" in w for w in words):
+        raise ClientSetupError("--client: the command must say where the agent command goes, "
+                               "with {agent} (e.g. 'my-editor --agent-cmd {agent}')")
+    t = Template(words)
+    if profile is not None and not t.one_shot:
+        profile.require_interactive()
+    from conformance.transport import split_command
+
+    split_command([words[0]])  # a missing executable is a usage error, not a finding
+    return t
+
+
+def double_command(directory: str, protocol: int, control: str) -> str:
+    """A one-word agent command: a script that starts the double from any directory."""
+    import conformance
+
+    root = str(Path(conformance.__file__).resolve().parent.parent)
+    code = ("import sys; sys.path.insert(0, " + repr(root) + "); "
+            "from conformance.client.double import main; sys.exit(main())")
+    path = os.path.join(directory, "acp-agent-double")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("#!/bin/sh\n"
+                 f"exec {shlex.quote(sys.executable)} -c {shlex.quote(code)} "
+                 f"--protocol {protocol} --control {shlex.quote(control)} \"$@\"\n")
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -> RunResult:
+    profile_name = run.options.profile.name
+    result = RunResult(__version__, target_label, "client", list(run.protocols), profile_name,
+                       run.strict)
+    client_cases = [c for c in cases if c.role == "client"]
+    for c in client_cases:
+        check_case(c)
+    plan = [(p, c) for p in run.protocols for c in client_cases if c.applies_to(p, profile_name)]
+    for i, (protocol, case) in enumerate(plan):
+        if run.progress:
+            run.progress(i, len(plan), f"{case.id} v{protocol}")
+        result.cases.append(run_client_case(run, case, protocol, target_label))
+    for c in result.cases:
+        if c.target_info:
+            result.target_info = dict(c.target_info)
+            break
+    return result
+
+
+def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str) -> CaseResult:
+    name = f"{case.id}@v{protocol}"
+    transcript = Transcript({"role": "client", "protocol": protocol,
+                             "profile": run.options.profile.name, "target": target_label,
+                             "case": name})
+    cr = CaseResult(name, case.description, list(case.requirements), protocol)
+    ids = new_ids()
+    current: list[TurnScript | None] = [None]
+
+    def next_turn(conn: int) -> TurnScript | None:
+        turn, current[0] = current[0], None  # each play is served once
+        return turn
+
+    response_id = run.options.profile.response_message_id
+    with tempfile.TemporaryDirectory(prefix="acp-cc-") as tmp:
+        control = None
+        client: Any
+        if run.adapter is not None:
+            from conformance.client.adapter import AdapterClient, load_factory
+
+            client = AdapterClient(load_factory(run.adapter), transcript=transcript,
+                                   protocol=protocol, timeout=run.timeout,
+                                   response_message_id=response_id, next_turn=next_turn)
+        else:
+            from conformance.client.channel import SuiteSide
+
+            assert run.command is not None
+            template = template_of(run.command, run.profile)
+            control = SuiteSide(tmp, transcript, protocol=protocol, wait=min(run.timeout, 5.0),
+                                response_message_id=response_id, next_turn=next_turn)
+            agent = double_command(tmp, protocol, control.path)
+            workdir = os.path.join(tmp, "work")
+            os.mkdir(workdir)
+            client = PtyClient(template, agent=agent, profile=run.profile, control=control,
+                               transcript=transcript, protocol=protocol, timeout=run.timeout,
+                               env=run.env, cwd=workdir, max_output=run.max_output)
+        try:
+            for step in case.drive:
+                if step == "start":
+                    client.start()
+                elif step == "restart":
+                    client.stop()
+                    client.start()
+                else:
+                    turn = build_turn(case, step["play"], protocol, ids)
+                    current[0] = turn
+                    client.play(turn)
+        except ClientAborted as exc:
+            cr.note = f"aborted: {exc}"
+        finally:
+            client.stop()
+            if control is not None:
+                _end_doubles(control)
+                control.close()
+        asked = client.version_asked
+        if isinstance(asked, int) and asked < protocol and client.sessions == 0:
+            cr.note = (f"v{protocol} unsupported: the client asked for protocolVersion {asked} "
+                       "and opened no session")
+    cr.target_info = {"name": target_label}
+    if cr.note.startswith(f"v{protocol} unsupported"):
+        cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
+                       for r in case.requirements]
+    else:
+        findings = grade(transcript.entries, protocol=protocol, options=run.options,
+                         select=list(case.checks) + list(ALWAYS), role="client")
+        cr.findings = [f.with_case(name) for f in apply_strict(findings, run.strict)]
+    if run.transcripts is not None:
+        from conformance.runner import safe_name
+
+        path = Path(run.transcripts) / f"{safe_name('client-' + name)}.jsonl"
+        transcript.save(path)
+        cr.transcript_path = str(path)
+    return cr
+
+
+def _end_doubles(control: Any) -> None:
+    """Every double the client started is ended: wait for their reports to close, then kill."""
+    deadline = time.monotonic() + 2.0
+    while control.pids() and time.monotonic() < deadline:
+        control.next_event(max(0.0, deadline - time.monotonic()))
+    for pid in control.pids():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + 2.0
+    while control.pids() and time.monotonic() < deadline:
+        control.next_event(max(0.0, deadline - time.monotonic()))
+
+
+def reference_client(render: str = "cumulative") -> tuple[str, Profile]:
+    """The bundled reference client as a pty target: its command template and profile."""
+    import conformance
+    from conformance.client import profile as profmod
+    from conformance.client.reference import PROFILE_YAML
+
+    root = str(Path(conformance.__file__).resolve().parent.parent)
+    code = ("import sys; sys.path.insert(0, " + repr(root) + "); "
+            "from conformance.client.reference import main; sys.exit(main())")
+    command = " ".join(shlex.quote(w) for w in (sys.executable, "-c", code, "--agent-cmd",
+                                                "{agent}", "--render", render))
+    return command, profmod.loads(PROFILE_YAML.replace("cumulative", render),
+                                  "reference-client profile")
