@@ -9,12 +9,15 @@ transcript. It never grades anything; checkers read the transcript afterwards.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from conformance import TOOL_NAME, __version__, model
 from conformance.transcript import Entry, Transcript
-from conformance.transport import TargetExited, TargetProcess, TargetTimeout
+from conformance.transport import DEFAULT_GRACE, TargetExited, TargetProcess, TargetTimeout
+
+TURN_TIMEOUT_FACTOR = 6  # default --turn-timeout: this many times --timeout
 
 
 class DriveAborted(Exception):
@@ -39,11 +42,14 @@ class ClientDriver:
     """Plays the ACP client over a TargetProcess, one connection at a time."""
 
     def __init__(self, argv: Sequence[str], transcript: Transcript, *, protocol: int,
-                 timeout: float, cwd: str, env: Mapping[str, str] | None = None) -> None:
+                 timeout: float, cwd: str, env: Mapping[str, str] | None = None,
+                 turn_timeout: float | None = None) -> None:
         self.argv = list(argv)
         self.transcript = transcript
         self.protocol = protocol
-        self.timeout = timeout
+        self.timeout = timeout  # longest silence in a wait
+        # Longest wait overall, even while lines keep coming (a stream that never ends).
+        self.turn_timeout = turn_timeout if turn_timeout else TURN_TIMEOUT_FACTOR * timeout
         self.cwd = cwd
         self.env = dict(env or {})
         self.proc: TargetProcess | None = None
@@ -59,12 +65,14 @@ class ClientDriver:
     def start(self) -> None:
         self.conn += 1
         self.proc = TargetProcess(self.argv, self.transcript, conn=self.conn, src="agent",
-                                  env=self.env, cwd=self.cwd)
+                                  env=self.env, cwd=self.cwd,
+                                  grace=min(DEFAULT_GRACE, self.timeout),
+                                  write_timeout=self.timeout)
         self.initialize()
 
-    def stop(self) -> None:
+    def stop(self, grace: float | None = None) -> None:
         if self.proc is not None:
-            self.proc.close()
+            self.proc.close(grace)
             self.proc = None
 
     # -- handshake -------------------------------------------------------
@@ -213,13 +221,18 @@ class ClientDriver:
     def _send_request(self, method: str, params: Any, *, fuzz: bool = False) -> int:
         assert self.proc is not None
         rid = next(self.ids)
-        self.proc.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params},
-                       fuzz=fuzz)
+        self._send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}, fuzz=fuzz)
         return rid
 
     def notify(self, method: str, params: Any) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def _send(self, msg: dict[str, Any], *, fuzz: bool = False) -> None:
         assert self.proc is not None
-        self.proc.send({"jsonrpc": "2.0", "method": method, "params": params})
+        try:
+            self.proc.send(msg, fuzz=fuzz)
+        except TargetTimeout:  # recorded by the transport as a timeout event
+            raise DriveAborted("timeout: the target stopped reading its input") from None
 
     def request(self, method: str, params: Any, *, waiting_for: str) -> Any:
         rid = self._send_request(method, params)
@@ -237,24 +250,39 @@ class ClientDriver:
 
     def pump(self, done: Callable[[], bool], *, waiting_for: str,
              on_update: Callable[[Entry, dict[str, Any]], None] | None = None) -> None:
-        """Handle incoming lines until ``done()``; each silence may last ``timeout`` seconds."""
+        """Handle incoming lines until ``done()``.
+
+        Each silence may last ``timeout`` seconds and the whole wait
+        ``turn_timeout`` seconds, so a target that streams forever ends the wait too.
+        """
         assert self.proc is not None
         proc = self.proc
+        deadline = time.monotonic() + self.turn_timeout
+        lines = 0
         while not done():
+            remaining = deadline - time.monotonic()
             try:
-                entry = proc.receive(self.timeout)
+                if remaining <= 0:
+                    raise TargetTimeout()
+                entry = proc.receive(min(self.timeout, remaining))
             except TargetTimeout:
+                overall = time.monotonic() >= deadline
                 self.transcript.add(self.conn, "harness", "harness", event="timeout",
                                     data={"timeout": self.timeout, "waiting_for": waiting_for,
+                                          "deadline": self.turn_timeout if overall else None,
+                                          "lines": lines,
                                           "stderr_tail": proc.stderr_text()[-1000:]})
-                raise DriveAborted(f"timeout waiting for {waiting_for}") from None
+                raise DriveAborted(f"timeout waiting for {waiting_for}" + (
+                    f" (--turn-timeout {self.turn_timeout:g} s)" if overall else "")) from None
             except TargetExited:
-                rc = proc.wait_exit(1.0)
+                rc = proc.wait_exit(min(1.0, self.timeout))
                 self.transcript.add(self.conn, "harness", "harness", event="early-exit",
                                     data={"waiting_for": waiting_for, "returncode": rc,
                                           "signal": None if rc is None or rc >= 0 else -rc,
+                                          "output_held": proc.output_held,
                                           "stderr_tail": proc.stderr_text()[-1000:]})
                 raise DriveAborted(f"target exited while waiting for {waiting_for}") from None
+            lines += 1
             if entry.error is not None or entry.msg is None:
                 continue  # recorded; the framing checker grades it
             msgs = entry.msg if isinstance(entry.msg, list) else [entry.msg]
@@ -266,8 +294,10 @@ class ClientDriver:
         if not isinstance(msg, dict):
             return
         if model.is_response(msg):
-            self.responses[msg["id"]] = Entry(entry.seq, entry.t, entry.conn, entry.src,
-                                              entry.stream, msg=msg)
+            rid = msg["id"]
+            if type(rid) is int:  # the suite's ids are integers; 1.0, true and "1" match none
+                self.responses[rid] = Entry(entry.seq, entry.t, entry.conn, entry.src,
+                                            entry.stream, msg=msg)
             return
         method = msg.get("method")
         if not isinstance(method, str):
@@ -299,10 +329,10 @@ class ClientDriver:
         elif method == "elicitation/create":
             result = {"action": "cancel"}
         else:
-            self.proc.send({"jsonrpc": "2.0", "id": rid,
-                            "error": {"code": -32601, "message": "Method not found"}})
+            self._send({"jsonrpc": "2.0", "id": rid,
+                        "error": {"code": -32601, "message": "Method not found"}})
             return
-        self.proc.send({"jsonrpc": "2.0", "id": rid, "result": result})
+        self._send({"jsonrpc": "2.0", "id": rid, "result": result})
 
 
 class _RpcError(Exception):

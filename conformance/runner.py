@@ -6,7 +6,9 @@ The CLI and the pytest plugin are thin shells over this module.
 from __future__ import annotations
 
 import re
+import signal
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -17,8 +19,55 @@ from conformance.checks import Options, grade
 from conformance.driver import ClientDriver, DriveAborted, NotTestable, _RpcError
 from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
 from conformance.transcript import Transcript
+from conformance.transport import close_all
 
 ALWAYS = ("MID-S-06", "TARGET")  # framing and liveness are graded in every case
+INTERRUPT_GRACE = 0.5  # seconds an interrupted target gets before SIGTERM, and again before SIGKILL
+
+
+class RunInterrupted(Exception):
+    """SIGINT (Ctrl-C) or SIGTERM ended the run early.
+
+    The case in progress was stopped (its target's process group ended), graded
+    on what was recorded and saved; ``result`` holds every case graded so far.
+    """
+
+    def __init__(self, result: RunResult, signum: int) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.result = result
+        self.signum = signum
+
+
+class _Signals:
+    """While a run lasts, SIGINT and SIGTERM stop the case being driven, not the grading.
+
+    The first signal raises KeyboardInterrupt only while a case drives its
+    target (so a blocked wait ends at once); otherwise it is noted and the run
+    stops after the current case. Later signals are noted only: cleanup and
+    the reports are bounded and must not be torn.
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.signum: int | None = None
+        self.driving = False
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> "_Signals":
+        if self.enabled:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        first = self.signum is None
+        self.signum = self.signum or signum
+        if first and self.driving:
+            raise KeyboardInterrupt
 
 
 @dataclass
@@ -32,6 +81,8 @@ class AgentRun:
     schema_dir: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     progress: Callable[[int, int, str], None] | None = None
+    turn_timeout: float | None = None  # longest single wait; None: 6 x timeout
+    handle_signals: bool = False  # SIGINT/SIGTERM end the run cleanly (RunInterrupted)
     model: Any = None  # a running ModelServer (--model-server), or None
     model_script: Path | None = None  # --model-script: one script for every case
 
@@ -41,18 +92,23 @@ def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> 
                        run.options.profile.name, run.strict)
     plan = agent_plan(run, cases)
     unsupported: dict[int, str] = {}
-    for i, (protocol, case) in enumerate(plan):
-        if run.progress:
-            run.progress(i, len(plan), f"{case.id} v{protocol}")
-        if protocol in unsupported:  # one negotiation answer settles it for the version
-            result.cases.append(_not_testable(case, protocol, unsupported[protocol]))
-            continue
-        cr = run_agent_case(run, case, protocol)
-        result.cases.append(cr)
-        if cr.note.startswith(("v2 unsupported", "v1 unsupported")):
-            unsupported[protocol] = cr.note
+    with _Signals(run.handle_signals) as signals:
+        for i, (protocol, case) in enumerate(plan):
+            if signals.signum:
+                break
+            if run.progress:
+                run.progress(i, len(plan), f"{case.id} v{protocol}")
+            if protocol in unsupported:  # one negotiation answer settles it for the version
+                result.cases.append(_not_testable(case, protocol, unsupported[protocol]))
+                continue
+            cr = run_agent_case(run, case, protocol, signals=signals)
+            result.cases.append(cr)
+            if cr.note.startswith(("v2 unsupported", "v1 unsupported")):
+                unsupported[protocol] = cr.note
     if result.target_info == {}:
         result.target_info = _target_info(result)
+    if signals.signum:
+        raise RunInterrupted(result, signals.signum)
     return result
 
 
@@ -70,7 +126,8 @@ def _not_testable(case: Case, protocol: int, note: str) -> CaseResult:
     return cr
 
 
-def run_agent_case(run: AgentRun, case: Case, protocol: int) -> CaseResult:
+def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
+                   signals: _Signals | None = None) -> CaseResult:
     name = f"{case.id}@v{protocol}"
     transcript = Transcript({"role": "agent", "protocol": protocol,
                              "profile": run.options.profile.name,
@@ -82,10 +139,25 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int) -> CaseResult:
         use_case_script(run.model, case, name, run.model_script, transcript.header)
     with tempfile.TemporaryDirectory(prefix="acp-conformance-") as cwd:
         driver = ClientDriver(run.command, transcript, protocol=protocol, timeout=run.timeout,
-                              cwd=cwd, env=run.env)
+                              cwd=cwd, env=run.env, turn_timeout=run.turn_timeout)
+        interrupted = False
         try:
-            for step in case.drive:
-                perform(driver, step)
+            try:
+                if signals is not None:
+                    signals.driving = True
+                for step in case.drive:
+                    perform(driver, step)
+            finally:
+                if signals is not None:
+                    signals.driving = False
+        except KeyboardInterrupt:
+            if signals is None or not signals.enabled:
+                raise
+            interrupted = True
+            cr.note = (f"aborted: interrupted by {signal.Signals(signals.signum or 2).name}; "
+                       "graded what was recorded")
+            transcript.add(max(driver.conn, 0), "harness", "harness", event="note",
+                           data={"note": "interrupted", "signal": signals.signum})
         except NotTestable as exc:
             cr.note = str(exc)
         except DriveAborted as exc:
@@ -94,8 +166,16 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int) -> CaseResult:
             cr.note = f"aborted: the agent answered a step with {exc}"
             transcript.add(max(driver.conn, 0), "harness", "harness", event="note",
                            data={"note": cr.note})
+        except Exception:  # a bug of ours: keep the evidence, then let the CLI report it
+            driver.stop()
+            _save(run, transcript, name)
+            raise
         finally:
             stderr = driver.proc.stderr_text() if driver.proc else ""
+            if interrupted:  # end it fast, and anything started but not yet handed over
+                if driver.proc is not None:
+                    driver.proc.close(INTERRUPT_GRACE)
+                close_all(INTERRUPT_GRACE)
             driver.stop()
         cr.stderr_tail = stderr
         info = driver.info
@@ -115,12 +195,18 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int) -> CaseResult:
             findings += validate_transcript(transcript.entries, run.schema_dir, protocol,
                                             run.options.profile)
         cr.findings = [f.with_case(name) for f in apply_strict(findings, run.strict)]
-    if run.transcripts is not None:
-        path = Path(run.transcripts) / f"{safe_name(name)}.jsonl"
-        transcript.save(path)
-        cr.transcript_path = str(path)
+    cr.transcript_path = _save(run, transcript, name)
     cr.target_info = dict(transcript.header.get("target_info", {}))
     return cr
+
+
+def _save(run: AgentRun, transcript: Transcript, name: str) -> str | None:
+    """Write the case's transcript (atomically) when --transcripts asks for it."""
+    if run.transcripts is None:
+        return None
+    path = Path(run.transcripts) / f"{safe_name(name)}.jsonl"
+    transcript.save(path)
+    return str(path)
 
 
 def perform(driver: ClientDriver, step: Any) -> None:

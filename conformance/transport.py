@@ -29,13 +29,23 @@ from conformance.transcript import Entry, Transcript
 
 DEFAULT_MAX_LINE = 16 * 1024 * 1024  # bytes kept of one stdout line
 DEFAULT_MAX_STDERR = 256 * 1024  # bytes of stderr kept in the transcript per connection
-DEFAULT_MAX_ENTRIES = 50_000  # lines (stdout and stderr) recorded per connection
+DEFAULT_MAX_ENTRIES = 20_000  # lines (stdout and stderr) recorded per connection
+AFTER_CLOSE_LINES = 200  # stdout lines still recorded once the suite has stopped waiting
 DEFAULT_MAX_RECORDED = 64 * 1024 * 1024  # bytes of stdout lines recorded per connection
 DEFAULT_GRACE = 2.0  # seconds to exit after stdin closes, and again after SIGTERM
 STDERR_TAIL = 4096
 EXIT_SETTLE = 0.5  # seconds the output may stay open after the target process exits
 _READ_SIZE = 65536
 _POLL = 0.5  # how often a blocked reader checks whether the suite has let go
+
+
+_LIVE: "set[TargetProcess]" = set()  # started and not yet closed (see close_all)
+
+
+def close_all(grace: float) -> None:
+    """End every target not yet closed: the safety net of an interrupted run."""
+    for target in list(_LIVE):
+        target.close(grace)
 
 
 class TargetCommandError(Exception):
@@ -114,6 +124,7 @@ class TargetProcess:
         self._killed = False
         self._closing = threading.Event()  # the suite no longer waits for lines
         self._released = False  # the suite let go: nothing more is recorded
+        self._after_close = 0
         self._record_lock = threading.Lock()
         self._write_lock = threading.Lock()
         full_env = dict(os.environ)
@@ -130,6 +141,7 @@ class TargetProcess:
             raise TargetCommandError(f"target command is not executable: {argv[0]}") from None
         except OSError as exc:
             raise TargetCommandError(f"cannot start target {argv[0]}: {exc.strerror}") from None
+        _LIVE.add(self)
         self.pid = self.proc.pid
         self.pgid = self.pid  # start_new_session: the target leads its own group
         transcript.add(conn, "harness", "harness", event="start",
@@ -196,7 +208,10 @@ class TargetProcess:
             if self._released:
                 return
             record = (self.recorded_entries < self.max_entries
-                      and self.recorded_bytes + len(line) <= self.max_recorded)
+                      and self.recorded_bytes + len(line) <= self.max_recorded
+                      and self._after_close < AFTER_CLOSE_LINES)
+            if self._closing.is_set():
+                self._after_close += 1  # a flood that goes on while the target is ended
             if record:
                 self.recorded_entries += 1
                 self.recorded_bytes += len(line)
@@ -407,6 +422,7 @@ class TargetProcess:
                 "stderr_bytes": self.stderr_bytes, "stderr_kept": self.stderr_kept,
                 "unrecorded_lines": self.unrecorded_lines,
                 "unrecorded_bytes": self.unrecorded_bytes})
+        _LIVE.discard(self)
         return self.exit_info
 
     def _signal_group(self, sig: int) -> None:

@@ -1,15 +1,26 @@
 """Target faults turned into findings: a crash or a hang is a fail with evidence.
 
-These are not catalogue requirements but the suite's own liveness rules
-(family ``TARGET``): the harness records ``timeout`` and ``early-exit`` events
-in the transcript, and these checkers grade them like any other traffic.
+These are not catalogue requirements but the suite's own rules (family
+``TARGET``): the harness records ``start``, ``timeout``, ``early-exit``,
+``note`` and ``exit`` events in the transcript, and these checkers grade them
+like any other traffic. Evidence carries the exit code, the signal and the
+stderr tail; where the suite capped what it kept (a long line, a stderr flood,
+a stream that never ends), the finding says so.
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from conformance import model
 from conformance.checks.base import Checker, Rule, register
 from conformance.checks.timeline import ConnEnd, Frame
 from conformance.results import Outcome
+
+
+def _data(e: Any) -> dict[str, Any]:
+    return e.data if isinstance(e.data, dict) else {}
 
 
 @register
@@ -17,29 +28,147 @@ class Liveness(Checker):
     rules = (
         Rule("TARGET/exit", "the target stays up until the suite closes it", Outcome.FAIL,
              untested="no target process in the transcript"),
-        Rule("TARGET/hang", "the target answers every wait within --timeout", Outcome.FAIL,
+        Rule("TARGET/hang", "the target answers every wait within --timeout (silence) and "
+             "--turn-timeout (overall)", Outcome.FAIL,
+             untested="no target process in the transcript"),
+        Rule("TARGET/shutdown", "the target exits when its stdin closes, at the latest on SIGTERM",
+             Outcome.FAIL, untested="no target process in the transcript"),
+        Rule("TARGET/output-cap", "the target's output fits what the suite keeps "
+             "(stderr and recorded lines)", Outcome.INFO,
              untested="no target process in the transcript"),
     )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.aborted: set[int] = set()  # connections where a hang or exit was already reported
+        self.interrupted: set[int] = set()
+        self.capped: dict[int, int] = {}  # conn -> seq of the "recording capped" note
 
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
         if e.stream != "harness":
             return
-        data = e.data if isinstance(e.data, dict) else {}
+        data = _data(e)
+        tail = data.get("stderr_tail", "")
         if e.event == "timeout":
-            self.found("TARGET/hang", f"no answer within {data.get('timeout')} s while waiting "
-                       f"for {data.get('waiting_for')}", entries=[e.seq],
-                       expected=data.get("waiting_for"),
-                       actual={"silence": True, "stderr_tail": data.get("stderr_tail", "")})
+            self.aborted.add(e.conn)
+            if data.get("deadline"):
+                message = (f"the wait for {data.get('waiting_for')} did not end within "
+                           f"--turn-timeout {data.get('deadline')} s although lines kept coming "
+                           f"({data.get('lines')} read during the wait)")
+            else:
+                message = (f"no answer within {data.get('timeout')} s while waiting "
+                           f"for {data.get('waiting_for')}")
+            self.found("TARGET/hang", message, entries=[e.seq], expected=data.get("waiting_for"),
+                       actual={"silence": not data.get("deadline"), "stderr_tail": tail})
         elif e.event == "early-exit":
-            self.found("TARGET/exit",
-                       f"the target closed its output (exit code {data.get('returncode')}, "
-                       f"signal {data.get('signal')}) while the suite waited for "
+            self.aborted.add(e.conn)
+            rc, sig = data.get("returncode"), data.get("signal")
+            if data.get("output_held"):
+                what = (f"the target exited (exit code {rc}, signal {sig}) but a process it "
+                        "started still holds its output open")
+            elif rc is None:
+                what = "the target closed its stdout but kept running"
+            else:
+                what = f"the target exited (exit code {rc}, signal {sig})"
+            self.found("TARGET/exit", f"{what} while the suite waited for "
                        f"{data.get('waiting_for')}", entries=[e.seq],
-                       expected="the process running",
-                       actual={"returncode": data.get("returncode"), "signal": data.get("signal"),
-                               "stderr_tail": data.get("stderr_tail", "")})
+                       expected="the process running with its output open",
+                       actual={"returncode": rc, "signal": sig, "still_running": rc is None,
+                               "output_held": bool(data.get("output_held")),
+                               "stderr_tail": tail})
+        elif e.event == "note" and data.get("note") == "recording capped":
+            self.capped.setdefault(e.conn, e.seq)
+        elif e.event == "note" and data.get("note") == "interrupted":
+            self.interrupted.add(e.conn)  # the user stopped the run: shutdown is not graded
+        elif e.event == "exit":
+            self._exit(e, data)
+
+    def _exit(self, e: Any, data: dict[str, Any]) -> None:
+        ended_by, grace = data.get("ended_by"), data.get("grace")
+        if e.conn in self.interrupted:
+            pass  # the suite cut the grace short
+        elif ended_by == "sigterm" and e.conn not in self.aborted:  # a hung target may not notice
+            self.found("TARGET/shutdown", f"the target did not exit within {grace} s of its "
+                       "stdin closing; the suite sent SIGTERM", entries=[e.seq],
+                       expected="exit when stdin closes", actual={"ended_by": ended_by},
+                       outcome=Outcome.WARN)
+        elif ended_by in ("sigkill", "unknown"):
+            self.found("TARGET/shutdown", f"the target ignored SIGTERM for {grace} s; the suite "
+                       "killed its process group with SIGKILL", entries=[e.seq],
+                       expected="exit on stdin close or SIGTERM",
+                       actual={"ended_by": ended_by, "returncode": data.get("returncode"),
+                               "signal": data.get("signal")})
+        stderr_bytes, kept = data.get("stderr_bytes") or 0, data.get("stderr_kept")
+        if isinstance(kept, int) and isinstance(stderr_bytes, int) and stderr_bytes > kept:
+            self.found("TARGET/output-cap",
+                       f"the target wrote {stderr_bytes} bytes to stderr; the transcript keeps "
+                       f"the first {kept} bytes and findings the last 4096", entries=[e.seq],
+                       actual={"stderr_bytes": stderr_bytes, "stderr_kept": kept})
+        lines = data.get("unrecorded_lines") or 0
+        if lines:
+            where = [self.capped[e.conn]] if e.conn in self.capped else [e.seq]
+            self.found("TARGET/output-cap",
+                       f"the target wrote more than the suite records per connection; "
+                       f"{lines} later line(s) ({data.get('unrecorded_bytes')} bytes) were read "
+                       "but not kept, so grading sees the transcript up to the cap",
+                       entries=where, actual={"unrecorded_lines": lines,
+                                              "unrecorded_bytes": data.get("unrecorded_bytes")})
 
     def on_conn_end(self, ev: ConnEnd) -> None:
-        self.exercised("TARGET/exit")
-        self.exercised("TARGET/hang")
+        for rule in ("TARGET/exit", "TARGET/hang", "TARGET/shutdown", "TARGET/output-cap"):
+            self.exercised(rule)
+
+
+@register
+class ResponseIds(Checker):
+    """Every response the target sends answers a request of the suite still open."""
+
+    rules = (
+        Rule("TARGET/unmatched-response",
+             "every response carries the id of a request the peer sent and has not had "
+             "answered (JSON-RPC 2.0)", Outcome.FAIL,
+             untested="the target sent no response"),
+    )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.pending: dict[int, set[tuple[str, Any]]] = {}
+
+    def on_frame(self, ev: Frame) -> None:
+        e = ev.entry
+        if e.stream not in ("stdin", "stdout") or e.error is not None or e.msg is None:
+            return
+        msgs = e.msg if isinstance(e.msg, list) else [e.msg]
+        pending = self.pending.setdefault(e.conn, set())
+        for m in msgs:
+            if e.src == "client" and model.is_request(m):
+                key = _key(m["id"])
+                if key is not None:
+                    pending.add(key)
+            elif e.src == "agent" and e.stream == "stdout" and model.is_response(m):
+                self.exercised("TARGET/unmatched-response")
+                if m["id"] is None and "error" in m:
+                    continue  # an error about a request whose id could not be read
+                key = _key(m["id"])
+                if key in pending:
+                    pending.discard(key)
+                    continue
+                self.found("TARGET/unmatched-response",
+                           f"line {e.seq} answers id {_show(m['id'])}, which matches no open "
+                           "request of the suite", entries=[e.seq],
+                           expected="the id of an open request",
+                           actual={"id": _show(m["id"]), "open": sorted(_show(k[1])
+                                                                        for k in pending)[:10]})
+
+
+def _key(rid: Any) -> tuple[str, Any] | None:
+    """JSON-RPC ids compare by type and value: 1, "1", true and 1.0 are all different."""
+    if isinstance(rid, bool) or not isinstance(rid, (int, str, float)):
+        return None if rid is None else ("other", repr(rid))
+    return (type(rid).__name__, rid)
+
+
+def _show(rid: Any) -> str:
+    text = json.dumps(rid, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else f"{text[:80]}... ({len(text)} characters)"
