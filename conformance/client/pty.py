@@ -132,6 +132,7 @@ class PtyClient:
             deadline = time.monotonic() + 2.0
             while child.isalive() and time.monotonic() < deadline:
                 time.sleep(0.02)  # reaping a signalled child; bounded, not a wait for data
+        child.delayafterclose = child.delayafterterminate = 0.0
         try:
             child.close(force=True)
         except Exception:  # noqa: BLE001 - pexpect raises its own types on a dead child

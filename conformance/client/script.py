@@ -26,9 +26,10 @@ says so with the case's file and line.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from conformance.cases import Case, CaseError
+if TYPE_CHECKING:  # the agent double imports this module: it stays light
+    from conformance.cases import Case
 
 KINDS = ("user", "agent", "thought")
 CHUNK_UPDATE = {"user": "user_message_chunk", "agent": "agent_message_chunk",
@@ -150,6 +151,8 @@ def turns_of(case: Case) -> dict[str, JsonObject]:
 
 def check_case(case: Case) -> None:
     """Client-case rules the JSON Schema cannot say, as one-line errors with file:line."""
+    from conformance.cases import CaseError
+
     if case.role != "client":
         return
     where = f"{case.source}: case {case.id}"

@@ -1,0 +1,216 @@
+"""Hypothesis strategies for message identity: IDs and the streams an agent plays.
+
+House style: plural nouns, keyword-only options validated when the strategy is
+built (not when it is drawn), valid generation kept apart from named
+mutations, nasty values reachable while shrinking heads for plain ones.
+
+* :func:`message_ids` - opaque ID strings, plain or from the opacity attack set.
+* :func:`id_families` - groups of distinct IDs that a normalising, trimming,
+  case-folding or number-parsing client would wrongly treat as one.
+* :func:`chunk_streams` - one turn's worth of agent output as stream steps
+  (the ``stream`` step format of client cases, see
+  :mod:`conformance.client.script`): several messages, consecutive messages
+  of one kind, thoughts, tool calls between chunks of a message, and in v2
+  whole-message upserts mixed with chunks. Every message has its own
+  ``(kind, id)``; every text is unique and recognisable (``w3. ``).
+* :func:`mutated_chunk_streams` - a valid stream with one named mutation
+  (:data:`MUTATIONS`) applied to one chunk.
+* :func:`example_streams` - deterministic examples for a seed, for the client
+  suite's generated turns.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any, Callable, Sequence
+
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+Step = dict[str, Any]
+KINDS = ("user", "agent", "thought")
+
+_UUID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+#: Families of distinct IDs that look alike to a client that transforms IDs (MID-C-02).
+OPACITY_FAMILIES: tuple[tuple[str, ...], ...] = (
+    ("msg-a1", "MSG-A1", "Msg-A1"),  # case
+    (_UUID, _UUID.upper()),  # UUID-looking, in two cases
+    ("m1", "m1 ", " m1", "m1\t"),  # leading / trailing whitespace
+    ("caf\u00e9", "cafe\u0301"),  # NFC vs NFD
+    ("\u210c1", "H1"),  # compatibility normalisation (NFKC)
+    ("1", "01", "1.0", "001"),  # leading zeros, numeric-looking
+    ("42", "4.2e1", "042"),  # numeric-looking
+)
+#: Single IDs that are hazardous on their own (MID-C-02, C-13).
+HAZARD_IDS: tuple[str, ...] = (
+    "__proto__", "constructor", "toString", "hasOwnProperty", "null", "undefined",
+    "",  # the empty string is a real ID (MID-C-06)
+    "x" * 65536,  # 64 KiB
+    "\U0001f600\U0001f601",  # non-BMP
+    "a\nb", "a\u0000b", "a\u2028b", "\u001b[31mred",  # escaped control characters
+)
+ATTACK_IDS: tuple[str, ...] = tuple(i for f in OPACITY_FAMILIES for i in f) + HAZARD_IDS
+
+MUTATIONS: dict[str, Callable[[Step], Step]] = {
+    "omit-id": lambda s: {k: v for k, v in s.items() if k not in ("id", "id_repeat")},
+    "null-id": lambda s: {**_without_id(s), "id": None},
+    "number-id": lambda s: {**_without_id(s), "id": 42},
+    "bool-id": lambda s: {**_without_id(s), "id": True},
+    "object-id": lambda s: {**_without_id(s), "id": {"id": "x"}},
+    "array-id": lambda s: {**_without_id(s), "id": ["x"]},
+    "empty-id": lambda s: {**_without_id(s), "id": ""},
+}
+
+
+def _without_id(step: Step) -> Step:
+    return {k: v for k, v in step.items() if k not in ("id", "id_repeat")}
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise InvalidArgument(f"{name}={value!r} must be an integer >= {low}")
+
+
+def _plain_ids() -> st.SearchStrategy[str]:
+    return st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12)
+
+
+def message_ids(*, attacks: bool = True) -> st.SearchStrategy[str]:
+    """Opaque message IDs; with ``attacks``, members of the attack set are reachable.
+
+    Shrinks towards short lowercase IDs."""
+    if not isinstance(attacks, bool):
+        raise InvalidArgument(f"attacks={attacks!r} must be a bool")
+    plain = _plain_ids()
+    return st.one_of(plain, st.sampled_from(ATTACK_IDS)) if attacks else plain
+
+
+def id_families() -> st.SearchStrategy[tuple[str, ...]]:
+    """One family of distinct IDs that a transforming client would conflate."""
+    return st.sampled_from(OPACITY_FAMILIES)
+
+
+def _step_with_id(kind: str, text: str, mid: str) -> Step:
+    if len(mid) > 1024 and len(set(mid)) == 1:  # keep big IDs readable in recorded steps
+        return {kind: text, "id_repeat": {"text": mid[0], "times": len(mid)}}
+    return {kind: text, "id": mid}
+
+
+@st.composite
+def _streams(draw: Any, protocol: int, min_messages: int, max_messages: int, max_chunks: int,
+             kinds: tuple[str, ...], tool_calls: bool, upserts: bool, attacks: bool,
+             text_prefix: str) -> list[Step]:
+    n = draw(st.integers(min_messages, max_messages))
+    pool: list[str] = []
+    if attacks:
+        pool += list(draw(id_families()))
+        pool += draw(st.lists(st.sampled_from(HAZARD_IDS), max_size=2, unique=True))
+    pool += draw(st.lists(_plain_ids(), min_size=n, max_size=n, unique=True))
+    ids = draw(st.permutations(pool))
+    counter = [0]
+
+    def text() -> str:
+        counter[0] += 1
+        return f"{text_prefix}w{counter[0]}. "
+
+    steps: list[Step] = []
+    used: set[tuple[str, str]] = set()
+    for mid in ids:
+        if len(used) == n:
+            break
+        kind = draw(st.sampled_from(kinds))
+        if (kind, mid) in used:
+            continue
+        used.add((kind, mid))
+        if upserts and draw(st.booleans()):
+            steps.append({"upsert": kind, "id": mid, "content": [text()]})
+        chunks = draw(st.integers(1, max_chunks))
+        for c in range(chunks):
+            steps.append(_step_with_id(kind, text(), mid))
+            if tool_calls and c < chunks - 1 and draw(st.booleans()):
+                steps.append({"tool_call": f"Tool {counter[0]}"})
+        if upserts and draw(st.booleans()):
+            steps.append({"upsert": kind, "id": mid, "content": [text()]})
+    return steps
+
+
+def chunk_streams(*, protocol: int = 1, min_messages: int = 1, max_messages: int = 6,
+                  max_chunks: int = 3, kinds: Sequence[str] = ("agent", "thought"),
+                  tool_calls: bool = True, upserts: bool | None = None,
+                  attacks: bool = True, text_prefix: str = "") -> st.SearchStrategy[list[Step]]:
+    """Valid streams of one turn (stream steps), IDs from the opacity attack set.
+
+    ``upserts`` (v2 only) defaults to on in v2. Shrinks towards one message of
+    one plain-ID chunk."""
+    if protocol not in (1, 2):
+        raise InvalidArgument(f"protocol={protocol!r} must be 1 or 2")
+    _check_int("min_messages", min_messages, 1)
+    _check_int("max_messages", max_messages, min_messages)
+    _check_int("max_chunks", max_chunks, 1)
+    kinds = tuple(kinds)
+    if not kinds or any(k not in KINDS for k in kinds):
+        raise InvalidArgument(f"kinds={kinds!r} must be a non-empty subset of {KINDS}")
+    if upserts is None:
+        upserts = protocol >= 2
+    if upserts and protocol < 2:
+        raise InvalidArgument("upserts=True needs protocol=2: whole-message updates are v2 only")
+    if "\n" in text_prefix or "\r" in text_prefix:
+        raise InvalidArgument("text_prefix must be one line")
+    return _streams(protocol, min_messages, max_messages, max_chunks, kinds, tool_calls,
+                    bool(upserts), attacks, text_prefix)
+
+
+def mutate(stream: list[Step], name: str, index: int) -> list[Step]:
+    """Apply mutation ``name`` to the ``index``-th chunk step (modulo the chunk count)."""
+    if name not in MUTATIONS:
+        raise InvalidArgument(f"unknown mutation {name!r} (known: {', '.join(MUTATIONS)})")
+    chunks = [i for i, s in enumerate(stream) if any(k in s for k in KINDS)]
+    if not chunks:
+        return list(stream)
+    out = list(stream)
+    at = chunks[index % len(chunks)]
+    out[at] = MUTATIONS[name](out[at])
+    return out
+
+
+def mutated_chunk_streams(streams: st.SearchStrategy[list[Step]], *,
+                          mutations: Sequence[str] = tuple(MUTATIONS)
+                          ) -> st.SearchStrategy[list[Step]]:
+    """A stream from ``streams`` with one named mutation applied to one chunk."""
+    names = tuple(mutations)
+    if not names or any(m not in MUTATIONS for m in names):
+        raise InvalidArgument(f"mutations={names!r} must name entries of MUTATIONS")
+    return st.builds(mutate, streams, st.sampled_from(names), st.integers(0, 1000))
+
+
+def example_streams(*, protocol: int, seed: int, count: int = 1,
+                    text_prefix: str = "") -> list[list[Step]]:
+    """``count`` streams for ``seed``, the same on every run (the client suite's generated
+    turns). Among the first examples Hypothesis draws, the richest are taken."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as with_seed
+
+    _check_int("count", count, 1)
+    drawn: list[list[Step]] = []
+
+    @with_seed(seed)
+    @settings(max_examples=count + 9, database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(chunk_streams(protocol=protocol, min_messages=3, max_messages=6,
+                         text_prefix=text_prefix))
+    def collect(stream: list[Step]) -> None:
+        drawn.append(stream)
+
+    collect()
+    ranked = sorted(range(len(drawn)), key=lambda i: (-_richness(drawn[i]), i))
+    return [drawn[i] for i in sorted(ranked[:count])]
+
+
+def _richness(stream: list[Step]) -> int:
+    ids = [s.get("id") for s in stream if "id" in s]
+    related = sum(1 for a in ids for b in ids if isinstance(a, str) and isinstance(b, str)
+                  and a != b and (a.casefold() == b.casefold() or a.strip() == b.strip()
+                                  or unicodedata.normalize("NFKC", a) ==
+                                  unicodedata.normalize("NFKC", b)))
+    kinds = {k for s in stream for k in KINDS if k in s}
+    return len(stream) + 3 * related + 2 * len(kinds) + 2 * sum("tool_call" in s for s in stream)
