@@ -25,6 +25,13 @@ class UsageError(Exception):
     """Bad options or input: one line, exit 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (option and problem), exit 2, no usage dump."""
+
+    def error(self, message: str) -> Any:  # argparse calls it and expects no return
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("grading")
     g.add_argument("--protocol", choices=["1", "2", "both"], default="both",
@@ -64,7 +71,7 @@ def _report_outputs(o: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="acp-conformance",
         description="Conformance suite for message identity (messageId) in the Agent Client "
                     "Protocol. Subcommands: demo, check FILE..., list.",
@@ -85,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="test an in-process library client through the adapter API")
     t.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                    help="longest silence allowed while waiting for the target (default 10)")
+    t.add_argument("--turn-timeout", type=float, default=None, metavar="SECONDS",
+                   help="longest any single wait may last even while the target keeps "
+                        "writing, e.g. a stream that never ends (default: 6 x --timeout)")
     t.add_argument("--cases", type=Path, metavar="DIR", help="case directory (default: bundled)")
     t.add_argument("--case", action="append", default=[], metavar="ID",
                    help="run only this case, case prefix (load-*) or requirement (repeatable)")
@@ -104,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_check_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="acp-conformance check",
+    p = _Parser(prog="acp-conformance check",
                                 description="Grade recorded transcripts offline (no process).")
     p.add_argument("files", nargs="+", type=Path, help="transcript files (.jsonl) or folders")
     _common(p)
@@ -112,7 +122,7 @@ def build_check_parser() -> argparse.ArgumentParser:
 
 
 def build_list_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="acp-conformance list",
+    p = _Parser(prog="acp-conformance list",
                                 description="List cases and requirements.")
     p.add_argument("--cases", type=Path, metavar="DIR", help="case directory (default: bundled)")
     p.add_argument("--traceability", action="store_true",
@@ -122,7 +132,7 @@ def build_list_parser() -> argparse.ArgumentParser:
 
 
 def build_report_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="acp-conformance report",
+    p = _Parser(prog="acp-conformance report",
                                 description="Rebuild the reports of a run from its JSON report.")
     p.add_argument("--from", dest="source", type=Path, required=True, metavar="FILE",
                    help="a JSON report written with --json")
@@ -137,6 +147,9 @@ def build_report_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    for stream in (sys.stdout, sys.stderr):  # text from a target never crashes the console
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         if args and args[0] == "list":
             return cmd_list(build_list_parser().parse_args(args[1:]))
@@ -213,17 +226,44 @@ def _env(pairs: list[str], option: str = "--agent-env") -> dict[str, str]:
     return env
 
 
+def _check_run_options(ns: argparse.Namespace) -> None:
+    """Options a run would trip over only at its end: refused before anything starts."""
+    import math
+
+    for opt in ("timeout", "turn_timeout"):
+        value = getattr(ns, opt, None)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"--{opt.replace('_', '-')} must be a positive number of seconds")
+    for opt in ("json", "junit", "html", "markdown"):
+        path = getattr(ns, opt, None)
+        if path is not None and Path(path).is_dir():
+            raise UsageError(f"--{opt} {path}: is a directory, expected a file path")
+    transcripts = getattr(ns, "transcripts", None)
+    if transcripts is not None and Path(transcripts).exists() and not Path(transcripts).is_dir():
+        raise UsageError(f"--transcripts {transcripts}: exists and is not a directory")
+
+
+def _interrupted(ns: argparse.Namespace, exc: Any, **report: Any) -> int:
+    """SIGINT/SIGTERM: the reports cover what was graded; exit 128 + signal number."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not tear the reports
+    _report(ns, exc.result, **report)
+    print(f"acp-conformance: {exc}; the reports cover the {len(exc.result.cases)} case(s) "
+          "graded so far", file=sys.stderr)
+    return 128 + int(exc.signum)
+
+
 def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str) -> int:
     import contextlib
     import tempfile
 
     from conformance import cases as casemod
     from conformance.progress import Progress
-    from conformance.runner import AgentRun, run_agent_suite
+    from conformance.runner import AgentRun, RunInterrupted, run_agent_suite
     from conformance.transport import split_command
 
-    if ns.timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
+    _check_run_options(ns)
     all_cases = casemod.load_dir(ns.cases)
     baseline = _baseline(ns, all_cases)
     cases = casemod.select(all_cases, ns.case)
@@ -240,8 +280,12 @@ def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str) -> i
                            transcripts=Path(tmp) if tmp else ns.transcripts,
                            schema_dir=ns.schema_dir, env=env,
                            progress=progress if progress.enabled else None,
-                           model=model, model_script=getattr(ns, "model_script", None))
+                           model=model, model_script=getattr(ns, "model_script", None),
+                           turn_timeout=ns.turn_timeout, handle_signals=True)
             result = run_agent_suite(run, cases, label)
+        except RunInterrupted as exc:
+            progress.close()
+            return _interrupted(ns, exc, baseline=baseline, cases=all_cases, scratch=bool(tmp))
         finally:
             progress.close()
             if model is not None:
@@ -353,8 +397,7 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
     from conformance.client.runner import ClientRun, ClientSetupError, run_client_suite
     from conformance.progress import Progress
 
-    if ns.timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
+    _check_run_options(ns)
     if ns.agent and command is None:
         raise UsageError("--agent and --client test different sides: run them separately")
     command = command or ns.client
@@ -391,6 +434,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
     from conformance.results import CaseResult, RunResult, apply_strict
     from conformance import __version__
 
+    _check_run_options(ns)
     files: list[Path] = []
     for f in ns.files:
         if f.is_dir():

@@ -61,7 +61,10 @@ class TargetTimeout(Exception):
 
 
 def split_command(command: str | Sequence[str]) -> list[str]:
-    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    try:
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+    except ValueError as exc:  # an unclosed quote
+        raise TargetCommandError(f"cannot parse the target command {command!r}: {exc}") from None
     if not argv:
         raise TargetCommandError("the target command is empty")
     exe = argv[0]
