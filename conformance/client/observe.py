@@ -646,6 +646,9 @@ class ShownMessages(Checker):
                 related(a.mid, b.mid) for a in expected for b in expected
                 if a.mid is not None and b.mid is not None and a.kind == b.kind):
             specific.update(("MID-C-02/merged", "MID-C-02/split", "MID-C-02/order"))
+        keyed = [x for x in expected if x.mid is not None and x.blocks]
+        if len(keyed) >= 2:
+            specific.add("MID-C-02/order")
         shown = shown_from(data.get("shown") or [])
         if "chunk-meta" in reducer.features and any(s.meta is not UNSET for s in shown):
             specific.add("MID-V2-04")

@@ -168,7 +168,7 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
         if isinstance(asked, int) and asked < protocol and client.sessions == 0:
             cr.note = (f"v{protocol} unsupported: the client asked for protocolVersion {asked} "
                        "and opened no session")
-    cr.target_info = {"name": target_label}
+    cr.target_info = _client_info(transcript)
     if cr.note.startswith(f"v{protocol} unsupported"):
         cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
                        for r in case.requirements]
@@ -183,6 +183,19 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
         transcript.save(path)
         cr.transcript_path = str(path)
     return cr
+
+
+def _client_info(transcript: Transcript) -> dict[str, Any]:
+    """What the client says it is, from its initialize request (clientInfo / info)."""
+    for e in transcript.entries:
+        m = e.msg
+        if e.src == "client" and isinstance(m, dict) and m.get("method") == "initialize":
+            params = m.get("params") if isinstance(m.get("params"), dict) else {}
+            info = params.get("clientInfo") or params.get("info")
+            if isinstance(info, dict):
+                return {"name": info.get("name"), "version": info.get("version"),
+                        "protocol": params.get("protocolVersion")}
+    return {}
 
 
 def _end_doubles(control: Any) -> None:
