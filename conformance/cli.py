@@ -334,13 +334,15 @@ def _report(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cases:
 
             cases = casemod.load_dir(getattr(ns, "cases", None))
         trace = traceability(cases)
-    if ns.html:
-        from conformance.report.html import write_html
-
-        write_html(result, ns.html, baseline=verdict, trace=trace)
+    saved = {c.case: c.transcript_path for c in result.cases}
     if scratch:  # the scratch transcripts go with the run; reports must not point at them
         for c in result.cases:
             c.transcript_path = None
+    if ns.html:
+        from conformance.report.html import read_transcript, write_html
+
+        write_html(result, ns.html, baseline=verdict, trace=trace,
+                   transcripts=lambda c: read_transcript(saved.get(c.case)))
     if getattr(ns, "json", None):
         write_json(result, ns.json)
     if ns.junit:

@@ -54,15 +54,18 @@ def esc_block(text: str, limit: int = 8000) -> str:
 
 def load_transcript(case: CaseResult) -> tuple[list[Entry] | None, str]:
     """The case's saved transcript, or None and why it is not shown."""
+    return read_transcript(case.transcript_path)
+
+
+def read_transcript(path: str | None) -> tuple[list[Entry] | None, str]:
     from conformance.transcript import load
 
-    if not case.transcript_path:
+    if not path:
         return None, "no transcript was saved for this case (run with --transcripts DIR)"
-    path = Path(case.transcript_path)
-    if not path.exists():
-        return None, f"transcript {case.transcript_path} no longer exists"
+    if not Path(path).exists():
+        return None, f"transcript {path} no longer exists"
     try:
-        return load(path)[1], ""
+        return load(Path(path))[1], ""
     except TranscriptError as exc:
         return None, f"transcript unreadable: {exc}"
 
@@ -259,8 +262,9 @@ def _transcript(ci: int, case: CaseResult, entries: list[Entry] | None, why: str
             colour = f"g{n % PALETTE}"
             label = row.mid if isinstance(row.mid, str) else json.dumps(row.mid, default=str)
             bad = "" if isinstance(row.mid, str) else " odd"
-            chip = (f'<span class="chip {colour}{bad}" title="message {n + 1}">'
-                    f"{esc(label, 48) if label != '' else '&quot;&quot;'}</span>")
+            shown = esc(label, 48) if label != "" else "&quot;&quot;"
+            chip = (f'<span class="chip {colour}{bad}" title="message {n + 1}: '
+                    f'{esc(label, 400)}">{shown}</span>')
         fs = marks.get(e.seq, [])
         worst = max((f.outcome for f in fs), key=lambda o: SEVERITY[o], default=None)
         classes = [f"s-{e.stream}"]
