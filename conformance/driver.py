@@ -20,6 +20,11 @@ from conformance.transport import DEFAULT_GRACE, TargetExited, TargetProcess, Ta
 TURN_TIMEOUT_FACTOR = 6  # default --turn-timeout: this many times --timeout
 
 
+# Seconds of silence that close a cancelled turn or a replay (catalogue MID-A-09's
+# grace window), so late updates are attributed to what they trail.
+GRACE = 0.25
+
+
 class DriveAborted(Exception):
     """The target hung or died: the case stops; what was recorded is still graded."""
 
@@ -65,8 +70,7 @@ class ClientDriver:
     def start(self) -> None:
         self.conn += 1
         self.proc = TargetProcess(self.argv, self.transcript, conn=self.conn, src="agent",
-                                  env=self.env, cwd=self.cwd,
-                                  grace=min(DEFAULT_GRACE, self.timeout),
+                                  env=self.env, grace=min(DEFAULT_GRACE, self.timeout),
                                   write_timeout=self.timeout)
         self.initialize()
 
@@ -187,6 +191,25 @@ class ClientDriver:
         finally:
             self.cancelled.discard(sid)
         self.responses.pop(rid, None)
+        if cancel:
+            self.settle()
+
+    def settle(self, quiet: float = GRACE) -> None:
+        """Catalogue MID-A-09: keep a short grace window after a cancelled turn.
+
+        Lines keep being handled until ``quiet`` seconds pass with none, so an
+        update the agent sends after its ``cancelled`` answer lands in that
+        turn's tail, not in the next turn.
+        """
+        assert self.proc is not None
+        while True:
+            try:
+                entry = self.proc.receive(quiet)
+            except (TargetTimeout, TargetExited):
+                return
+            if entry.error is None and entry.msg is not None:
+                for msg in entry.msg if isinstance(entry.msg, list) else [entry.msg]:
+                    self._dispatch(entry, msg, None)
 
     def load(self) -> None:
         sid = self._sid()
@@ -196,6 +219,7 @@ class ClientDriver:
             raise NotTestable("the agent does not advertise loadSession")
         self.request("session/load", {"sessionId": sid, "cwd": self.cwd, "mcpServers": []},
                      waiting_for="the session/load response")
+        self.settle()  # a replay that trails the response must not pass for the next turn
 
     def resume(self, replay: str | None) -> None:
         sid = self._sid()
@@ -207,6 +231,7 @@ class ClientDriver:
         elif replay == "start":
             params["replayFrom"] = {"type": "start"}
         self.request("session/resume", params, waiting_for="the session/resume response")
+        self.settle()
 
     def close_session(self) -> None:
         self.request("session/close", {"sessionId": self._sid()},

@@ -168,8 +168,7 @@ class Replay(Checker):
         rep.last_kind = ev.kind
         rep.turns[-1].apply(ev)
         if ev.mid is None:
-            rep.last_key = None
-            return
+            return  # an ID-less chunk is a gap (MID-A-03), not another message
         dup_rule = self._dup_rule(ev.protocol)
         self.exercised(dup_rule)
         key = (ev.kind, ev.mid)

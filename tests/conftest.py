@@ -1,0 +1,57 @@
+"""Shared test helpers: where the repository and the shared schemas are, and how to run the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def find_shared() -> Path | None:
+    configured = os.environ.get("ACP_SHARED_DIR")
+    candidate = Path(configured) if configured else REPO_ROOT.parent / "shared"
+    return candidate if (candidate / "acp-schema").is_dir() else None
+
+
+SHARED_REASON = ("the official ACP schemas were not found: set ACP_SHARED_DIR, or keep "
+                 "shared/ beside the repository")
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    found = find_shared()
+    if found is None:
+        pytest.skip(SHARED_REASON)
+    return found
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("NO_COLOR", None)
+    return env
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The real command line, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
+                          text=True, cwd=cwd or REPO_ROOT, env=cli_env(), timeout=timeout)
+
+
+def outcomes(report: dict[str, Any]) -> dict[str, set[str]]:
+    """{outcome: {requirement, ...}} of a JSON report."""
+    out: dict[str, set[str]] = {}
+    for r in report["results"]:
+        out.setdefault(r["outcome"], set()).add(r["requirement"])
+    return out
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
