@@ -272,9 +272,12 @@ def _transcript(ci: int, case: CaseResult, entries: list[Entry] | None, why: str
             classes.append(f"b{colour}")
         if worst is not None:
             classes.append(f"hit-{worst.value}")
+        first: dict[str, Finding] = {}
+        for f in fs:  # one tag per rule, linking to its first finding on this line
+            first.setdefault(f.requirement, f)
         tags = " ".join(
             f'<a class="tag {f.outcome.value}" href="#{finding_anchor.get(id(f), "")}">'
-            f"{html.escape(f.requirement)}</a>" for f in fs)
+            f"{html.escape(f.requirement)}</a>" for f in first.values())
         out.append(f'<tr id="case-{ci}-e{e.seq}" class="{" ".join(classes)}">'
                    f"<td>{e.seq}</td><td>{e.conn}</td><td>{_direction(e)}</td>"
                    f"<td>{esc(row.kind, 80)}</td><td>{chip}</td>"
