@@ -1,0 +1,259 @@
+"""Hostile agents through the real CLI: each run ends on time with a verdict and evidence.
+
+Every agent in fixtures/hostile/agents/ misbehaves in one way (crash, hang,
+flood, lie). For each, the suite must: exit 1 (or 0 where nothing is broken),
+report the expected finding with its evidence in the JSON report, write the
+transcript and the JUnit file, end within its timeouts plus a margin (a bound
+on a hang, not a speed benchmark), leave no process of the target's group
+behind, and keep its memory bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
+
+from harness import Run, group_alive, run_agent  # noqa: E402
+
+from conformance import transcript as tmod  # noqa: E402
+from conformance.transport import TargetProcess, TargetTimeout  # noqa: E402
+
+TIMEOUT = 1.0  # --timeout of every run; the close grace is min(2 s, --timeout)
+GRACE = min(2.0, TIMEOUT)
+SLACK = 10.0  # start-up, grading and a loaded machine; a hang would take HANG_LIMIT
+
+
+def assert_contained(run: Run, *, waited: float, grace_rounds: int = 1) -> None:
+    """The common promises: on time, reports and transcripts written, no process left."""
+    limit = waited + grace_rounds * GRACE + SLACK
+    assert run.elapsed < limit, f"run took {run.elapsed:.1f} s (bound {limit:.1f} s)"
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.report is not None, run.stderr
+    ET.parse(run.workdir / "report.xml")  # well-formed JUnit
+    assert run.transcripts, "no transcript written"
+    for path in run.transcripts:
+        tmod.load(path)  # complete and valid
+    assert run.harness_events("exit"), "the transcript lacks the target's exit event"
+    pgids = run.pgids()
+    assert pgids, "the transcript's start event lacks the process group"
+    for pgid in pgids:
+        assert not group_alive(pgid), f"process group {pgid} survived the run"
+
+
+def only(run: Run, requirement: str, outcome: str = "fail") -> dict:
+    found = run.findings(requirement, outcome)
+    assert found, (f"no {outcome} {requirement}; results: "
+                   f"{[(r['requirement'], r['outcome']) for r in run.report['results']]}")
+    return found[0]
+
+
+def test_exits_at_start(tmp_path: Path) -> None:
+    run = run_agent("exit_at_start", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    f = only(run, "TARGET/exit")
+    assert f["evidence"]["actual"]["returncode"] == 3
+    assert "cannot read configuration" in f["evidence"]["actual"]["stderr_tail"]
+    assert "initialize" in f["message"]
+    assert_contained(run, waited=0)
+
+
+def test_crashes_mid_stream(tmp_path: Path) -> None:
+    run = run_agent("crash_mid_stream", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    f = only(run, "TARGET/exit")
+    assert f["evidence"]["actual"]["returncode"] == 101
+    assert "panicked" in f["evidence"]["actual"]["stderr_tail"]
+    assert "session/prompt" in f["message"]
+    assert_contained(run, waited=0)
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+def test_accepts_prompt_then_goes_silent(tmp_path: Path, protocol: str) -> None:
+    run = run_agent("silent_after_prompt", tmp_path, timeout=TIMEOUT, protocol=protocol)
+    assert run.returncode == 1, run.stderr
+    f = only(run, "TARGET/hang")
+    assert f["evidence"]["actual"]["silence"] is True
+    assert f"within {TIMEOUT:g} s" in f["message"] or f"within {TIMEOUT} s" in f["message"]
+    assert "prompt" in f["message"]
+    assert_contained(run, waited=TIMEOUT)
+
+
+def test_streams_chunks_forever(tmp_path: Path) -> None:
+    turn = 2.0
+    run = run_agent("stream_forever", tmp_path, timeout=TIMEOUT,
+                    extra=["--turn-timeout", str(turn)])
+    assert run.returncode == 1, run.stderr
+    f = only(run, "TARGET/hang")
+    assert f["evidence"]["actual"]["silence"] is False
+    assert "--turn-timeout 2" in f["message"] and "lines kept coming" in f["message"]
+    # The chunks never stop, so closing stdin does not end it: SIGTERM does.
+    assert run.harness_events("exit")[-1]["data"]["ended_by"] == "sigterm"
+    assert run.max_rss_mb < 250, f"peak memory {run.max_rss_mb:.0f} MB"
+    assert_contained(run, waited=turn, grace_rounds=2)
+
+
+def test_writes_100mb_line_without_newline(tmp_path: Path) -> None:
+    run = run_agent("huge_line", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    only(run, "TARGET/hang")
+    f = only(run, "MID-S-06/framing")
+    cut = re.search(r"line cap of (\d+) bytes \(the line was (\d+) bytes", f["message"])
+    assert cut, f["message"]
+    assert int(cut.group(1)) == 16 * 1024 * 1024
+    assert int(cut.group(2)) > 100 * 1024 * 1024
+    assert "no newline" in f["message"]
+    assert f["evidence"]["actual"].startswith('{"jsonrpc":"2.0","id":0,"result":{"padding":"xxx')
+    assert len(f["evidence"]["actual"]) < 300  # the evidence is cut too
+    # What the transcript keeps of the line is capped, and says how long it was.
+    cut_entries = [e for e in _entries(run) if e.truncated]
+    assert cut_entries and len(cut_entries[0].raw or "") == 16 * 1024 * 1024
+    assert run.max_rss_mb < 250, f"peak memory {run.max_rss_mb:.0f} MB"
+    assert_contained(run, waited=TIMEOUT)
+
+
+def test_writes_invalid_utf8(tmp_path: Path) -> None:
+    run = run_agent("invalid_utf8", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    f = only(run, "MID-S-06/framing")
+    assert "invalid UTF-8 at byte" in f["message"]
+    assert "\\xe9" in f["message"] and "\\xff\\xfe" in f["message"]  # the offending bytes
+    assert f["evidence"]["actual"].startswith("base64:")
+    # Everything else still ran: the handshake and both prompts were graded.
+    assert not run.findings("TARGET/hang", "fail") and not run.findings("TARGET/exit", "fail")
+    assert_contained(run, waited=0)
+
+
+def test_writes_non_json_lines(tmp_path: Path) -> None:
+    run = run_agent("non_json", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    shown = [f["evidence"]["actual"] for f in run.findings("MID-S-06/framing", "fail")]
+    assert any("loading model weights" in s for s in shown), shown
+    assert any("Ready. Listening" in s for s in shown), shown
+    assert "\x1b" not in run.stdout  # an ANSI escape from the target never reaches the console
+    assert_contained(run, waited=0)
+
+
+def test_writes_json_that_is_not_jsonrpc(tmp_path: Path) -> None:
+    run = run_agent("not_jsonrpc", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    messages = " | ".join(f["message"] for f in run.findings("MID-S-06/jsonrpc", "fail"))
+    assert '"jsonrpc": "2.0"' in messages
+    assert "array" in messages or "batch" in messages
+    assert_contained(run, waited=0)
+
+
+def test_floods_stderr_while_behaving(tmp_path: Path) -> None:
+    run = run_agent("stderr_flood", tmp_path, timeout=TIMEOUT)
+    # Logging a lot is no protocol fault: the run passes, and says what it kept.
+    assert run.returncode == 0, run.stdout + run.stderr
+    f = only(run, "TARGET/output-cap", "info")
+    assert f["evidence"]["actual"]["stderr_bytes"] >= 100 * 1024 * 1024
+    assert f["evidence"]["actual"]["stderr_kept"] == 256 * 1024
+    assert "the transcript keeps the first 262144 bytes" in f["message"]
+    stderr_entries = [e for e in _entries(run) if e.stream == "stderr"]
+    assert sum(len(e.raw or "") + 1 for e in stderr_entries) <= 256 * 1024 + len(stderr_entries)
+    assert run.max_rss_mb < 150, f"peak memory {run.max_rss_mb:.0f} MB"
+    assert_contained(run, waited=0)
+
+
+def test_grandchild_holds_pipes_after_the_agent_exits(tmp_path: Path) -> None:
+    # A long --timeout: the exit must be noticed at once, not after a silence of 30 s.
+    run = run_agent("grandchild_holds_pipes", tmp_path, timeout=30)
+    assert run.returncode == 1, run.stderr
+    f = only(run, "TARGET/exit")
+    assert f["evidence"]["actual"]["output_held"] is True
+    assert f["evidence"]["actual"]["returncode"] == 0
+    assert "still holds its output open" in f["message"]
+    assert run.elapsed < 2.0 + SLACK, f"took {run.elapsed:.1f} s: waited for the timeout?"
+    assert_contained(run, waited=0)
+
+
+def test_grandchild_that_leaves_the_group_cannot_block_the_run(tmp_path: Path) -> None:
+    run = run_agent("grandchild_holds_pipes", tmp_path, timeout=TIMEOUT,
+                    env={"HOSTILE_ESCAPE": "1"})
+    try:
+        assert run.returncode == 1, run.stderr
+        only(run, "TARGET/exit")
+        notes = [e["data"].get("note", "") for e in run.harness_events("note")]
+        assert any("held by a process that left the group" in n for n in notes), notes
+        assert_contained(run, waited=0, grace_rounds=2)
+    finally:  # the escaped helper is ours: end it by its pid (it names it on stderr)
+        for pid in re.findall(r"started helper process (\d+)", _stderr_of(run)):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_closes_stdout_but_keeps_running(tmp_path: Path) -> None:
+    run = run_agent("closes_stdout", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    f = only(run, "TARGET/exit")
+    assert f["evidence"]["actual"]["still_running"] is True
+    assert "closed its stdout but kept running" in f["message"]
+    assert_contained(run, waited=TIMEOUT)
+
+
+def test_answers_with_ids_that_match_nothing(tmp_path: Path) -> None:
+    run = run_agent("unmatched_ids", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    found = run.findings("TARGET/unmatched-response", "fail")
+    shown = {f["evidence"]["actual"]["id"] for f in found}
+    assert shown == {'"0"', '{"id": 0}', "1000"}, shown
+    only(run, "TARGET/hang")  # no answer ever came
+    assert_contained(run, waited=TIMEOUT)
+
+
+def test_ignores_sigterm(tmp_path: Path) -> None:
+    run = run_agent("ignores_sigterm", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    f = only(run, "TARGET/shutdown")
+    assert f["evidence"]["actual"]["ended_by"] == "sigkill"
+    assert f["evidence"]["actual"]["signal"] == "SIGKILL"
+    assert_contained(run, waited=0, grace_rounds=2)
+
+
+def test_target_that_stops_reading_cannot_block_a_write(tmp_path: Path) -> None:
+    """A full stdin pipe ends in a timeout event, not a write blocked forever."""
+    transcript = tmod.Transcript()
+    proc = TargetProcess([sys.executable, "-c", "import time; time.sleep(60)"], transcript,
+                         conn=0, src="agent", write_timeout=0.5, grace=0.5)
+    try:
+        started = time.monotonic()
+        with pytest.raises(TargetTimeout):
+            proc.send(None, raw=b"x" * (4 * 1024 * 1024))
+        assert time.monotonic() - started < 0.5 + SLACK
+        events = [e for e in transcript if e.event == "timeout"]
+        assert events and events[0].data["waiting_for"] == "the target to read its input"
+    finally:
+        info = proc.close()
+    assert info.ended_by in ("sigterm", "stdin-eof")
+    assert not group_alive(proc.pgid)
+
+
+def _entries(run: Run) -> list[tmod.Entry]:
+    return [e for path in run.transcripts for e in tmod.load(path)[1]]
+
+
+def _stderr_of(run: Run) -> str:
+    return "".join(e.raw or "" for e in _entries(run) if e.stream == "stderr")
+
+
+def test_fixture_table_lists_every_hostile_agent() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "fixtures" / "hostile" / "README.md")
+    table = readme.read_text("utf-8")
+    agents = sorted(p.stem for p in (readme.parent / "agents").glob("[a-z]*.py"))
+    for name in agents:
+        assert f"`{name}`" in table, f"{name} is missing from fixtures/hostile/README.md"
+    tested = Path(__file__).read_text("utf-8")
+    for name in agents:
+        assert f'"{name}"' in tested, f"{name} has no test"
