@@ -1,6 +1,7 @@
 """The in-process adapter API: test a library client without a process or a pty.
 
-A vendor writes a factory (``--client-adapter mypkg.testing:make_client``)
+A vendor writes a factory (``--client-adapter mypkg.testing:make_client``, or
+``--client-adapter path/to/file.py:make_client``)
 that returns a fresh object with these five methods; the suite calls the
 factory once per client start::
 
@@ -28,7 +29,9 @@ The reference client implements it: ``conformance.client.reference:make_client``
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
+import os
 import threading
 import traceback
 from collections import deque
@@ -63,11 +66,23 @@ class AdapterError(Exception):
 
 
 def load_factory(spec: str) -> Callable[[], ClientAdapter]:
-    module, _, name = spec.partition(":")
+    module, _, name = spec.rpartition(":")
     if not module or not name:
-        raise AdapterError(f"--client-adapter {spec!r}: expected MODULE:FACTORY")
+        raise AdapterError(f"--client-adapter {spec!r}: expected MODULE:FACTORY "
+                           "(or path/to/file.py:FACTORY)")
     try:
-        mod = importlib.import_module(module)
+        if module.endswith(".py"):
+            if not os.path.isfile(module):
+                raise AdapterError(f"--client-adapter {spec!r}: no such file {module}")
+            loaded = importlib.util.spec_from_file_location(
+                "acp_conformance_adapter_" + os.path.basename(module)[:-3], module)
+            assert loaded is not None and loaded.loader is not None
+            mod = importlib.util.module_from_spec(loaded)
+            loaded.loader.exec_module(mod)
+        else:
+            mod = importlib.import_module(module)
+    except AdapterError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's input
         raise AdapterError(f"--client-adapter {spec!r}: cannot import {module}: "
                            f"{type(exc).__name__}: {exc}") from None

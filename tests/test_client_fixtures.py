@@ -1,0 +1,99 @@
+"""Every broken client under fixtures/clients/ is caught with the right requirement, in v1
+and v2, by the real CLI (a subprocess), driven as its manifest says: through a pty with
+a profile, as a one-shot client, in-process through the adapter API, or on the wire only.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CLIENTS = REPO / "fixtures" / "clients"
+MANIFEST = yaml.safe_load((CLIENTS / "manifest.yaml").read_text(encoding="utf-8"))["clients"]
+RUN_TIMEOUT = 240  # seconds for one CLI run; only reached when something hangs
+
+
+def client_args(entry: dict[str, Any]) -> list[str]:
+    """The CLI options that point the suite at this fixture, as the manifest says."""
+    path = CLIENTS / entry["file"]
+    if entry["run"] == "adapter":
+        return ["--client-adapter", f"{path}:make_client"]
+    words = [sys.executable, str(path), "--agent-cmd", "{agent}", *entry.get("args", [])]
+    args = ["--client", " ".join(shlex.quote(w) for w in words)]
+    if entry["run"] != "wire":
+        args += ["--client-profile", str(CLIENTS / entry["profile"])]
+    return args
+
+
+def run_cli(args: list[str], tmp_path: Path, name: str = "report") -> tuple[int, dict[str, Any],
+                                                                          str]:
+    report = tmp_path / f"{name}.json"
+    proc = subprocess.run([sys.executable, "-m", "conformance", *args, "--json", str(report),
+                           "--no-color"], cwd=REPO, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT)
+    data = json.loads(report.read_text(encoding="utf-8")) if report.exists() else {}
+    return proc.returncode, data, proc.stdout + proc.stderr
+
+
+def outcomes(report: dict[str, Any], protocol: int) -> dict[str, set[str]]:
+    """requirement/sub-rule -> outcomes seen in this protocol's cases (and base IDs too)."""
+    out: dict[str, set[str]] = {}
+    for r in report["results"]:
+        if r["case"].endswith(f"@v{protocol}"):
+            for key in (r["requirement"], r["requirement"].split("/", 1)[0]):
+                out.setdefault(key, set()).add(r["outcome"])
+    return out
+
+
+def test_manifest_lists_every_fixture() -> None:
+    listed = {e["file"] for e in MANIFEST}
+    on_disk = {p.name for p in CLIENTS.glob("*.py")}
+    assert listed == on_disk
+    assert sum(e["run"] in ("pty", "one-shot") for e in MANIFEST) >= 2
+
+
+@pytest.mark.parametrize("entry", MANIFEST, ids=[e["file"][:-3] for e in MANIFEST])
+def test_broken_client_is_caught(entry: dict[str, Any], tmp_path: Path) -> None:
+    protocols = sorted(int(v[1:]) for v in entry["expect"])
+    args = client_args(entry) + ["--protocol", "both" if len(protocols) == 2 else
+                                 str(protocols[0]), "--timeout", "20"]
+    for case in entry["cases"]:
+        args += ["--case", case]
+    code, report, output = run_cli(args, tmp_path)
+    assert report, output
+    any_fail = False
+    for version, expect in entry["expect"].items():
+        seen = outcomes(report, int(version[1:]))
+        for req in expect.get("fail", []):
+            assert "fail" in seen.get(req, set()), (version, req, seen, output)
+        for req in expect.get("warn", []):
+            assert "warn" in seen.get(req, set()), (version, req, seen, output)
+            assert "fail" not in seen.get(req, set()), (version, req, seen)
+        any_fail = any_fail or bool(expect.get("fail"))
+        # Nothing outside the expectation fails: the fixture breaks exactly one rule.
+        allowed = set(expect.get("fail", [])) | {r.split("/", 1)[0]
+                                                 for r in expect.get("fail", [])}
+        extra = {r for r, o in seen.items() if "fail" in o and r not in allowed
+                 and r.split("/", 1)[0] not in allowed}
+        assert not extra, (version, extra, output)
+    assert code == (1 if any_fail else 0), output
+    if entry["run"] == "wire":  # observation-based rows are "not testable", never pass
+        rows = [r for r in report["results"] if r["requirement"].startswith("MID-C-03")]
+        assert rows and all(r["outcome"] == "not_applicable" for r in rows)
+        assert all("not testable: no profile" in r["message"] for r in rows)
+
+
+def test_warn_level_breach_fails_under_strict(tmp_path: Path) -> None:
+    entry = next(e for e in MANIFEST if e["file"] == "type_change_only.py")
+    code, report, output = run_cli(client_args(entry) + ["--protocol", "1", "--case",
+                                                         "client-grouping", "--strict"], tmp_path)
+    assert code == 1, output
+    assert "fail" in outcomes(report, 1)["MID-C-03/merged"]
