@@ -54,6 +54,9 @@ def _schema() -> dict[str, Any]:
     return dict(json.loads(text))
 
 
+MAX_NODES = 100_000  # values in one YAML file, aliases expanded (an alias bomb stops here)
+
+
 def compose_with_lines(text: str, name: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """Parse YAML keeping the line of every node, keyed by its JSON path."""
     try:
@@ -63,14 +66,25 @@ def compose_with_lines(text: str, name: str) -> tuple[Any, dict[tuple[Any, ...],
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise CaseError(f"{name}:{line}: invalid YAML: {problem}") from None
+    except RecursionError:
+        raise CaseError(f"{name}:1: invalid YAML: nested too deeply") from None
     lines: dict[tuple[Any, ...], int] = {}
+    count = 0
 
     def walk(n: Any, path: tuple[Any, ...]) -> Any:
+        nonlocal count
+        count += 1
+        if count > MAX_NODES:
+            raise CaseError(f"{name}:{n.start_mark.line + 1}: more than {MAX_NODES} values "
+                            "(aliases expanded); this is not a case file")
         lines[path] = n.start_mark.line + 1
         if isinstance(n, yaml.MappingNode):
             out: dict[Any, Any] = {}
             for k, v in n.value:
                 key = walk(k, path + ("\0key",))
+                if not isinstance(key, (str, int, float, bool)) and key is not None:
+                    raise CaseError(f"{name}:{k.start_mark.line + 1}: a mapping key must be a "
+                                    "plain value")
                 if key in out:
                     raise CaseError(f"{name}:{k.start_mark.line + 1}: duplicate key {key!r}")
                 lines[path + (key,)] = k.start_mark.line + 1
@@ -83,7 +97,10 @@ def compose_with_lines(text: str, name: str) -> tuple[Any, dict[tuple[Any, ...],
 
     if node is None:
         raise CaseError(f"{name}:1: empty case file")
-    return walk(node, ()), lines
+    try:
+        return walk(node, ()), lines
+    except RecursionError:
+        raise CaseError(f"{name}:1: invalid YAML: nested too deeply") from None
 
 
 def _scalar(n: Any) -> Any:
