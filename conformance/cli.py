@@ -191,7 +191,7 @@ def _error_exit(exc: Exception) -> int:
         return EXIT_USAGE
     if os.environ.get("ACP_CONFORMANCE_DEBUG"):
         raise exc
-    print(f"acp-conformance: internal error: {type(exc).__name__}: {exc} "
+    print(f"acp-conformance: internal error: {type(exc).__name__}: {str(exc)[:300]} "
           "(set ACP_CONFORMANCE_DEBUG=1 for the traceback)", file=sys.stderr)
     return EXIT_INTERNAL
 
