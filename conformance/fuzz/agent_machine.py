@@ -1,0 +1,450 @@
+"""Agent fuzzing: a Hypothesis state machine that plays the client against a live agent.
+
+Rules are the client's moves: new sessions, prompts of generated content (with
+legacy IDs, extra content blocks, and cancels at generated moments), switching
+sessions, loading or resuming the current session on a fresh process or on the
+same one, closing it. The invariant is the agent-side checkers: grading the
+transcript so far yields no fail (and no warn under ``strict``). A rule never
+judges anything itself.
+
+Each generated run starts one agent process and reuses it for every step; only
+a reload on a fresh process starts another. A spare process is started ahead
+of need, so start-up overlaps the previous run's work. After each step the
+suite pings the agent (an extension request any agent answers, if only with
+"method not found") and grades once the answer is in, so a late update is
+graded with the step that caused it.
+
+A broken rule ends the generated run and is recorded; generation goes on to
+find other broken rules. Afterwards each one is shrunk by replaying ever
+smaller step lists (:mod:`conformance.fuzz.shrink`), and the minimal
+counterexample's steps and transcript are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import reject
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from conformance.checks import Options, grade
+from conformance.driver import DriveAborted, NotTestable
+from conformance.fuzz.prompts import prompt_specs
+from conformance.fuzz.settings import Budget, Effort, hypothesis_settings
+from conformance.fuzz.shrink import shrink_steps
+from conformance.fuzz.steps import (
+    AgentTarget,
+    FuzzDriver,
+    Played,
+    PromptCaps,
+    SessionBook,
+    Spawner,
+    Step,
+    perform,
+    play,
+)
+from conformance.results import Finding, Outcome, apply_strict
+from conformance.transcript import Transcript
+
+MAX_SESSIONS = 3  # per generated run
+MAX_RESTARTS = 2  # fresh processes after the first, per generated run
+
+
+def violations(findings: Sequence[Finding], strict: bool) -> list[Finding]:
+    """The findings that break the invariant: fails, and warns under ``strict``; the
+    earliest evidence first (the first thing that went wrong), then by rule ID."""
+    bad = [f for f in apply_strict(findings, strict) if f.outcome is Outcome.FAIL]
+    return sorted(bad, key=lambda f: (min(f.entries) if f.entries else 1 << 30, f.requirement))
+
+
+@dataclass
+class Failure:
+    """One broken rule and the counterexample that shows it."""
+
+    finding: Finding  # the violation the counterexample is about
+    protocol: int
+    steps: list[Step]
+    transcript: Transcript
+    findings: list[Finding] = field(default_factory=list)  # every violation of the run
+    role: str = "agent"
+    stream: Any = None  # client fuzzing: the generated stream (see client_fuzz)
+    found_steps: int = 0  # how many steps the run had before shrinking
+    shrink_attempts: int = 0
+
+    @property
+    def requirement(self) -> str:
+        return self.finding.requirement
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.requirement, self.protocol
+
+    def size(self) -> tuple[int, int]:
+        return len(self.steps), len(json.dumps(self.steps))
+
+
+@dataclass
+class FuzzResult:
+    """What one fuzz run found (role agent or client)."""
+
+    role: str
+    target: str
+    seed: int
+    effort: Effort
+    failures: list[Failure] = field(default_factory=list)
+    examples: int = 0
+    processes: int = 0
+    elapsed: float = 0.0
+    time_to_first_failure: float | None = None
+    notes: list[str] = field(default_factory=list)
+    coverage: dict[int, dict[str, Finding]] = field(default_factory=dict)
+    protocols: tuple[int, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failures)
+
+
+@dataclass
+class AgentFuzzConfig:
+    target: AgentTarget
+    protocols: tuple[int, ...] = (1, 2)
+    options: Options = field(default_factory=Options)
+    strict: bool = False
+    prespawn: bool = True
+    max_failures: int | None = None  # stop generating once this many rules broke
+    shrink_attempts: int = 60  # replays per shrunk failure, at most
+
+
+class _Context:
+    """State shared by every machine of one run."""
+
+    def __init__(self, config: AgentFuzzConfig, budget: Budget, cwd: str) -> None:
+        self.config = config
+        self.budget = budget
+        self.cwd = cwd
+        self.spawner = Spawner(config.target.command, env=config.target.env,
+                               timeout=config.target.timeout, prespawn=config.prespawn)
+        self.unsupported: dict[int, str] = {}
+        self.aborts: list[str] = []
+        self.failures: dict[tuple[str, int], Failure] = {}
+        self.coverage: dict[int, dict[str, Finding]] = {}
+
+    def record(self, failure: Failure) -> None:
+        self.budget.failure()
+        old = self.failures.get(failure.key)
+        if old is None or failure.size() < old.size():
+            self.failures[failure.key] = failure
+
+    def enough(self) -> bool:
+        limit = self.config.max_failures
+        return (limit is not None and len(self.failures) >= limit) or (
+            self.budget.spent())
+
+    def cover(self, protocol: int, findings: Sequence[Finding]) -> None:
+        merge_coverage(self.coverage.setdefault(protocol, {}), findings)
+
+
+def merge_coverage(into: dict[str, Finding], findings: Sequence[Finding]) -> None:
+    """Per rule, keep the most telling row: pass beats not-applicable, info beats pass."""
+    rank = {Outcome.NOT_APPLICABLE: 0, Outcome.PASS: 1, Outcome.INFO: 2, Outcome.WARN: 3,
+            Outcome.FAIL: 4}
+    for f in findings:
+        old = into.get(f.requirement)
+        if old is None or rank[f.outcome] > rank[old.outcome]:
+            into[f.requirement] = f
+
+
+class AgentMachine(RuleBasedStateMachine):
+    """One generated client session against the agent (see the module docstring)."""
+
+    def __init__(self, ctx: _Context) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.config = ctx.config
+        ctx.budget.processes = ctx.spawner.started
+        self.protocol = 0
+        self.steps: list[Step] = []
+        self.transcript: Transcript | None = None
+        self.driver: FuzzDriver | None = None
+        self.book = SessionBook()
+        self.restarts = 0
+        self.ended = False  # broke a rule, or could not go on: only `idle` applies
+        self.busy = False  # a step is running (an exception left it: no teardown check)
+
+    # -- helpers --------------------------------------------------------------
+    @property
+    def live(self) -> bool:
+        return self.driver is not None and not self.ended
+
+    def _do(self, step: Step) -> None:
+        assert self.driver is not None
+        self.steps.append(step)
+        self.busy = True
+        try:
+            perform(self.driver, self.book, step)
+        except DriveAborted as exc:
+            self.busy = False
+            if not self._check(sync=False):  # a hang or a crash is a TARGET finding
+                self._note(f"aborted: {exc}")
+        except NotTestable as exc:
+            self.busy = False
+            if step == "start":
+                self.ctx.unsupported[self.protocol] = f"not testable: {exc}"
+                reject()
+            self._note(f"not testable: {exc}")
+        self.busy = False
+
+    def _note(self, why: str) -> None:
+        self.ended = True
+        if why not in self.ctx.aborts:
+            self.ctx.aborts.append(why)
+
+    def _grade(self) -> list[Finding]:
+        assert self.transcript is not None
+        return grade(list(self.transcript.entries), protocol=self.protocol,
+                     options=self.config.options)
+
+    def _check(self, *, sync: bool = True) -> bool:
+        """Grade the run so far; on a violation record it and end the run (True)."""
+        if self.transcript is None or self.ended:
+            return False
+        if sync and self.driver is not None:
+            self.driver.sync()
+        bad = violations(self._grade(), self.config.strict)
+        if not bad:
+            return False
+        failure = Failure(bad[0], self.protocol, list(self.steps), self.transcript, bad,
+                          found_steps=len(self.steps))
+        self.ctx.record(failure)
+        self.ended = True
+        return True
+
+    # -- rules ----------------------------------------------------------------
+    @initialize(data=st.data())
+    def start(self, data: st.DataObject) -> None:
+        ctx = self.ctx
+        protocol = data.draw(st.sampled_from(self.config.protocols), label="protocol")
+        if protocol in ctx.unsupported:
+            reject()  # this version was refused once: never counts as a run
+        if ctx.enough():
+            self.ended = True  # budget spent: an empty run (idle steps), no process
+            return
+        ctx.budget.example_started()
+        self.protocol = protocol
+        target = self.config.target
+        self.transcript = Transcript({
+            "role": "agent", "protocol": protocol, "profile": self.config.options.profile.name,
+            "target": target.label, "case": "fuzz"})
+        self.driver = FuzzDriver(target.command, self.transcript, protocol=protocol,
+                                 timeout=target.timeout, cwd=ctx.cwd, env=target.env,
+                                 spawner=ctx.spawner)
+        self._do("start")
+        if self.live:
+            self._do("new_session")  # every generated run needs a session to work in
+
+    @precondition(lambda self: self.live and len(self.book.ids) < MAX_SESSIONS)
+    @rule()
+    def new_session(self) -> None:
+        self._do("new_session")
+
+    # Prompts are what make an agent talk, so they get three rules' worth of the
+    # choice (Hypothesis picks uniformly among the rules that apply). Rules are
+    # ordered by name and shrink towards the first: a plain prompt.
+    @precondition(lambda self: self.live and self.book.current_open())
+    @rule(data=st.data())
+    def a_prompt(self, data: st.DataObject) -> None:
+        self._prompt(data, cancel=False)
+
+    @precondition(lambda self: self.live and self.book.current_open())
+    @rule(data=st.data())
+    def another_prompt(self, data: st.DataObject) -> None:
+        self._prompt(data, cancel=False)
+
+    @precondition(lambda self: self.live and self.book.current_open())
+    @rule(data=st.data())
+    def prompt_and_cancel(self, data: st.DataObject) -> None:
+        self._prompt(data, cancel=True)
+
+    def _prompt(self, data: st.DataObject, *, cancel: bool) -> None:
+        strategy = prompt_specs(kinds=self._block_kinds(), cancel=cancel)
+        self._do({"prompt": data.draw(strategy, label="prompt")})
+
+    @precondition(lambda self: self.live and len(self.book.ids) > 1)
+    @rule(data=st.data())
+    def switch(self, data: st.DataObject) -> None:
+        others = [i for i in range(len(self.book.ids)) if i != self.book.current]
+        index = data.draw(st.sampled_from(others), label="session")
+        self._do({"switch": {"session": index}})
+
+    @precondition(lambda self: self.live and self.book.current is not None
+                  and bool(self._reloads()))
+    @rule(data=st.data())
+    def reload(self, data: st.DataObject) -> None:
+        """Load or resume the current session, on a fresh process or on this one."""
+        fresh = self.restarts < MAX_RESTARTS and data.draw(st.booleans(), label="fresh")
+        how = data.draw(st.sampled_from(self._reloads()), label="how")
+        if fresh:
+            self.restarts += 1
+            self._do("restart")
+        if self.live:
+            self._do(how)
+
+    @precondition(lambda self: self.live and self.book.current_open() and self._caps().close)
+    @rule()
+    def close_session(self) -> None:
+        self._do("close_session")
+
+    @precondition(lambda self: not self.live or self._stuck())
+    @rule()
+    def idle(self) -> None:
+        """Nothing left to do in this run (it broke a rule, or every session is closed)."""
+
+    @invariant()
+    def conformant(self) -> None:
+        self._check()
+
+    def teardown(self) -> None:
+        driver = self.driver
+        if driver is None:
+            return
+        try:
+            if not (self.ended or self.busy):
+                if not driver.sync():  # the agent did not answer pings: wait for its exit
+                    driver.stop()
+                if not self._check(sync=False):  # e.g. an update after the last step
+                    self.ctx.cover(self.protocol, self._grade())
+        finally:
+            driver.retire()
+            self.ctx.budget.processes = self.ctx.spawner.started
+            self.ctx.budget.tick()
+
+    # -- what the agent allows ------------------------------------------------
+    def _info(self) -> Any:
+        assert self.driver is not None
+        return self.driver.info
+
+    def _caps(self) -> PromptCaps:
+        assert self.driver is not None
+        return self.driver.caps
+
+    def _block_kinds(self) -> tuple[str, ...]:
+        caps = self._caps()
+        return (("text", "resource_link") + (("resource",) if caps.embedded else ())
+                + (("image",) if caps.image else ()))
+
+    def _reloads(self) -> list[Step]:
+        info = self._info()
+        out: list[Step] = []
+        if self.protocol >= 2:
+            if info.resume:
+                out += [{"resume": {"replay": "start"}}, {"resume": {"replay": "none"}}]
+            return out
+        if info.load_session:
+            out.append("load")
+        if info.resume:
+            out.append({"resume": {"replay": "none"}})
+        return out
+
+    def _stuck(self) -> bool:
+        return (not self.book.current_open() and len(self.book.ids) >= MAX_SESSIONS
+                and not self._reloads())
+
+
+def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
+                   progress: Any = None,
+                   on_failure: Callable[[Failure], None] | None = None) -> FuzzResult:
+    """Fuzz one agent: generate runs until ``effort`` is spent, then shrink every broken
+    rule (per protocol) to its minimal counterexample."""
+    budget = Budget(effort, label="agent", stream=progress)
+    target = config.target
+    result = FuzzResult("agent", target.label, seed, effort, protocols=config.protocols)
+    with tempfile.TemporaryDirectory(prefix="acp-fuzz-") as cwd:
+        ctx = _Context(config, budget, cwd)
+
+        def factory() -> AgentMachine:
+            return AgentMachine(ctx)
+
+        try:
+            run_state_machine_as_test(hypothesis_seed(seed)(factory),
+                                      settings=hypothesis_settings(effort))
+        except Unsatisfiable:
+            if not ctx.failures:
+                why = "; ".join(list(ctx.unsupported.values()) + ctx.aborts)
+                result.notes.append(f"no run could be driven: {why or 'every run was rejected'}")
+        try:
+            for failure in sorted(ctx.failures.values(), key=lambda f: f.key):
+                shrunk = shrink_failure(failure, config, cwd, ctx.spawner)
+                result.failures.append(shrunk)
+                budget.tick()
+        finally:
+            ctx.spawner.close()  # the retired processes have ended: transcripts complete
+            budget.done()
+    result.examples = budget.examples
+    result.processes = ctx.spawner.started
+    result.elapsed = budget.elapsed
+    result.time_to_first_failure = budget.first_failure
+    result.coverage = ctx.coverage
+    for p, why in sorted(ctx.unsupported.items()):
+        result.notes.append(f"v{p}: {why}")
+    for why in ctx.aborts:
+        result.notes.append(why)
+    for f in result.failures:
+        f.findings = violations(regrade(f, config.options), config.strict) or f.findings
+        if on_failure is not None:
+            on_failure(f)
+    return result
+
+
+def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
+                   spawner: Spawner) -> Failure:
+    """Replay ever smaller step lists while the same rule still breaks."""
+    header = {"profile": config.options.profile.name}
+
+    def fails(steps: list[Step]) -> Failure | None:
+        played = play(config.target, failure.protocol, steps, cwd=cwd, spawner=spawner,
+                      header=header, wait_exit=False)
+        return failure_of(played, failure.requirement, config.options, config.strict)
+
+    shrunk = shrink_steps(failure.steps, failure, fails, max_attempts=config.shrink_attempts)
+    best = shrunk.result
+    best.found_steps = failure.found_steps
+    best.shrink_attempts = shrunk.attempts
+    return best
+
+
+def failure_of(played: Played, requirement: str, options: Options,
+               strict: bool) -> Failure | None:
+    """The failure a play shows for ``requirement`` (None if it does not break it)."""
+    if not played.playable:
+        return None
+    findings = grade(list(played.transcript.entries), protocol=played.protocol, options=options)
+    bad = violations(findings, strict)
+    match = [f for f in bad if f.requirement == requirement]
+    if not match:
+        return None
+    return Failure(match[0], played.protocol, list(played.steps), played.transcript, bad)
+
+
+def regrade(failure: Failure, options: Options) -> list[Finding]:
+    """The counterexample's findings once its processes have ended."""
+    return grade(list(failure.transcript.entries), protocol=failure.protocol, options=options,
+                 role=failure.role)
+
+
+__all__ = ["AgentFuzzConfig", "AgentMachine", "Failure", "FuzzResult", "failure_of",
+           "run_agent_fuzz", "violations"]

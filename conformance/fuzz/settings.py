@@ -1,0 +1,151 @@
+"""Effort profiles, seeds, the time budget and the progress line of a fuzz run.
+
+An *effort* names a set of Hypothesis settings: ``ci`` (seconds, for every
+commit), ``dev`` (a minute or two at a desk) and ``deep`` (overnight).
+``--max-examples`` and ``--time-budget`` override the named values. The seed is
+always chosen up front (from ``--seed`` or the system's random source) and
+printed, so any run can be repeated exactly.
+
+Hypothesis is imported only by :func:`hypothesis_settings`, so importing this
+module stays cheap.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import Any, TextIO
+
+
+@dataclass(frozen=True)
+class Effort:
+    name: str
+    description: str
+    max_examples: int
+    steps: int  # most rules per generated session (Hypothesis stateful_step_count)
+    time_budget: float | None  # seconds of generation; shrinking is never cut short
+
+
+EFFORTS: dict[str, Effort] = {
+    "ci": Effort("ci", "a few seconds per target, for every commit", max_examples=12, steps=7,
+                 time_budget=60.0),
+    "dev": Effort("dev", "a minute or two at a desk", max_examples=100, steps=10,
+                  time_budget=300.0),
+    "deep": Effort("deep", "long runs: many and longer sessions", max_examples=1000, steps=16,
+                   time_budget=None),
+}
+DEFAULT_EFFORT = "dev"
+
+
+def get_effort(name: str, *, max_examples: int | None = None,
+               time_budget: float | None = None) -> Effort:
+    """The named effort with overrides; raises ValueError with a one-line reason."""
+    try:
+        effort = EFFORTS[name]
+    except KeyError:
+        raise ValueError(f"unknown effort {name!r} (known: {', '.join(EFFORTS)})") from None
+    if max_examples is not None:
+        if max_examples < 1:
+            raise ValueError("--max-examples must be at least 1")
+        effort = replace(effort, max_examples=max_examples)
+    if time_budget is not None:
+        if time_budget <= 0:
+            raise ValueError("--time-budget must be a positive number of seconds")
+        effort = replace(effort, time_budget=time_budget)
+    return effort
+
+
+def choose_seed(seed: int | None) -> int:
+    """The seed of a run: the given one, or a fresh one to print and reuse."""
+    if seed is not None:
+        if seed < 0:
+            raise ValueError("--seed must be a non-negative integer")
+        return seed
+    return random.SystemRandom().randrange(2**32)
+
+
+def hypothesis_settings(effort: Effort) -> Any:
+    """Hypothesis settings for a run: no example database (the regression library is
+    ours), no deadline (targets are processes), quiet (we print our own report),
+    and only the phases that matter here (no explain phase: it reruns targets)."""
+    from hypothesis import HealthCheck, Phase, Verbosity, settings
+
+    return settings(
+        max_examples=effort.max_examples,
+        stateful_step_count=effort.steps,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        verbosity=Verbosity.quiet,
+        report_multiple_bugs=True,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+    )
+
+
+class Budget:
+    """Counts examples, stops generation when the time budget is spent, and prints a
+    progress line on long runs (to stderr, at most once per ``every`` seconds)."""
+
+    def __init__(self, effort: Effort, *, label: str, stream: TextIO | None = None,
+                 quiet_for: float = 2.0, every: float = 2.0) -> None:
+        self.effort = effort
+        self.label = label
+        self.stream = stream
+        self.quiet_for = quiet_for
+        self.every = every
+        self.started = time.monotonic()
+        self.examples = 0
+        self.processes = 0
+        self.failures = 0
+        self.first_failure: float | None = None
+        self._last_print = 0.0
+        self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self._printed = False
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def spent(self) -> bool:
+        """True once the time budget is used up (generation stops; shrinking goes on)."""
+        return self.effort.time_budget is not None and self.elapsed >= self.effort.time_budget
+
+    def example_started(self) -> None:
+        self.examples += 1
+        self.tick()
+
+    def failure(self) -> None:
+        self.failures += 1
+        if self.first_failure is None:
+            self.first_failure = self.elapsed
+
+    def tick(self) -> None:
+        if self.stream is None:
+            return
+        now = self.elapsed
+        if now < self.quiet_for or now - self._last_print < self.every:
+            return
+        self._last_print = now
+        state = (f"{self.failures} failing run(s), shrinking" if self.failures
+                 else "no failure yet")
+        line = (f"[fuzz {self.label}] {self.examples} sessions ({self.effort.max_examples} "
+                f"wanted), {self.processes} processes, {now:.0f} s, {state}")
+        if self._tty:
+            self.stream.write("\r" + line[:100].ljust(100))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+        self._printed = True
+
+    def done(self) -> None:
+        if self.stream is not None and self._tty and self._printed:
+            self.stream.write("\r" + " " * 100 + "\r")
+            self.stream.flush()
+
+
+def progress_stream(enabled: bool) -> TextIO | None:
+    return sys.stderr if enabled else None

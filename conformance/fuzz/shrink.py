@@ -1,0 +1,80 @@
+"""Shrinking a failing run of steps to a minimal counterexample.
+
+Agent runs are replays of whole client sessions against live processes, so
+every shrink attempt costs process starts, and cancellation races make single
+attempts unreliable. Shrinking therefore works on the recorded *steps*, not on
+Hypothesis's choice sequence: delete blocks of steps (halving, from the end),
+then simplify each remaining step (see :func:`conformance.fuzz.steps.simplifications`),
+and repeat until nothing changes. Every attempt is a real replay, so the result is
+by construction a counterexample that ``replay`` reproduces. A bounded number of
+attempts keeps the cost predictable; identical candidates are never replayed twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from conformance.fuzz.steps import Step, simplifications
+
+R = TypeVar("R")
+
+
+@dataclass
+class Shrunk(Generic[R]):
+    steps: list[Step]
+    result: R  # what the predicate returned for ``steps``
+    attempts: int
+
+
+def shrink_steps(steps: Sequence[Step], result: R, fails: Callable[[list[Step]], R | None], *,
+                 keep: int = 2, max_attempts: int = 60,
+                 variants: Callable[[Step], list[Step]] = simplifications) -> Shrunk[R]:
+    """The smallest step list found that ``fails`` (which returns None when the candidate
+    no longer fails). The first ``keep`` steps (start, new_session) stay."""
+    current = list(steps)
+    best = result
+    tried: set[str] = {_key(current)}
+    attempts = 0
+
+    def attempt(candidate: list[Step]) -> bool:
+        nonlocal attempts, best, current
+        key = _key(candidate)
+        if key in tried or attempts >= max_attempts:
+            return False
+        tried.add(key)
+        attempts += 1
+        outcome = fails(candidate)
+        if outcome is None:
+            return False
+        current, best = candidate, outcome
+        return True
+
+    for _round in range(4):
+        before = _key(current)
+        # Deletion: blocks of steps, halving the block size, from the end backwards.
+        size = max(1, (len(current) - keep) // 2)
+        while size >= 1 and attempts < max_attempts:
+            i = len(current) - size
+            while i >= keep and attempts < max_attempts:
+                if not attempt(current[:i] + current[i + size:]):
+                    i -= size
+                i = min(i, len(current) - size)
+            size //= 2
+        # Simplification: each step towards its plainest form.
+        i = keep
+        while i < len(current) and attempts < max_attempts:
+            for variant in variants(current[i]):
+                if attempt(current[:i] + [variant] + current[i + 1:]):
+                    break
+            else:
+                i += 1
+        if _key(current) == before or attempts >= max_attempts:
+            break
+    return Shrunk(current, best, attempts)
+
+
+def _key(steps: Sequence[Step]) -> str:
+    return json.dumps(steps, sort_keys=True, ensure_ascii=True)
