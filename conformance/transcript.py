@@ -35,6 +35,7 @@ from conformance import TOOL_NAME, __version__
 FORMAT = "acp-conformance-transcript"
 FORMAT_VERSION = 1
 
+MAX_FILE_LINE = 256 * 1024 * 1024  # a 16 MiB wire line stays far below this once escaped
 SOURCES = ("client", "agent", "harness")
 STREAMS = ("stdin", "stdout", "stderr", "harness")
 
@@ -213,7 +214,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 def read_header(path: Path) -> dict[str, Any]:
     with open_transcript(path) as fh:
-        first = fh.readline()
+        first = _text(fh.readline(MAX_FILE_LINE), path, 1)
     return _parse_header(first, path)
 
 
@@ -224,6 +225,8 @@ def _parse_header(first: str, path: Path) -> dict[str, Any]:
         header = json.loads(first)
     except json.JSONDecodeError as exc:
         raise TranscriptError(f"{path}:1: header is not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise TranscriptError(f"{path}:1: header is nested too deeply") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise TranscriptError(f"{path}:1: not an {FORMAT} file (header 'format' missing)")
     if header.get("version") != FORMAT_VERSION:
@@ -234,20 +237,26 @@ def _parse_header(first: str, path: Path) -> dict[str, Any]:
 
 
 def open_transcript(path: Path) -> Any:
+    """The file in binary mode: each line is decoded on its own, so errors name their line."""
     try:
-        return open(path, encoding="utf-8", errors="strict")
+        return open(path, "rb")
     except OSError as exc:
         raise TranscriptError(f"{path}: cannot read transcript: {exc.strerror}") from None
+
+
+def _text(line: bytes, path: Path, lineno: int) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(f"{path}:{lineno}: not UTF-8 (byte {exc.start} of the line); "
+                              "is this a transcript?") from None
 
 
 def iter_entries(path: Path) -> tuple[dict[str, Any], Iterator[Entry]]:
     """Stream a transcript file: the header now, entries lazily (memory stays flat)."""
     fh = open_transcript(path)
     try:
-        header = _parse_header(fh.readline(), path)
-    except UnicodeDecodeError:
-        fh.close()
-        raise TranscriptError(f"{path}:1: transcript is not UTF-8") from None
+        header = _parse_header(_text(fh.readline(MAX_FILE_LINE), path, 1), path)
     except BaseException:
         fh.close()
         raise
@@ -256,26 +265,29 @@ def iter_entries(path: Path) -> tuple[dict[str, Any], Iterator[Entry]]:
         with fh:
             lineno = 1
             expect = 0
-            try:
-                for line in fh:
-                    lineno += 1
-                    if not line.strip():
-                        continue
-                    if not line.endswith("\n"):
-                        raise TranscriptError(f"{path}:{lineno}: truncated last line")
-                    try:
-                        d = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise TranscriptError(
-                            f"{path}:{lineno}: entry is not JSON ({exc.msg})") from None
-                    entry = Entry.from_json(d, f"{path}:{lineno}")
-                    if entry.seq != expect:
-                        raise TranscriptError(
-                            f"{path}:{lineno}: sequence number {entry.seq}, expected {expect}")
-                    expect += 1
-                    yield entry
-            except UnicodeDecodeError:
-                raise TranscriptError(f"{path}:{lineno + 1}: transcript is not UTF-8") from None
+            while raw := fh.readline(MAX_FILE_LINE + 1):
+                lineno += 1
+                if len(raw) > MAX_FILE_LINE:
+                    raise TranscriptError(f"{path}:{lineno}: line longer than {MAX_FILE_LINE} "
+                                          "bytes; not a transcript this tool wrote")
+                line = _text(raw, path, lineno)
+                if not line.strip():
+                    continue
+                if not line.endswith("\n"):
+                    raise TranscriptError(f"{path}:{lineno}: truncated last line")
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise TranscriptError(
+                        f"{path}:{lineno}: entry is not JSON ({exc.msg})") from None
+                except RecursionError:
+                    raise TranscriptError(f"{path}:{lineno}: entry is nested too deeply") from None
+                entry = Entry.from_json(d, f"{path}:{lineno}")
+                if entry.seq != expect:
+                    raise TranscriptError(
+                        f"{path}:{lineno}: sequence number {entry.seq}, expected {expect}")
+                expect += 1
+                yield entry
 
     return header, gen()
 
