@@ -241,6 +241,12 @@ def _check_run_options(ns: argparse.Namespace) -> None:
     transcripts = getattr(ns, "transcripts", None)
     if transcripts is not None and Path(transcripts).exists() and not Path(transcripts).is_dir():
         raise UsageError(f"--transcripts {transcripts}: exists and is not a directory")
+    if getattr(ns, "schema_dir", None) is not None:
+        from conformance.schema import schema_path
+
+        options = _options(ns)  # also refuses a missing folder or an unknown profile
+        for protocol in _protocols(ns):
+            schema_path(ns.schema_dir, protocol, options.profile)
 
 
 def _interrupted(ns: argparse.Namespace, exc: Any, **report: Any) -> int:
