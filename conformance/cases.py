@@ -96,7 +96,7 @@ def compose_with_lines(text: str, name: str) -> tuple[Any, dict[tuple[Any, ...],
         return _scalar(n)
 
     if node is None:
-        raise CaseError(f"{name}:1: empty case file")
+        raise CaseError(f"{name}:1: empty file")
     try:
         return walk(node, ()), lines
     except RecursionError:
