@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-SUBCOMMANDS = ("demo", "check", "list", "lint-cases", "report")
+SUBCOMMANDS = ("demo", "check", "list", "lint-cases", "report", "fuzz", "replay")
 
 
 class UsageError(Exception):
@@ -159,6 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_check(build_check_parser().parse_args(args[1:]))
         if args and args[0] == "report":
             return cmd_report(build_report_parser().parse_args(args[1:]))
+        if args and args[0] in ("fuzz", "replay"):  # Hypothesis loads only when a run starts
+            from conformance.fuzz import commands
+
+            return (commands.cmd_fuzz if args[0] == "fuzz" else commands.cmd_replay)(args[1:])
         if args and args[0] == "demo":
             ns = build_parser().parse_args(args[1:])
             return cmd_demo(ns)
@@ -470,7 +474,9 @@ def cmd_check(ns: argparse.Namespace) -> int:
         name = str(header.get("case") or f.stem)
         cr = CaseResult(name, f"recorded transcript {f.name}", [], protocol,
                         transcript_path=str(f))
-        cr.findings = [x.with_case(name) for x in apply_strict(findings, ns.strict)]
+        # A fuzz regression records whether it was found under --strict.
+        strict = ns.strict or header.get("strict") is True
+        cr.findings = [x.with_case(name) for x in apply_strict(findings, strict)]
         result.cases.append(cr)
     from conformance import cases as casemod
 

@@ -1,0 +1,343 @@
+"""The ``fuzz`` and ``replay`` subcommands (thin shells; ``conformance.cli`` dispatches here).
+
+Nothing heavy is imported at module level: ``acp-conformance fuzz --help`` does
+not load Hypothesis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from conformance import cli
+from conformance.fuzz.settings import DEFAULT_EFFORT, EFFORTS
+
+
+def _target_args(p: argparse.ArgumentParser, *, required_hint: str) -> None:
+    t = p.add_argument_group("target", required_hint)
+    t.add_argument("--agent", metavar="CMD", help="agent command, e.g. 'my-agent --acp'")
+    t.add_argument("--agent-env", action="append", default=[], metavar="K=V",
+                   help="extra environment for the agent (repeatable)")
+    t.add_argument("--client", metavar="CMD",
+                   help="client command; {agent} marks where the suite's agent double goes")
+    t.add_argument("--client-profile", type=Path, metavar="FILE",
+                   help="how to drive the client through a pty and read its messages (YAML); "
+                        "without it only wire checks and liveness are graded")
+    t.add_argument("--client-adapter", metavar="MODULE:FACTORY",
+                   help="an in-process library client, through the adapter API")
+    t.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="longest silence allowed while waiting for the target (default 5)")
+
+
+def build_fuzz_parser() -> argparse.ArgumentParser:
+    efforts = ", ".join(f"{e.name} ({e.max_examples} runs: {e.description})"
+                        for e in EFFORTS.values())
+    p = cli._Parser(
+        prog="acp-conformance fuzz",
+        description="Generate sessions (against an agent) or streams (against a client) with "
+                    "Hypothesis until a rule breaks; shrink each broken rule to a minimal "
+                    "counterexample and save it to the regression library.",
+        epilog="exit codes: 0 nothing found, 1 at least one rule broken, 2 usage or input "
+               "error, 3 internal error")
+    _target_args(p, required_hint="give --agent CMD, or --client CMD / --client-adapter")
+    e = p.add_argument_group("effort")
+    e.add_argument("--effort", choices=list(EFFORTS), default=DEFAULT_EFFORT,
+                   help=f"named Hypothesis settings: {efforts} (default {DEFAULT_EFFORT})")
+    e.add_argument("--max-examples", type=int, metavar="N",
+                   help="generated runs (overrides the effort's number)")
+    e.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="stop generating after this long (shrinking still finishes)")
+    e.add_argument("--seed", type=int, metavar="N",
+                   help="the run's seed (printed either way; the same seed repeats the run)")
+    e.add_argument("--max-failures", type=int, metavar="N",
+                   help="stop generating once N rules broke (default: go on to the end)")
+    r = p.add_argument_group("regressions")
+    r.add_argument("--regressions", type=Path, default=None, metavar="DIR",
+                   help="where failures are saved (default fixtures/regressions)")
+    r.add_argument("--no-save", action="store_true", help="do not save failures")
+    cli._common(p)
+    return p
+
+
+def build_replay_parser() -> argparse.ArgumentParser:
+    p = cli._Parser(
+        prog="acp-conformance replay",
+        description="Replay regression files against a target: FIXED or STILL FAILING per "
+                    "file. Without a target option each file replays against the target it "
+                    "was found on (its header's 'target').",
+        epilog="exit codes: 0 every file fixed, 1 at least one still failing, 2 usage or "
+               "input error, 3 internal error")
+    p.add_argument("files", nargs="+", type=Path, help="regression files (.jsonl) or folders")
+    _target_args(p, required_hint="optional: the target to replay against")
+    p.add_argument("--attempts", type=int, default=1, metavar="N",
+                   help="replay a file up to N times; one failing replay is STILL FAILING "
+                        "(for failures that depend on timing)")
+    g = p.add_argument_group("grading (default: as recorded in each file)")
+    g.add_argument("--profile", default=None, help="v2 rule profile")
+    g.add_argument("--strict", action="store_true", help="turn every warn into a fail")
+    g.add_argument("--no-color", action="store_true", help="plain console output")
+    return p
+
+
+# -- fuzz ---------------------------------------------------------------------
+
+def cmd_fuzz(argv: Sequence[str]) -> int:
+    from conformance.fuzz import settings
+
+    ns = build_fuzz_parser().parse_args(list(argv))
+    cli._check_run_options(ns)
+    if not (ns.agent or ns.client or ns.client_adapter):
+        raise cli.UsageError("nothing to fuzz: give --agent CMD, --client CMD or "
+                             "--client-adapter MODULE:FACTORY")
+    if ns.agent and (ns.client or ns.client_adapter):
+        raise cli.UsageError("--agent and --client fuzz different sides: run them separately")
+    if ns.max_failures is not None and ns.max_failures < 1:
+        raise cli.UsageError("--max-failures must be at least 1")
+    try:
+        effort = settings.get_effort(ns.effort, max_examples=ns.max_examples,
+                                     time_budget=ns.time_budget)
+        seed = settings.choose_seed(ns.seed)
+    except ValueError as exc:
+        raise cli.UsageError(str(exc)) from None
+    options = cli._options(ns)
+    print(f"acp-conformance fuzz: seed {seed}, effort {effort.name} "
+          f"({effort.max_examples} runs, up to {effort.steps} steps each"
+          + (f", {effort.time_budget:.0f} s budget" if effort.time_budget else "") + ")",
+          flush=True)
+    progress = settings.progress_stream(True)
+    if ns.agent:
+        result, cwd_hint = _fuzz_agent(ns, effort, seed, options, progress)
+    else:
+        result, cwd_hint = _fuzz_client(ns, effort, seed, options, progress)
+    return _finish(ns, result, options, cwd_hint)
+
+
+def _fuzz_agent(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
+                progress: Any) -> tuple[Any, str | None]:
+    from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
+    from conformance.fuzz.steps import AgentTarget
+    from conformance.transport import split_command
+
+    target = AgentTarget(split_command(ns.agent), ns.agent, cli._env(ns.agent_env), ns.timeout)
+    config = AgentFuzzConfig(target, protocols=tuple(cli._protocols(ns)), options=options,
+                             strict=ns.strict, max_failures=ns.max_failures)
+    return run_agent_fuzz(config, effort, seed, progress=progress), None
+
+
+def _fuzz_client(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
+                 progress: Any) -> tuple[Any, str | None]:
+    from conformance.fuzz.client_fuzz import client_target, run_client_fuzz
+
+    target = client_target(ns)
+    return run_client_fuzz(target, effort, seed, protocols=tuple(cli._protocols(ns)),
+                           options=options, strict=ns.strict, max_failures=ns.max_failures,
+                           progress=progress), None
+
+
+def _finish(ns: argparse.Namespace, result: Any, options: Any, cwd_hint: str | None) -> int:
+    from conformance.fuzz import regressions
+    from conformance.fuzz.report import indent, transcript_lines
+    from conformance.fuzz.steps import describe
+
+    directory = ns.regressions or regressions.DEFAULT_DIR
+    side = "agent" if result.role == "agent" else "client"
+    print(f"{result.examples} generated run(s) in {result.elapsed:.1f} s, "
+          f"{result.processes} process(es) started")
+    for note in result.notes:
+        print(f"note: {note}")
+    saved_paths: dict[int, str] = {}
+    for i, f in enumerate(result.failures):
+        fp = failure_fingerprint(f)
+        print()
+        print(f"{f.finding.outcome.value.upper()} {f.requirement} (v{f.protocol}): "
+              f"{f.finding.message}")
+        if f.role == "agent":
+            print(f"  minimal counterexample: {len(f.steps)} steps (found with {f.found_steps}, "
+                  f"{f.shrink_attempts} shrinking replay(s))")
+            for n, step in enumerate(f.steps, 1):
+                print(f"    {n}. {describe(step)}")
+        else:
+            from conformance.fuzz.client_fuzz import describe_stream
+
+            print("  minimal counterexample: " + describe_stream(f.stream))
+        also = sorted({x.requirement for x in f.findings} - {f.requirement})
+        if also:
+            print(f"  the same run also broke: {', '.join(also)}")
+        print("  transcript:")
+        print(indent(transcript_lines(f.transcript.entries, f.finding.entries)))
+        if not ns.no_save:
+            saved = regressions.save(directory, fingerprint_=fp,
+                                     header=regression_header(f, result, options, ns.strict),
+                                     entries=f.transcript.entries,
+                                     cwd=_session_cwd(f.transcript))
+            saved_paths[i] = str(saved.path)
+            print(f"  {'already in the library' if saved.existed else 'saved'}: {saved.path}")
+            target = f"--{side} {shlex.quote(result.target)}"
+            print(f"  replay: acp-conformance replay {shlex.quote(str(saved.path))} {target}")
+    print()
+    print(f"seed {result.seed}: repeat this run with --seed {result.seed}")
+    run = to_run_result(result, options, ns.strict, saved_paths)
+    return cli._report(ns, run)
+
+
+def failure_fingerprint(f: Any) -> str:
+    from conformance.fuzz import regressions
+
+    if f.role == "agent":
+        from conformance.fuzz.steps import shape
+
+        counterexample: Any = [shape(s) for s in f.steps]
+    else:
+        from conformance.fuzz.client_fuzz import stream_shape
+
+        counterexample = stream_shape(f.stream)
+    return regressions.fingerprint(f.requirement, regressions.failure_shape(
+        f.role, f.protocol, counterexample, f.finding, f.transcript.entries))
+
+
+def regression_header(f: Any, result: Any, options: Any, strict: bool) -> dict[str, Any]:
+    header = dict(f.transcript.header)
+    header.update({
+        "protocol": f.protocol, "profile": options.profile.name, "strict": strict,
+        "finding": f.finding.to_json(), "also": sorted({x.requirement for x in f.findings}
+                                                       - {f.requirement}),
+        "target": result.target, "seed": result.seed, "effort": result.effort.name,
+        "fuzz": f.role,
+    })
+    header.pop("case", None)
+    if f.role == "agent":
+        header["steps"] = f.steps
+    else:
+        header["stream"] = f.stream
+    return header
+
+
+def _session_cwd(transcript: Any) -> str | None:
+    """The working directory the suite gave the agent (session/new params)."""
+    for e in transcript.entries:
+        msg = e.msg
+        if (e.src == "client" and isinstance(msg, dict) and msg.get("method") == "session/new"
+                and isinstance(msg.get("params"), dict)):
+            cwd = msg["params"].get("cwd")
+            if isinstance(cwd, str):
+                return cwd
+    return None
+
+
+def to_run_result(result: Any, options: Any, strict: bool,
+                  saved: dict[int, str]) -> Any:
+    """The fuzz run as a RunResult, so every report format works: one case per broken
+    rule (its counterexample), and per protocol a case with what the passing runs showed."""
+    from conformance import __version__
+    from conformance.results import CaseResult, Finding, Outcome, RunResult
+
+    run = RunResult(__version__, result.target, result.role, list(result.protocols),
+                    options.profile.name, strict)
+    for i, f in enumerate(result.failures):
+        name = f"fuzz:{failure_fingerprint(f)}@v{f.protocol}"
+        cr = CaseResult(name, f"fuzz counterexample for {f.requirement}", [f.requirement],
+                        f.protocol, transcript_path=saved.get(i))
+        cr.findings = [x.with_case(name) for x in f.findings]
+        run.cases.append(cr)
+    for protocol in result.protocols:
+        rows = result.coverage.get(protocol, {})
+        name = f"fuzz@v{protocol}"
+        cr = CaseResult(name, f"{result.examples} generated run(s)", [], protocol,
+                        note="" if rows else "no passing generated run on this version")
+        broken = {f.requirement for f in result.failures if f.protocol == protocol}
+        cr.findings = [x.with_case(name) for rid, x in sorted(rows.items())
+                       if rid not in broken and x.outcome is not Outcome.FAIL]
+        if not cr.findings and not rows:
+            cr.findings = [Finding("FUZZ", Outcome.NOT_APPLICABLE,
+                                   "not testable: " + ("; ".join(result.notes) or
+                                                       "no run completed"), case=name)]
+        run.cases.append(cr)
+    return run
+
+
+# -- replay ---------------------------------------------------------------------
+
+def cmd_replay(argv: Sequence[str]) -> int:
+    from conformance import profiles
+    from conformance.checks import Options
+    from conformance.fuzz import regressions
+
+    ns = build_replay_parser().parse_args(list(argv))
+    cli._check_run_options(ns)
+    if ns.attempts < 1:
+        raise cli.UsageError("--attempts must be at least 1")
+    if ns.agent and (ns.client or ns.client_adapter):
+        raise cli.UsageError("give --agent or --client, not both")
+    paths = regressions.files(ns.files)
+    if not paths:
+        raise cli.UsageError("no regression files found")
+    regs = [regressions.read(p) for p in paths]
+    verdicts = []
+    with tempfile.TemporaryDirectory(prefix="acp-replay-") as cwd:
+        for reg in regs:
+            header_profile = reg.header.get("profile")
+            try:
+                profile = profiles.get(ns.profile or header_profile or profiles.DEFAULT_PROFILE)
+            except KeyError as exc:
+                raise cli.UsageError(str(exc.args[0])) from None
+            options = Options(profile=profile)
+            strict = ns.strict or bool(reg.header.get("strict"))
+            verdict = _replay_one(ns, reg, options, strict, cwd)
+            verdicts.append(verdict)
+            _print_verdict(verdict, colour=sys.stdout.isatty() and not ns.no_color)
+    still = sum(v.status == regressions.STILL_FAILING for v in verdicts)
+    fixed = sum(v.status == regressions.FIXED for v in verdicts)
+    skipped = len(verdicts) - still - fixed
+    print(f"\n{len(verdicts)} regression(s): {still} still failing, {fixed} fixed"
+          + (f", {skipped} not replayed" if skipped else ""))
+    return cli.EXIT_FAIL if still else cli.EXIT_OK
+
+
+def _replay_one(ns: argparse.Namespace, reg: Any, options: Any, strict: bool, cwd: str) -> Any:
+    from conformance.fuzz import regressions
+    from conformance.fuzz.steps import AgentTarget
+    from conformance.transport import split_command
+
+    if reg.role == "agent":
+        if ns.client or ns.client_adapter:
+            return regressions.Verdict(reg, regressions.NOT_REPLAYED,
+                                       note="an agent regression needs --agent")
+        command = ns.agent or reg.target
+        if not command:
+            raise cli.UsageError(f"{reg.path}: no --agent given and no target recorded")
+        target = AgentTarget(split_command(command), command, cli._env(ns.agent_env),
+                             ns.timeout)
+        return regressions.replay_agent(reg, target, options=options, strict=strict,
+                                        attempts=ns.attempts, cwd=cwd)
+    if ns.agent:
+        return regressions.Verdict(reg, regressions.NOT_REPLAYED,
+                                   note="a client regression needs --client or --client-adapter")
+    from conformance.fuzz.client_fuzz import replay_client
+
+    return replay_client(reg, ns, options=options, strict=strict, attempts=ns.attempts)
+
+
+def _print_verdict(v: Any, *, colour: bool) -> None:
+    from conformance.fuzz import regressions
+
+    code = {regressions.FIXED: "32", regressions.STILL_FAILING: "31"}.get(v.status, "33")
+    label = f"{v.status:<14}"
+    if colour:
+        label = f"\x1b[{code}m{label}\x1b[0m"
+    reg = v.regression
+    line = f"{label} {reg.path}  {reg.requirement} (v{reg.protocol})"
+    if v.findings:
+        first = v.findings[0]
+        where = f" [#{','.join(map(str, first.entries[:4]))}]" if first.entries else ""
+        line += f": {first.message}{where}"
+    if v.note:
+        line += f" ({v.note})"
+    print(line)
+    if v.others:
+        print(f"{'':15}other rules broken in this replay: "
+              f"{', '.join(sorted({f.requirement for f in v.others}))}")

@@ -1,0 +1,285 @@
+"""The regression library: every fuzz failure as a replayable transcript file.
+
+A regression file is an ordinary transcript (:mod:`conformance.transcript`), so
+``acp-conformance check FILE`` grades it offline. Its header carries more keys::
+
+    "fingerprint": "mid-a-09-after-cancel-3c5e0f12ab",
+    "finding": {"requirement", "outcome", "message", "evidence": {"entries", ...}},
+    "also": ["MID-...", ...],          # other rules the same run broke
+    "target": "my-agent --acp",        # what it was found on (and replays against)
+    "seed": 1234, "effort": "ci", "strict": false,
+    "fuzz": "agent",                   # which side was fuzzed
+    "steps": [...]                     # agent: the client's steps (fuzz/steps.py)
+    "stream": {...}                    # client: the generated stream (fuzz/client_fuzz.py)
+
+The file name is the fingerprint: a hash of the rule and of the counterexample's
+*shape* (step kinds, block kinds, update kinds, ID forms and which IDs are equal,
+never literal texts or IDs), so the same bug found twice lands in the same file.
+Paths of the machine that found it (the session working directory, the current
+directory) are written as ``/project`` and ``.``, so files can be committed.
+
+``replay`` plays a file's steps (or stream) against a target and grades the new
+transcript: STILL FAILING if the same rule breaks again, FIXED if not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance import model
+from conformance.checks import Options
+from conformance.results import Finding
+from conformance.transcript import Entry, TranscriptError, from_entries, load, write_atomic
+
+DEFAULT_DIR = Path("fixtures") / "regressions"
+PORTABLE_CWD = "/project"
+FIXED, STILL_FAILING, NOT_REPLAYED = "FIXED", "STILL FAILING", "NOT REPLAYED"
+
+
+class RegressionError(TranscriptError):
+    """A regression file that cannot be used (one line with file and reason: exit 2)."""
+
+
+# -- fingerprints -------------------------------------------------------------
+
+def fingerprint(requirement: str, shape: Any) -> str:
+    """``<rule slug>-<10 hex>``: readable, and equal for equal (rule, shape)."""
+    digest = hashlib.sha256(json.dumps([requirement, shape], sort_keys=True,
+                                       ensure_ascii=True).encode()).hexdigest()[:10]
+    slug = re.sub(r"[^a-z0-9]+", "-", requirement.lower()).strip("-")
+    return f"{slug}-{digest}"
+
+
+class IdLetters:
+    """Names IDs by first appearance (A, B, C...): the equality pattern, not the values."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def __call__(self, value: Any) -> str:
+        state = model.json_type(value) if not isinstance(value, str) else "string"
+        if state != "string":
+            return state
+        name = self.names.get(value)
+        if name is None:
+            n = len(self.names)
+            name = self.names[value] = (chr(65 + n % 26) + (str(n // 26) if n >= 26 else ""))
+        return name
+
+
+def entry_shape(entry: Entry, letters: IdLetters) -> Any:
+    """What a transcript line is, without its literal texts."""
+    if entry.stream == "harness":
+        return f"harness:{entry.event}"
+    if entry.error is not None or entry.msg is None:
+        return f"{entry.src}:unparsable"
+    msgs = entry.msg if isinstance(entry.msg, list) else [entry.msg]
+    shapes = [_msg_shape(m, letters) for m in msgs]
+    return [f"{entry.src}:batch", shapes] if isinstance(entry.msg, list) else shapes[0]
+
+
+def _msg_shape(msg: Any, letters: IdLetters) -> Any:
+    if not isinstance(msg, dict):
+        return model.json_type(msg)
+    method = msg.get("method")
+    if method is None:
+        result = msg.get("result")
+        keys = sorted(result) if isinstance(result, dict) else model.json_type(result)
+        return ["response", "error" if "error" in msg else keys]
+    params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+    update = params.get("update")
+    if method == "session/update" and isinstance(update, dict):
+        kind = str(update.get("sessionUpdate"))
+        if "messageId" not in update:
+            return [kind, "absent"]
+        return [kind, letters(update["messageId"])]
+    return [str(method)]
+
+
+def failure_shape(role: str, protocol: int, counterexample: Any, finding: Finding,
+                  entries: Sequence[Entry]) -> Any:
+    """The shape a fingerprint hashes: the counterexample's own shape (steps or stream,
+    computed by its side) and the shape of the lines the finding points at."""
+    by_seq = {e.seq: e for e in entries}
+    letters = IdLetters()
+    evidence = [entry_shape(by_seq[s], letters) for s in finding.entries if s in by_seq]
+    return {"role": role, "protocol": protocol, "counterexample": counterexample,
+            "evidence": evidence}
+
+
+# -- writing ------------------------------------------------------------------
+
+@dataclass
+class Saved:
+    path: Path
+    fingerprint: str
+    existed: bool  # an earlier run found the same bug: the file was kept as it was
+
+
+def save(directory: Path, *, fingerprint_: str, header: dict[str, Any],
+         entries: Sequence[Entry], cwd: str | None = None) -> Saved:
+    """Write a regression file unless one with the same fingerprint exists."""
+    path = Path(directory) / f"{fingerprint_}.jsonl"
+    if path.exists():
+        return Saved(path, fingerprint_, True)
+    scrub = _Scrubber(cwd)
+    full = {**header, "fingerprint": fingerprint_, "case": f"fuzz:{fingerprint_}"}
+    lines = [json.dumps(scrub(full), ensure_ascii=False)]
+    for e in entries:
+        lines.append(json.dumps(scrub(e.to_json()), ensure_ascii=False))
+    write_atomic(path, "\n".join(lines) + "\n")
+    return Saved(path, fingerprint_, False)
+
+
+class _Scrubber:
+    """Machine paths out of a JSON value: the session cwd and the current directory."""
+
+    def __init__(self, cwd: str | None) -> None:
+        pairs = []
+        if cwd:
+            pairs.append((cwd, PORTABLE_CWD))
+            real = os.path.realpath(cwd)
+            if real != cwd:
+                pairs.append((real, PORTABLE_CWD))
+        here = os.getcwd()
+        if len(here) > 1:
+            pairs.append((here + os.sep, "." + os.sep))
+        # JSON-escaped forms too, for the raw lines.
+        self.pairs = pairs + [(json.dumps(a)[1:-1], json.dumps(b)[1:-1]) for a, b in pairs
+                              if json.dumps(a)[1:-1] != a]
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, str):
+            for a, b in self.pairs:
+                if a in value:
+                    value = value.replace(a, b)
+            return value
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self(v) for k, v in value.items()}
+        return value
+
+
+# -- reading ------------------------------------------------------------------
+
+@dataclass
+class Regression:
+    path: Path
+    header: dict[str, Any]
+    entries: list[Entry]
+    role: str
+    protocol: int
+    requirement: str
+    steps: list[Any] = field(default_factory=list)
+    stream: Any = None
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.header.get("fingerprint", self.path.stem))
+
+    @property
+    def target(self) -> str | None:
+        target = self.header.get("target")
+        return target if isinstance(target, str) and target else None
+
+
+def read(path: Path) -> Regression:
+    header, entries = load(Path(path))
+    where = f"{path}:1"
+    finding = header.get("finding")
+    if not isinstance(finding, dict) or not isinstance(finding.get("requirement"), str):
+        raise RegressionError(f"{where}: not a regression file (the header has no 'finding')")
+    role = header.get("fuzz", header.get("role", "agent"))
+    if role not in ("agent", "client"):
+        raise RegressionError(f"{where}: unknown fuzzed side {role!r}")
+    protocol = header.get("protocol")
+    if protocol not in (1, 2):
+        raise RegressionError(f"{where}: header 'protocol' must be 1 or 2")
+    reg = Regression(Path(path), header, entries, str(role), int(protocol),
+                     finding["requirement"])
+    if role == "agent":
+        from conformance.fuzz.steps import StepError, validate
+
+        try:
+            reg.steps = validate(header.get("steps"))
+        except StepError as exc:
+            raise RegressionError(f"{where}: header 'steps': {exc}") from None
+    else:
+        if not isinstance(header.get("stream"), dict):
+            raise RegressionError(f"{where}: header 'stream' must be an object")
+        reg.stream = header["stream"]
+    return reg
+
+
+def files(paths: Iterable[Path]) -> list[Path]:
+    """Regression files named by the user: files, and the *.jsonl in folders."""
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            out.extend(sorted(p.glob("*.jsonl")))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise RegressionError(f"{p}: no such regression file or folder")
+    return out
+
+
+# -- replaying -----------------------------------------------------------------
+
+@dataclass
+class Verdict:
+    regression: Regression
+    status: str  # FIXED | STILL FAILING | NOT REPLAYED
+    findings: list[Finding] = field(default_factory=list)  # the rule's failing findings now
+    others: list[Finding] = field(default_factory=list)  # other rules failing in the replay
+    note: str = ""
+    transcript: Any = None
+
+
+def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool,
+                 attempts: int = 1, cwd: str) -> Verdict:
+    """Play the file's steps against ``target`` (a :class:`steps.AgentTarget`)."""
+    from conformance.checks import grade
+    from conformance.fuzz.agent_machine import violations
+    from conformance.fuzz.steps import play
+
+    last: Verdict | None = None
+    for _ in range(max(1, attempts)):
+        played = play(target, reg.protocol, reg.steps, cwd=cwd,
+                      header={"profile": options.profile.name,
+                              "case": f"replay:{reg.fingerprint}"})
+        if not played.playable:
+            return Verdict(reg, NOT_REPLAYED, note=played.note, transcript=played.transcript)
+        bad = violations(grade(list(played.transcript.entries), protocol=reg.protocol,
+                               options=options), strict)
+        same = [f for f in bad if f.requirement == reg.requirement]
+        others = [f for f in bad if f.requirement != reg.requirement]
+        last = Verdict(reg, STILL_FAILING if same else FIXED, same, others, played.note,
+                       played.transcript)
+        if same:
+            return last
+    assert last is not None
+    return last
+
+
+def regrade_offline(reg: Regression, *, options: Options, strict: bool) -> list[Finding]:
+    """The file's own transcript graded again (what ``check`` does)."""
+    from conformance.checks import grade
+    from conformance.fuzz.agent_machine import violations
+
+    return violations(grade(reg.entries, protocol=reg.protocol, options=options,
+                            role=str(reg.header.get("role", "agent"))), strict)
+
+
+__all__ = ["DEFAULT_DIR", "FIXED", "NOT_REPLAYED", "STILL_FAILING", "Regression",
+           "RegressionError", "Saved", "Verdict", "entry_shape", "failure_shape", "files",
+           "fingerprint", "from_entries", "read", "replay_agent", "save"]
