@@ -135,11 +135,16 @@ def load_file(path: Path) -> list[Case]:
         err = min(errors, key=lambda e: _line_of(lines, e.absolute_path))
         where = "/".join(map(str, err.absolute_path)) or "(top)"
         message = err.message
-        if err.validator == "additionalProperties":
-            message = f"unknown key: {err.message}"
+        line = _line_of(lines, err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            known = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
+            extra = [k for k in err.instance if k not in known]
+            message = f"unknown key {extra[0]!r}" if extra else err.message
+            if extra:
+                line = _line_of(lines, tuple(err.absolute_path) + (extra[0],))
         elif err.validator == "oneOf" and isinstance(err.instance, (str, dict)):
             message = f"not a known step: {json.dumps(err.instance)[:80]}"
-        raise CaseError(f"{name}:{_line_of(lines, err.absolute_path)}: {where}: {message}")
+        raise CaseError(f"{name}:{line}: {where}: {message}")
     out = []
     for i, c in enumerate(data["cases"]):
         applies = c["applies"]

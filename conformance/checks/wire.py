@@ -200,6 +200,8 @@ class ClientIds(Checker):
              role="client", untested="the client sent no request"),
         Rule("MID-C-01/meta", "IDs the client puts in _meta (allowed, recorded)", I,
              role="client", untested="the client sent no request"),
+        Rule("MID-V2-09/client-batch", "the client sends no session lifecycle call in a batch",
+             W, versions=(2,), role="client", untested="the client sent no request"),
     )
 
     def on_frame(self, ev: Frame) -> None:
@@ -207,6 +209,15 @@ class ClientIds(Checker):
         if e.src != "client" or e.stream != "stdin" or e.fuzz or e.error is not None:
             return
         msgs = e.msg if isinstance(e.msg, list) else [e.msg]
+        if ev.protocol >= 2:
+            self.exercised("MID-V2-09/client-batch")
+            lifecycle = [m["method"] for m in msgs if isinstance(m, dict) and isinstance(
+                m.get("method"), str) and m["method"].startswith("session/")]
+            if isinstance(e.msg, list) and lifecycle:
+                self.found("MID-V2-09/client-batch",
+                           f"the client batches {lifecycle[0]} (entries may run in any order)",
+                           entries=[e.seq], expected="session calls as single messages",
+                           actual=lifecycle)
         for m in msgs:
             if not isinstance(m, dict) or "method" not in m:
                 continue

@@ -1,0 +1,99 @@
+"""The suite lints itself: case files, the requirement register and the catalogue agree."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conformance.cases import CaseError, load_dir, load_file
+from conformance.checks import all_rules
+from conformance.requirements import NORMATIVE, lint, load_register
+from conftest import run_cli
+
+
+def test_bundled_cases_lint_clean() -> None:
+    problems = lint(load_dir(), all_rules())
+    assert problems == []
+
+
+def test_lint_command_exit_code() -> None:
+    proc = run_cli("lint-cases")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 problem(s)" in proc.stdout
+
+
+def test_register_matches_the_catalogue(shared_dir: Path) -> None:
+    """Every catalogue requirement is in the register with a level the catalogue states."""
+    text = (shared_dir / "spec" / "messageid-requirements.md").read_text(encoding="utf-8")
+    heads = re.findall(r"^\*\*(MID-[A-Z0-9]+-\d\d):", text, flags=re.M)
+    register = load_register()
+    assert sorted(set(heads)) == sorted(register)
+    for rid in heads:
+        section = text.split(f"**{rid}:", 1)[1].split("\n**MID-", 1)[0]
+        level_lines = [line for line in section.splitlines() if line.startswith("- Level:")]
+        level = register[rid].level
+        if not level_lines:  # "Rule, grading and source: see MID-S-03"
+            assert "see MID-" in section and level == "informative", rid
+            continue
+        level_line = level_lines[0]
+        assert level in level_line or level.lower() in level_line.lower(), (rid, level_line)
+
+
+def test_uncovered_normative_requirement_is_reported(tmp_path: Path) -> None:
+    case = """area: tiny
+cases:
+  - id: only-wire
+    description: One case that covers only framing
+    requirements: [MID-S-06]
+    applies: {protocols: [1], role: agent}
+    drive: [start]
+    checks: [MID-S-06]
+"""
+    (tmp_path / "one.yaml").write_text(case)
+    problems = lint(load_dir(tmp_path), all_rules())
+    assert any(p.startswith("MID-A-02 (MUST, agent side)") for p in problems)
+    normative_agent = [r for r in load_register().values()
+                       if "agent" in r.parties and r.level in NORMATIVE and "agent" not in r.excluded]
+    assert len([p for p in problems if "agent side" in p]) == len(normative_agent) - 1
+
+
+def test_unknown_check_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("""area: x
+cases:
+  - id: c1
+    description: d
+    requirements: [MID-A-02]
+    applies: {protocols: [1], role: agent}
+    drive: [start]
+    checks: [MID-A-02/no-such-rule]
+""")
+    problems = lint(load_dir(tmp_path), all_rules())
+    assert any("MID-A-02/no-such-rule" in p for p in problems)
+
+
+@pytest.mark.parametrize("body,line,needle", [
+    ("area: x\ncases:\n  - id: c1\n    description: d\n    requirements: [MID-A-02]\n"
+     "    applies: {protocols: [1], role: agent}\n    drive: [start]\n    checks: [MID-A-02]\n"
+     "    chekcs: [MID-A-03]\n", 9, "unknown key"),
+    ("area: x\ncases:\n  - id: c1\n    description: d\n    requirements: [MID-A-02]\n"
+     "    applies: {protocols: [3], role: agent}\n    drive: [start]\n    checks: [MID-A-02]\n",
+     6, "protocols"),
+    ("area: x\ncases:\n  - id: c1\n    description: [unclosed\n", 5, "invalid YAML"),
+    ("area: x\ncases:\n  - id: c1\n    description: d\n    requirements: [MID-A-02]\n"
+     "    applies: {protocols: [1], role: agent}\n    drive: [start, fly]\n"
+     "    checks: [MID-A-02]\n", 7, "not a known step"),
+])
+def test_malformed_case_names_file_and_line(tmp_path: Path, body: str, line: int,
+                                            needle: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(body)
+    with pytest.raises(CaseError) as err:
+        load_file(path)
+    msg = str(err.value)
+    assert f"{path}:{line}:" in msg, msg
+    assert needle in msg
+    proc = run_cli("--agent", "true", "--cases", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and f"bad.yaml:{line}:" in proc.stderr
