@@ -213,7 +213,8 @@ class PtyClient:
 
     def _ready_at_end(self, since: int) -> bool:
         assert self.profile is not None and self.profile.ready is not None
-        text = strip_ansi(self._text(since)).replace("\r", "")
+        # Ready is what the client shows last: only the tail needs looking at.
+        text = strip_ansi(self._text(max(since, len(self.buf) - 65536))).replace("\r", "")
         last = None
         for last in self.profile.ready.finditer(text):
             pass
