@@ -153,7 +153,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if STATE not in config.stash:
         return
     suite = AcpSuite.from_parent(session, name="acp-agent", nodeid="acp-agent")
-    items.extend(suite.collect())
+    collected = suite.collect()
+    # The items come after pytest's own collection: report them, so the terminal counts them.
+    session.ihook.pytest_collectreport(
+        report=pytest.CollectReport(suite.nodeid, "passed", None, list(collected)))
+    items.extend(collected)
 
 
 class CaseFailed(Exception):
