@@ -58,6 +58,10 @@ class Checker:
     def exercised(self, rule: str, protocol: int | None = None) -> None:
         self._sink.exercised(rule, protocol)
 
+    def not_applicable(self, rule: str, reason: str) -> None:
+        """The rule does not apply to this traffic (e.g. a profile allows it): say why."""
+        self._sink.reasons.setdefault(rule, reason)
+
     def finish(self) -> None:
         """Called after the last event; report what needs the whole transcript."""
 
@@ -88,6 +92,7 @@ class Sink:
         self.findings: dict[str, list[Finding]] = defaultdict(list)
         self.extra: dict[str, int] = defaultdict(int)
         self.seen: dict[str, set[int]] = defaultdict(set)
+        self.reasons: dict[str, str] = {}
 
     def add(self, rule_id: str, outcome: Outcome | None, message: str,
             entries: tuple[int, ...], expected: Any, actual: Any) -> None:
@@ -157,6 +162,8 @@ def _rows(chosen: list[Rule], sink: Sink, versions: set[int]) -> list[Finding]:
                                f"applies to protocol v{'/v'.join(map(str, rule.versions))} only"))
         elif rule.id in sink.seen:
             out.append(Finding(rule.id, Outcome.PASS, rule.title))
+        elif rule.id in sink.reasons:
+            out.append(Finding(rule.id, Outcome.NOT_APPLICABLE, sink.reasons[rule.id]))
         else:
             out.append(Finding(rule.id, Outcome.NOT_APPLICABLE, f"not testable: {rule.untested}"))
     return out

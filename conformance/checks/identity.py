@@ -119,7 +119,10 @@ class Uniqueness(Checker):
         # Rule 3: cross-kind reuse.
         other = st.by_id.get(mid)
         per_kind = v2 and self.profile.id_space == "per-kind"
-        if not per_kind:
+        if per_kind:
+            self.not_applicable("MID-A-02/cross-kind-reuse",
+                                f"profile {self.profile.name} gives each kind its own ID space")
+        else:
             self.exercised("MID-A-02/cross-kind-reuse")
             if other is not None and other.kind != ev.kind:
                 self.found("MID-A-02/cross-kind-reuse",
@@ -198,6 +201,7 @@ class Stability(Checker):
         self.presence: dict[tuple[str, int, int, str], list[int]] = {}
         self.gap_reported: set[tuple[str, int, int, str]] = set()
         self.ownerless_user: list[tuple[str, int]] = []
+        self.user_sessions: set[str] = set()  # v1 sessions with user chunks
 
     def on_turn_start(self, ev: TurnStart) -> None:
         self._close_run()
@@ -240,6 +244,7 @@ class Stability(Checker):
                            expected=f"messageId {short(window[0][0])!r} on the middle chunk",
                            actual="absent")
         if ev.kind == "user" and ev.protocol < 2:
+            self.user_sessions.add(ev.session)
             if ev.mid is None:
                 self.ownerless_user.append((ev.session, ev.seq))
         self._run_step(ev)
@@ -305,5 +310,5 @@ class Stability(Checker):
                 self.found("MID-A-06/user-chunk-without-id",
                            "a user_message_chunk without ID in a session whose agent uses IDs",
                            entries=[seq], expected="an agent-generated messageId", actual="absent")
-        if any(s in self.id_mode for s in self.sessions):
+        if self.user_sessions & self.id_mode:
             self.exercised("MID-A-06/user-chunk-without-id")
