@@ -381,7 +381,7 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
 
         try:
             run_state_machine_as_test(hypothesis_seed(seed)(factory),
-                                      settings=hypothesis_settings(effort))
+                                      settings=hypothesis_settings(effort, shrink=False))
         except Unsatisfiable:
             if not ctx.failures:
                 why = "; ".join(list(ctx.unsupported.values()) + ctx.aborts)

@@ -66,12 +66,15 @@ def choose_seed(seed: int | None) -> int:
     return random.SystemRandom().randrange(2**32)
 
 
-def hypothesis_settings(effort: Effort) -> Any:
+def hypothesis_settings(effort: Effort, *, shrink: bool, multiple: bool = True) -> Any:
     """Hypothesis settings for a run: no example database (the regression library is
     ours), no deadline (targets are processes), quiet (we print our own report),
-    and only the phases that matter here (no explain phase: it reruns targets)."""
+    and only the phases that matter here (no explain phase: it reruns targets).
+    ``shrink=False`` where the caller shrinks itself; ``multiple=False`` stops at the
+    first broken rule."""
     from hypothesis import HealthCheck, Phase, Verbosity, settings
 
+    phases = (Phase.explicit, Phase.generate) + ((Phase.shrink,) if shrink else ())
     return settings(
         max_examples=effort.max_examples,
         stateful_step_count=effort.steps,
@@ -79,10 +82,10 @@ def hypothesis_settings(effort: Effort) -> Any:
         database=None,
         derandomize=False,
         verbosity=Verbosity.quiet,
-        report_multiple_bugs=True,
+        report_multiple_bugs=multiple,
         print_blob=False,
         suppress_health_check=list(HealthCheck),
-        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+        phases=phases,
     )
 
 

@@ -1,0 +1,326 @@
+"""Client fuzzing: generated streams played by the agent double against a client.
+
+Each generated example is one prompt turn. The client is started (a process
+through a pty with a profile, a one-shot process, a wire-only process, or an
+in-process adapter), the user prompt is submitted, and the double answers it
+with a stream drawn from :func:`client_streams`: a valid
+:func:`~conformance.fuzz.strategies.chunk_streams` stream (IDs from the
+opacity attack set, tool calls between chunks, v2 upserts), or one with a
+malformed ID (:data:`~conformance.fuzz.strategies.MUTATIONS`) that a client
+must survive. The client runner records it and the client-side checkers grade
+it, exactly as for a declarative client case; a violation is raised as an
+exception named after its rule, and Hypothesis shrinks the stream to the
+fewest messages and chunks that still break that rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.checks import Options, all_rules, grade
+from conformance.fuzz.agent_machine import Failure, FuzzResult, violations
+from conformance.fuzz.regressions import IdLetters
+from conformance.fuzz.settings import Budget, Effort
+from conformance.transcript import Transcript, load
+
+PROMPT = "Please play the generated turn."
+
+
+@dataclass
+class ClientTarget:
+    label: str
+    command: str | None = None  # template with {agent}
+    adapter: str | None = None  # MODULE:FACTORY
+    profile: Any = None  # conformance.client.profile.Profile
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 5.0
+
+
+def client_target(ns: argparse.Namespace) -> ClientTarget:
+    """The client to fuzz or replay against, from the command line (usage errors: exit 2)."""
+    from conformance import cli
+    from conformance.client.profile import ProfileError
+    from conformance.client.profile import load as load_profile
+    from conformance.client.runner import ClientSetupError, template_of
+
+    if ns.client and ns.client_adapter:
+        raise cli.UsageError("give --client CMD or --client-adapter MODULE:FACTORY, not both")
+    profile = None
+    if ns.client_profile is not None:
+        if ns.client_adapter:
+            raise cli.UsageError("--client-profile drives a client process; an adapter "
+                                 "reports its messages itself")
+        try:
+            profile = load_profile(ns.client_profile)
+        except ProfileError as exc:
+            raise cli.UsageError(str(exc)) from None
+    if ns.client:
+        try:
+            template_of(ns.client, profile)
+        except ClientSetupError as exc:
+            raise cli.UsageError(str(exc)) from None
+    else:
+        from conformance.client.adapter import AdapterError, load_factory
+
+        try:
+            load_factory(ns.client_adapter)
+        except AdapterError as exc:
+            raise cli.UsageError(str(exc)) from None
+    return ClientTarget(ns.client or ns.client_adapter, ns.client, ns.client_adapter, profile,
+                        cli._env(ns.agent_env), ns.timeout)
+
+
+# -- strategies ------------------------------------------------------------------
+
+def client_streams(*, protocol: int) -> Any:
+    """One turn for the double: a valid stream, or one with a malformed ID (shrinks to
+    valid, then to one message of one plain-ID chunk)."""
+    from hypothesis import strategies as st
+
+    from conformance.fuzz.strategies import chunk_streams, mutated_chunk_streams
+
+    valid = chunk_streams(protocol=protocol, max_messages=5)
+    return st.one_of(valid, mutated_chunk_streams(valid))
+
+
+# -- one example -------------------------------------------------------------------
+
+@dataclass
+class StreamRun:
+    transcript: Transcript
+    findings: list[Any]
+    note: str = ""
+
+
+def client_rules() -> list[str]:
+    return sorted(r for r, rule in all_rules().items() if rule.role == "client")
+
+
+def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], *,
+                options: Options) -> StreamRun:
+    """Start the client, play one turn of ``stream``, stop it; grade with every client rule."""
+    from conformance.cases import Case
+    from conformance.client.runner import ClientRun, run_client_case
+
+    steps = list(stream["steps"])
+    turn = {"turn": "fuzz", "prompt": stream.get("prompt", PROMPT), "updates": steps}
+    if "echo" in stream:
+        turn["echo"] = bool(stream["echo"])
+    case = Case(id="fuzz", description="a generated stream", requirements=(),
+                protocols=(protocol,), role="client", profiles=None,
+                drive=("start", {"play": "fuzz"}), checks=tuple(client_rules()),
+                stream=(turn,), area="fuzz", source="fuzz")
+    with tempfile.TemporaryDirectory(prefix="acp-fuzz-client-") as tmp:
+        run = ClientRun(protocols=(protocol,), options=options, command=target.command,
+                        adapter=target.adapter if not target.command else None,
+                        profile=target.profile, timeout=target.timeout, transcripts=Path(tmp),
+                        env=target.env)
+        cr = run_client_case(run, case, protocol, target.label)
+        assert cr.transcript_path is not None
+        header, entries = load(Path(cr.transcript_path))
+    transcript = Transcript(header)
+    transcript.entries = entries
+    findings = grade(entries, protocol=protocol, options=options, role="client")
+    return StreamRun(transcript, findings, cr.note)
+
+
+def stream_of(protocol: int, steps: Sequence[Any]) -> dict[str, Any]:
+    return {"protocol": protocol, "prompt": PROMPT, "steps": list(steps)}
+
+
+# -- the fuzz run -----------------------------------------------------------------
+
+def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
+                    protocols: Sequence[int] = (1, 2), options: Options | None = None,
+                    strict: bool = False, max_failures: int | None = None,
+                    progress: Any = None) -> FuzzResult:
+    """Fuzz one client; Hypothesis shrinks every broken rule's stream."""
+    from hypothesis import given, reject
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
+    from hypothesis.errors import Unsatisfiable
+
+    from conformance.fuzz.agent_machine import merge_coverage
+    from conformance.fuzz.settings import hypothesis_settings
+
+    options = options or Options()
+    budget = Budget(effort, label="client", stream=progress)
+    result = FuzzResult("client", target.label, seed, effort, protocols=tuple(protocols))
+    smallest: dict[tuple[str, int], Failure] = {}
+    coverage: dict[int, dict[str, Any]] = {}
+
+    # Shrinking replays through this function too, so nothing is rejected once a rule
+    # broke: the budget only ends a search that found nothing; --max-failures 1 stops
+    # Hypothesis at the first broken rule.
+    @hypothesis_seed(seed)
+    @hypothesis_settings(effort, shrink=True, multiple=max_failures != 1)
+    @given(st.data())
+    def fuzz(data: Any) -> None:
+        protocol = data.draw(st.sampled_from(tuple(protocols)), label="protocol")
+        if budget.spent() and not smallest:
+            reject()
+        steps = data.draw(client_streams(protocol=protocol), label="stream")
+        budget.example_started()
+        budget.processes += 0 if target.adapter else 1
+        stream = stream_of(protocol, steps)
+        run = play_stream(target, protocol, stream, options=options)
+        bad = violations(run.findings, strict)
+        if not bad:
+            merge_coverage(coverage.setdefault(protocol, {}), run.findings)
+            return
+        failure = Failure(bad[0], protocol, [], run.transcript, bad, role="client",
+                          stream=stream)
+        budget.failure()
+        key = failure.key
+        if key not in smallest or len(steps) < len(smallest[key].stream["steps"]):
+            smallest[key] = failure
+        raise violation_type(failure.requirement)(failure)
+
+    try:
+        fuzz()
+    except Unsatisfiable:
+        result.notes.append("no example could be played (every one was rejected)")
+    except BaseException as exc:
+        found = collect_failures(exc, {k[0]: v for k, v in smallest.items()})
+        if not found:
+            raise
+        result.failures = found
+    finally:
+        budget.done()
+    result.examples = budget.examples
+    result.processes = budget.processes
+    result.elapsed = budget.elapsed
+    result.time_to_first_failure = budget.first_failure
+    result.coverage = coverage
+    return result
+
+
+class Violation(Exception):
+    """Raised when a generated stream breaks a rule; carries the failure."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(f"{failure.requirement}: {failure.finding.message}")
+        self.failure = failure
+
+
+_VIOLATION_TYPES: dict[str, type[Violation]] = {}
+
+
+def violation_type(rule_id: str) -> type[Violation]:
+    """One exception type per rule, so Hypothesis shrinks each broken rule on its own."""
+    cls = _VIOLATION_TYPES.get(rule_id)
+    if cls is None:
+        cls = _VIOLATION_TYPES[rule_id] = type(f"Violation[{rule_id}]", (Violation,), {})
+    return cls
+
+
+def collect_failures(exc: BaseException, smallest: Mapping[str, Failure]) -> list[Failure]:
+    """The failures Hypothesis reports (its final, shrunk runs), one per broken rule. A
+    failure Hypothesis calls flaky (the client did not repeat it) falls back to the
+    smallest failing stream seen for that rule."""
+    found: dict[str, Failure] = {}
+    flaky = False
+
+    def walk(e: BaseException) -> None:
+        nonlocal flaky
+        if isinstance(e, Violation):
+            found.setdefault(e.failure.requirement, e.failure)
+            return
+        subs = getattr(e, "exceptions", None)  # an exception group (Python 3.10: backport)
+        if isinstance(subs, (list, tuple)):
+            if type(e).__name__ == "FlakyFailure":
+                flaky = True
+            for sub in subs:
+                if isinstance(sub, BaseException):
+                    walk(sub)
+
+    walk(exc)
+    if flaky or not found:
+        for rid, f in smallest.items():
+            found.setdefault(rid, f)
+    return [found[r] for r in sorted(found)]
+
+
+# -- replay and presentation ---------------------------------------------------------
+
+def replay_client(reg: Any, ns: argparse.Namespace, *, options: Options, strict: bool,
+                  attempts: int = 1) -> Any:
+    from conformance.fuzz import regressions
+
+    if not (ns.client or ns.client_adapter):
+        raise _usage(f"{reg.path}: a client regression replays against --client CMD or "
+                     "--client-adapter MODULE:FACTORY")
+    target = client_target(ns)
+    steps = reg.stream.get("steps")
+    if not isinstance(steps, list):
+        raise regressions.RegressionError(f"{reg.path}:1: header 'stream' has no 'steps' list")
+    last = None
+    for _ in range(max(1, attempts)):
+        run = play_stream(target, reg.protocol, reg.stream, options=options)
+        bad = violations(run.findings, strict)
+        same = [f for f in bad if f.requirement == reg.requirement]
+        others = [f for f in bad if f.requirement != reg.requirement]
+        last = regressions.Verdict(reg, regressions.STILL_FAILING if same else regressions.FIXED,
+                                   same, others, run.note, run.transcript)
+        if same:
+            break
+    return last
+
+
+def _usage(message: str) -> Exception:
+    from conformance import cli
+
+    return cli.UsageError(message)
+
+
+def _step_word(step: Mapping[str, Any], letters: IdLetters) -> str:
+    for kind in ("agent", "thought", "user"):
+        if kind in step:
+            return f"{kind}[{_id_word(step, letters)}]"
+    if "upsert" in step:
+        content = step.get("content", "<absent>")
+        ctype = "list" if isinstance(content, list) else (
+            "absent" if content == "<absent>" else type(content).__name__)
+        return f"upsert-{step['upsert']}[{_id_word(step, letters)}; content {ctype}]"
+    return next(iter(step), "?")
+
+
+def _id_word(step: Mapping[str, Any], letters: IdLetters) -> str:
+    if "id_repeat" in step:
+        rep = step["id_repeat"]
+        return letters(str(rep.get("text", "")) * int(rep.get("times", 0)))
+    if "id" not in step:
+        return "absent"
+    return letters(step["id"])
+
+
+def stream_shape(stream: Mapping[str, Any]) -> list[str]:
+    """A stream without its literal texts and IDs: kinds, ID forms, the equality pattern."""
+    letters = IdLetters()
+    return [_step_word(s, letters) for s in stream.get("steps", []) if isinstance(s, dict)]
+
+
+def describe_stream(stream: Mapping[str, Any]) -> str:
+    steps = stream.get("steps", [])
+    shown = []
+    for s in steps:
+        ident = ""
+        if "id_repeat" in s:
+            ident = f" id={s['id_repeat'].get('text')!r}x{s['id_repeat'].get('times')}"
+        elif "id" in s:
+            ident = f" id={json.dumps(s['id'], ensure_ascii=True)[:30]}"
+        kind = next((k for k in ("agent", "thought", "user", "upsert", "tool_call") if k in s),
+                    "?")
+        shown.append(f"{kind}{ident}")
+    return (f"v{stream.get('protocol')} turn of {len(steps)} update step(s): "
+            + "; ".join(shown))
+
+
+__all__ = ["ClientTarget", "client_streams", "client_target", "describe_stream",
+           "play_stream", "replay_client", "run_client_fuzz", "stream_shape"]
