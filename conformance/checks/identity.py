@@ -38,6 +38,7 @@ class _EpochState:
     replay_turn: int = 0
     last_kind: str | None = None
     any_id: bool = False
+    turns: set[Any] = field(default_factory=set)  # turn keys that carried an ID
 
 
 def turn_key(ev: MessageEvent, st: _EpochState) -> Any:
@@ -70,7 +71,6 @@ class Uniqueness(Checker):
         self.turn_ids: dict[tuple[str, int, Any, str], set[str]] = {}
         self.session_of_id: dict[str, str] = {}
         self.cross_session_reported = False
-        self.turns_with_ids: set[tuple[str, int, Any]] = set()
 
     def _state(self, ev: MessageEvent) -> _EpochState:
         key = (ev.session, ev.epoch.index)
@@ -91,7 +91,8 @@ class Uniqueness(Checker):
             return
         st.any_id = True
         tk = turn_key(ev, st)
-        self.turns_with_ids.add((ev.session, ev.epoch.index, tk))
+        if tk not in st.turns:
+            st.turns.add(tk)
         v2 = ev.protocol >= 2
         self._cross_session(ev, mid)
         prev = st.ids.get((ev.kind, mid))
@@ -108,7 +109,7 @@ class Uniqueness(Checker):
                            actual=short(mid))
         # Rule 2: cross-turn reuse (v1; replay pseudo-turns count too).
         elif not v2:
-            if len({k[2] for k in self.turns_with_ids if k[:2] == (ev.session, ev.epoch.index)}) > 1:
+            if len(st.turns) > 1:
                 self.exercised("MID-A-02/cross-turn-reuse")
             if prev is not None and prev.turn != tk:
                 self.found("MID-A-02/cross-turn-reuse",
