@@ -886,6 +886,24 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
     "v2_replay_unrequested": lambda sc: bool(updates(sc.plain_resume)),
     "pretty_printed": lambda sc: sc.multi_line > 0,
     "empty_id": lambda sc: "" in chunk_ids(sc.live, "agent_message_chunk"),
+    "long_id": lambda sc: any(len(str(u.get("messageId"))) > 1024 for u in _agent_chunks(sc)),
+    "mixed_presence": lambda sc: chunk_ids(updates(sc.turns[0]), "agent_message_chunk")[-2:]
+    == ["<absent>"] * 2 and "<absent>" not in chunk_ids(updates(sc.turns[0]),
+                                                         "agent_message_chunk")[:3],
+    "swapped_replay_ids": lambda sc: [i for k, i, _ in message_view(sc.replay) if k == "agent"][:2]
+    == [i for k, i, _ in message_view(sc.live) if k == "agent"][1::-1],
+    "unstable_chunk_ids": lambda sc: len(set(chunk_ids(updates(sc.turns[0]),
+                                                       "agent_thought_chunk"))) == 2
+    and [t for k, _, t in message_view(sc.replay) if k == "thought"][0]
+    == "The user wants two separate replies.",
+    "v2_replay_without_id": lambda sc: bool(sc.replay) and all(
+        "messageId" not in u for u in sc.replay if u["sessionUpdate"] == "agent_message"),
+    "v2_echo_reuses_agent_id": lambda sc: echo_id(sc.turns[1])
+    == [i for k, i, _ in message_view(updates(sc.turns[0])) if k == "agent"][-1],
+    "v2_echo_rewrites_prompt": lambda sc: next(u for u in updates(sc.turns[0])
+                                               if u["sessionUpdate"] == "user_message")["content"]
+    == text("SAY HELLO."),
+    "v2_double_echo": lambda sc: len(set(chunk_ids(updates(sc.turns[0]), "user_message"))) == 2,
     "replay_regenerates_ids": lambda sc: [(k, t) for k, _, t in message_view(sc.replay)]
     == [(k, t) for k, _, t in message_view(sc.live)]
     and not {i for _, i, _ in message_view(sc.replay)} & {i for _, i, _ in message_view(sc.live)},
@@ -896,14 +914,16 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
 NEEDS = {
     "cancel": {"update_after_cancel"},
     "restore": {"collision_after_load", "duplicate_in_replay", "v2_echo_without_id",
-                "late_replay", "v2_replay_unrequested", "replay_regenerates_ids"},
+                "late_replay", "v2_replay_unrequested", "replay_regenerates_ids",
+                "swapped_replay_ids", "unstable_chunk_ids", "v2_replay_without_id"},
 }
 
 
 def test_manifest_lists_every_fixture_once_with_valid_expectations() -> None:
     scripts = {p.stem for p in FIXTURE_DIR.glob("*.py")}
     assert len(FIXTURES) == len(MANIFEST["fixtures"]), "duplicate names"
-    assert set(FIXTURES) == scripts == set(SMOKE)
+    assert set(FIXTURES) <= scripts, "every manifest entry has its script"
+    assert set(FIXTURES) == set(SMOKE), "every fixture has a smoke check here"
     profiles = set(MANIFEST["profiles"])
     for name, entry in FIXTURES.items():
         assert entry["breaks"] and set(entry["protocols"]) <= {1, 2}, name
