@@ -924,6 +924,9 @@ def test_manifest_lists_every_fixture_once_with_valid_expectations() -> None:
     assert len(FIXTURES) == len(MANIFEST["fixtures"]), "duplicate names"
     assert set(FIXTURES) <= scripts, "every manifest entry has its script"
     assert set(FIXTURES) == set(SMOKE), "every fixture has a smoke check here"
+    readme = (FIXTURE_DIR / "README.md").read_text(encoding="utf-8")
+    in_table = {line.split("`")[1] for line in readme.splitlines() if line.startswith("| `")}
+    assert in_table == set(FIXTURES), "the README table lists the manifest's fixtures"
     profiles = set(MANIFEST["profiles"])
     for name, entry in FIXTURES.items():
         assert entry["breaks"] and set(entry["protocols"]) <= {1, 2}, name
