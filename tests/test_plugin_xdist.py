@@ -1,0 +1,83 @@
+"""Distributed runs: ``pytest -n 2`` (pytest-xdist) gives the same results as a serial run.
+
+The same selection of cases runs against the per-turn-counter fixture agent
+(it fails MID-A-02, so the comparison covers findings with evidence) once
+serially and once over two xdist workers; the suite's JSON reports must be
+equal apart from where the transcripts were written, and the JUnit outcomes
+must match. Every case works in its own temporary directory, which the
+transcripts show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+AGENT = shlex.join([sys.executable, str(REPO_ROOT / "fixtures/agents/per_turn_counter.py")])
+SELECT = ["-k", "ids-across-turns or wire-shapes"]
+
+
+def run(pytester: pytest.Pytester, name: str, *extra: str) -> tuple[pytest.RunResult, Path]:
+    out = pytester.path / name
+    result = pytester.runpytest_subprocess(
+        "-p", "conformance.pytest_plugin", "-p", "no:cacheprovider", "--acp-agent", AGENT,
+        *SELECT, "--acp-json", str(out / "report.json"), "--acp-transcripts", str(out / "t"),
+        "--junitxml", str(out / "junit.xml"), "-v", *extra, timeout=300)
+    return result, out
+
+
+def normalised(out: Path) -> dict[str, Any]:
+    data = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    for case in data["cases"]:
+        case["transcript"] = Path(case["transcript"]).name
+    return dict(data)
+
+
+def outcomes(out: Path) -> dict[str, str]:
+    root = ET.parse(out / "junit.xml").getroot()
+    return {tc.get("name") or "": "failed" if tc.find("failure") is not None else "passed"
+            for tc in root.iter("testcase")}
+
+
+def test_two_workers_give_the_serial_results(pytester: pytest.Pytester,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # only the plugins named here
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    serial, s_out = run(pytester, "serial")
+    serial.assert_outcomes(passed=2, failed=2)
+    parallel, p_out = run(pytester, "parallel", "-p", "xdist.plugin", "-n", "2")
+    parallel.assert_outcomes(passed=2, failed=2)
+    text = parallel.stdout.str()
+    assert "[gw0]" in text and "[gw1]" in text  # both workers ran cases
+
+    assert normalised(p_out) == normalised(s_out)
+    assert outcomes(p_out) == outcomes(s_out) == {
+        "ids-across-turns[v1]": "failed", "ids-across-turns[v2]": "failed",
+        "wire-shapes[v1]": "passed", "wire-shapes[v2]": "passed"}
+    report = normalised(p_out)
+    assert [c["case"] for c in report["cases"]] == [
+        "ids-across-turns@v1", "wire-shapes@v1", "ids-across-turns@v2", "wire-shapes@v2"]
+    assert any(r["outcome"] == "fail" and r["evidence"]["entries"] for r in report["results"])
+
+    # each case ran in its own working directory (from session/new on the wire)
+    per_case: list[set[str]] = []
+    for path in sorted((p_out / "t").glob("*.jsonl")):
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        per_case.append({e["msg"]["params"]["cwd"] for e in lines[1:]
+                         if isinstance(e.get("msg"), dict)
+                         and e["msg"].get("method") == "session/new"})
+    assert len(per_case) == 4 and all(per_case)
+    every = set().union(*per_case)
+    assert len(every) == sum(len(c) for c in per_case)  # no directory shared by two cases
+    assert not any(os.path.exists(c) for c in every)  # and each was removed afterwards
