@@ -205,6 +205,8 @@ class DoubleEngine:
         for action in actions:
             if "update" in action:
                 yield update(action["update"])
+            elif "batch" in action:
+                yield ("send", [update(u)[1] for u in action["batch"]])
             elif "permission" in action:
                 yield from self._permission(sid, action["permission"], update)
         self.probes += 1

@@ -14,6 +14,7 @@ small steps written for people; :func:`expand_turn` turns them into the exact
     {tool_call: "Read a file"}           a tool call, announced then completed
     {permission: "Read a file"}          session/request_permission; waits for the answer
     {raw: {sessionUpdate: ...}}          any update object, sent as is
+    {batch: [{agent: ...}, ...]}         v2: these updates in one JSON-RPC batch line
 
 A turn may instead be drawn from Hypothesis: ``{turn: f, generate: {seed: 3}}``
 (:func:`conformance.fuzz.strategies.chunk_streams`), deterministically.
@@ -61,7 +62,7 @@ def text_block(text: str) -> JsonObject:
 
 
 def step_kind(step: JsonObject) -> str:
-    for key in ("user", "agent", "thought", "upsert", "tool_call", "permission", "raw"):
+    for key in ("user", "agent", "thought", "upsert", "tool_call", "permission", "raw", "batch"):
         if key in step:
             return key
     raise ValueError(f"unknown stream step {step!r}")  # the case schema makes this unreachable
@@ -121,6 +122,9 @@ def expand_steps(steps: Iterable[JsonObject], protocol: int, ids: _Ids | None = 
                                    "status": "in_progress" if protocol >= 2 else "pending"}})
             out.append({"update": {"sessionUpdate": "tool_call_update", "toolCallId": tid,
                                    "status": "completed"}})
+        elif kind == "batch":  # v2: one line carrying a JSON-RPC batch of these updates
+            inner = expand_steps(step["batch"], protocol, ids)
+            out.append({"batch": [a["update"] for a in inner if "update" in a]})
         elif kind == "permission":
             out.append({"permission": {"title": str(step["permission"]), "toolCallId": ids.tool()}})
         else:
@@ -139,6 +143,8 @@ def step_texts(step: JsonObject) -> list[str]:
     kind = step_kind(step)
     if kind in KINDS:
         return [str(step[kind])]
+    if kind == "batch":
+        return [t for inner in step["batch"] for t in step_texts(inner)]
     if kind == "upsert" and isinstance(step.get("content"), list):
         return [v if isinstance(v, str) else str(v.get("text", "")) for v in step["content"]
                 if isinstance(v, (str, dict))]
@@ -175,8 +181,8 @@ def check_case(case: Case) -> None:
     for name, turn in turns.items():
         texts = [str(turn.get("prompt", default_prompt(name)))]
         for step in turn.get("updates", []):
-            if step_kind(step) == "upsert" and 1 in case.protocols:
-                raise CaseError(f"{where}: turn {name!r} has a whole-message update; "
+            if step_kind(step) in ("upsert", "batch") and 1 in case.protocols:
+                raise CaseError(f"{where}: turn {name!r} has a {step_kind(step)} step; "
                                 "those exist only in v2 (applies.protocols: [2])")
             texts += step_texts(step)
         for text in texts:
