@@ -65,10 +65,16 @@ MAX_RESTARTS = 2  # fresh processes after the first, per generated run
 
 
 def violations(findings: Sequence[Finding], strict: bool) -> list[Finding]:
-    """The findings that break the invariant: fails, and warns under ``strict``; the
-    earliest evidence first (the first thing that went wrong), then by rule ID."""
-    bad = [f for f in apply_strict(findings, strict) if f.outcome is Outcome.FAIL]
-    return sorted(bad, key=lambda f: (min(f.entries) if f.entries else 1 << 30, f.requirement))
+    """The findings that break the invariant: fails, and warns under ``strict``. MUST
+    breaches come before SHOULD breaches, then the earliest evidence (the first thing
+    that went wrong), then the rule ID."""
+    def order(f: Finding) -> tuple[int, int, str]:
+        return (f.outcome is not Outcome.FAIL, min(f.entries) if f.entries else 1 << 30,
+                f.requirement)
+
+    bad = [f for f in findings if f.outcome is Outcome.FAIL
+           or (strict and f.outcome is Outcome.WARN)]
+    return [f for f in apply_strict(sorted(bad, key=order), strict)]
 
 
 @dataclass

@@ -143,7 +143,9 @@ class _Scrubber:
 
     def __init__(self, cwd: str | None) -> None:
         pairs = []
+        self.exact: dict[str, str] = {}
         if cwd:
+            self.exact[cwd] = PORTABLE_CWD
             pairs.append((cwd, PORTABLE_CWD))
             real = os.path.realpath(cwd)
             if real != cwd:
@@ -151,11 +153,15 @@ class _Scrubber:
         here = os.getcwd()
         if len(here) > 1:
             pairs.append((here + os.sep, "." + os.sep))
+            self.exact[here] = PORTABLE_CWD
+            pairs.append((json.dumps(here), json.dumps(PORTABLE_CWD)))  # "cwd":"<here>" in raw
         # JSON-escaped forms too, for the raw lines.
         self.pairs = pairs + [(json.dumps(a)[1:-1], json.dumps(b)[1:-1]) for a, b in pairs
                               if json.dumps(a)[1:-1] != a]
 
     def __call__(self, value: Any) -> Any:
+        if isinstance(value, str) and value in self.exact:
+            return self.exact[value]
         if isinstance(value, str):
             for a, b in self.pairs:
                 if a in value:
