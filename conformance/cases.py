@@ -54,7 +54,7 @@ def _schema() -> dict[str, Any]:
     return dict(json.loads(text))
 
 
-MAX_NODES = 100_000  # values in one YAML file, aliases expanded (an alias bomb stops here)
+MAX_NODES = 50_000  # values in one YAML file, aliases expanded (an alias bomb stops here)
 
 
 def compose_with_lines(text: str, name: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
