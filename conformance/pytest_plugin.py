@@ -1,9 +1,10 @@
 """pytest plugin: the conformance cases as pytest items, and fixtures for vendor tests.
 
 ``pytest --acp-agent CMD`` collects every agent case of the suite once per
-protocol version as an item named by its case ID (``ids-across-turns[v1]``),
-so ``-k``, ``-x``, ``-m acp_v2``, ``--junitxml`` and pytest-xdist's ``-n``
-work as for any test. A case fails when it has a fail finding the baseline
+protocol version as an item named by its case ID (``ids-across-turns[v1]``);
+``pytest --acp-client CMD --acp-client-profile FILE`` does the same with the
+client cases. ``-k``, ``-x``, ``-m acp_v2``, ``--junitxml`` and pytest-xdist's
+``-n`` work as for any test. A case fails when it has a fail finding the baseline
 does not list; the failure shows the findings with their evidence, the
 transcript path and the tail of the target's stderr. Every item is
 independent: its own target process, temporary working directory and
@@ -12,8 +13,9 @@ transcript file, so items can run in any order on any worker.
 Vendors who write their own tests get ``acp_session``: a driven session with
 the suite's client driver, graded by the suite's checkers.
 
-The plugin is a thin shell over ``conformance.runner``; it is inert unless
-``--acp-agent`` is given. It registers the ``pytest11`` entry point
+The plugin is a thin shell over ``conformance.runner`` and
+``conformance.client.runner``; it is inert unless ``--acp-agent`` or
+``--acp-client`` is given. It registers the ``pytest11`` entry point
 ``acp_conformance``.
 """
 
@@ -31,15 +33,19 @@ if TYPE_CHECKING:
     from conformance.cases import Case
     from conformance.checks import Options
     from conformance.results import CaseResult, Finding
-    from conformance.runner import AgentRun
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("acp-conformance", "ACP messageId conformance (acp-conformance)")
     g.addoption("--acp-agent", metavar="CMD",
                 help="collect the agent conformance cases against this agent command")
+    g.addoption("--acp-client", metavar="CMD",
+                help="collect the client conformance cases against this client command; "
+                     "{agent} marks where the suite's agent double goes")
+    g.addoption("--acp-client-profile", metavar="FILE",
+                help="how to drive the client through a pty and read its messages (YAML)")
     g.addoption("--acp-agent-env", action="append", default=[], metavar="K=V",
-                help="extra environment for the agent (repeatable)")
+                help="extra environment for the target (repeatable)")
     g.addoption("--acp-protocol", choices=["1", "2", "both"], default="both",
                 help="protocol version(s) to test (default: both)")
     g.addoption("--acp-profile", default=None, metavar="NAME",
@@ -63,7 +69,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @dataclasses.dataclass
 class _State:
-    run: "AgentRun"
+    role: str  # "agent" | "client": the side under test
+    run: Any  # AgentRun or ClientRun
     label: str
     plan: list[tuple[int, "Case"]]
     cases: list["Case"]
@@ -79,22 +86,27 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "acp: a case of the acp-conformance suite")
     config.addinivalue_line("markers", "acp_v1: an acp-conformance case run over protocol v1")
     config.addinivalue_line("markers", "acp_v2: an acp-conformance case run over protocol v2")
-    agent = config.getoption("acp_agent")
-    if not agent:
+    agent, client = config.getoption("acp_agent"), config.getoption("acp_client")
+    if not agent and not client:
+        if config.getoption("acp_client_profile"):
+            raise pytest.UsageError("acp-conformance: --acp-client-profile needs --acp-client")
         return
-    config.stash[STATE] = _state(config, agent)
+    if agent and client:
+        raise pytest.UsageError("acp-conformance: --acp-agent and --acp-client test different "
+                                "sides: run them separately")
+    config.stash[STATE] = _state(config, "agent" if agent else "client", agent or client)
     config.pluginmanager.register(_Reports(config), "acp-conformance-reports")
 
 
-def _state(config: pytest.Config, agent: str) -> _State:
+def _state(config: pytest.Config, role: str, command: str) -> _State:
     from conformance import baseline as baselinemod
     from conformance import cases as casemod
-    from conformance.runner import AgentRun, agent_plan
-    from conformance.transport import TargetCommandError, split_command
+    from conformance.client.profile import ProfileError
+    from conformance.client.runner import ClientSetupError
+    from conformance.transport import TargetCommandError
 
     opt = config.getoption
     try:
-        argv = split_command(agent)
         all_cases = casemod.load_dir(Path(opt("acp_cases")) if opt("acp_cases") else None)
         cases = casemod.select(all_cases, opt("acp_case"))
         base = (baselinemod.load(Path(opt("acp_baseline")), [c.id for c in all_cases])
@@ -108,12 +120,43 @@ def _state(config: pytest.Config, agent: str) -> _State:
             key, value = pair.split("=", 1)
             env[key] = value
         protocols = [1, 2] if opt("acp_protocol") == "both" else [int(opt("acp_protocol"))]
-        run = AgentRun(command=argv, protocols=protocols, options=_options(opt("acp_profile")),
-                       timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env)
-    except (casemod.CaseError, baselinemod.BaselineError, TargetCommandError, ValueError) as exc:
+        options = _options(opt("acp_profile"))
+        if role == "agent":
+            run, plan = _agent_run(command, protocols, options, env, opt, cases)
+        else:
+            run, plan = _client_run(command, protocols, options, env, opt, cases)
+    except (casemod.CaseError, baselinemod.BaselineError, TargetCommandError, ValueError,
+            ProfileError, ClientSetupError) as exc:
         raise pytest.UsageError(f"acp-conformance: {exc}") from None
     transcripts = Path(opt("acp_transcripts")) if opt("acp_transcripts") else None
-    return _State(run, agent, agent_plan(run, cases), all_cases, base, transcripts)
+    return _State(role, run, command, plan, all_cases, base, transcripts)
+
+
+def _agent_run(command: str, protocols: list[int], options: "Options", env: dict[str, str],
+               opt: Any, cases: Sequence["Case"]) -> tuple[Any, list[tuple[int, "Case"]]]:
+    from conformance.runner import AgentRun, agent_plan
+    from conformance.transport import split_command
+
+    run = AgentRun(command=split_command(command), protocols=protocols, options=options,
+                   timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env)
+    return run, agent_plan(run, cases)
+
+
+def _client_run(command: str, protocols: list[int], options: "Options", env: dict[str, str],
+                opt: Any, cases: Sequence["Case"]) -> tuple[Any, list[tuple[int, "Case"]]]:
+    from conformance.client.profile import load
+    from conformance.client.runner import ClientRun, template_of
+    from conformance.client.script import check_case
+
+    profile = load(Path(opt("acp_client_profile"))) if opt("acp_client_profile") else None
+    template_of(command, profile)  # a bad command is a usage error now, not in every item
+    run = ClientRun(protocols=protocols, options=options, command=command, profile=profile,
+                    timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env)
+    chosen = [c for c in cases if c.role == "client"]
+    for c in chosen:
+        check_case(c)
+    return run, [(p, c) for p in protocols for c in chosen
+                 if c.applies_to(p, options.profile.name)]
 
 
 def _options(profile: str | None) -> "Options":
@@ -152,7 +195,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                                   items: list[pytest.Item]) -> None:
     if STATE not in config.stash:
         return
-    suite = AcpSuite.from_parent(session, name="acp-agent", nodeid="acp-agent")
+    name = f"acp-{config.stash[STATE].role}"
+    suite = AcpSuite.from_parent(session, name=name, nodeid=name)
     collected = suite.collect()
     # The items come after pytest's own collection: report them, so the terminal counts them.
     session.ihook.pytest_collectreport(
@@ -216,11 +260,17 @@ class AcpCase(pytest.Item):
 
     def runtest(self) -> None:
         from conformance.results import Outcome
-        from conformance.runner import run_agent_case
 
         state = self.config.stash[STATE]
         run = dataclasses.replace(state.run, transcripts=_transcripts_dir(self.config, state))
-        cr = run_agent_case(run, self.case, self.protocol)
+        if state.role == "agent":
+            from conformance.runner import run_agent_case
+
+            cr = run_agent_case(run, self.case, self.protocol)
+        else:
+            from conformance.client.runner import run_client_case
+
+            cr = run_client_case(run, self.case, self.protocol, state.label)
         self.result = cr
         if cr.transcript_path:
             self.user_properties.append(("transcript", cr.transcript_path))
@@ -301,7 +351,7 @@ class _Reports:
         from conformance.results import RunResult
 
         state = self.config.stash[STATE]
-        result = RunResult(__version__, state.label, "agent", list(state.run.protocols),
+        result = RunResult(__version__, state.label, state.role, list(state.run.protocols),
                            state.run.options.profile.name, state.run.strict, date=run_date())
         for order in sorted(self.cases):
             data = self.cases[order]
@@ -442,7 +492,7 @@ class AgentSession:
 def acp_agent_command(pytestconfig: pytest.Config) -> list[str]:
     """The ``--acp-agent`` command as argv; the test is skipped without one."""
     state = pytestconfig.stash.get(STATE, None)
-    if state is None:
+    if state is None or state.role != "agent":
         pytest.skip("no agent to test: run pytest with --acp-agent CMD")
     return list(state.run.command)
 

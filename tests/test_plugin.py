@@ -160,3 +160,29 @@ def test_plugin_loads_through_its_pytest11_entry_point(pytester: pytest.Pytester
     result = pytester.runpytest_subprocess("--acp-agent", REFERENCE, "--collect-only", "-q",
                                            "-p", "no:cacheprovider", timeout=300)
     assert "acp-agent::wire-shapes[v1]" in result.outlines
+
+
+CLIENTS = REPO_ROOT / "fixtures" / "clients"
+
+
+def test_client_cases_against_reference_and_broken_clients(run: Run) -> None:
+    profile = str(CLIENTS / "reference.yaml")
+    good = run("--acp-client", shlex.join([sys.executable, "-m", "conformance.client.reference",
+                                           "--agent-cmd", "{agent}"]),
+               "--acp-client-profile", profile, "--acp-protocol", "1", "-k", "client-opacity",
+               "-v")
+    good.assert_outcomes(passed=1)
+    assert any("acp-client::client-opacity[v1] PASSED" in line for line in good.outlines)
+    bad = run("--acp-client", shlex.join([sys.executable, str(CLIENTS / "case_insensitive.py"),
+                                          "--agent-cmd", "{agent}"]),
+              "--acp-client-profile", profile, "--acp-protocol", "1", "-k", "client-opacity")
+    bad.assert_outcomes(failed=1)
+    out = bad.stdout.str()
+    assert "FAIL MID-C-02/merged: distinct IDs 'msg-a1' and 'MSG-A1'" in out
+    assert "transcript: " in out
+
+
+def test_client_usage_errors(run: Run) -> None:
+    result = run("--acp-client", f"{sys.executable} -c pass", "--acp-protocol", "1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "must say where the agent command goes" in result.stderr.str()
