@@ -429,6 +429,9 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
                                         f"the {e.label()} has _meta {got!r}", tuple(e.entries[-2:]),
                                         expected=want, actual=got, outcome=I))
     issues.extend(_order(exp, where))
+    # The catalogue grades null-vs-omitted under both names (S-02 / C-04).
+    issues += [Issue("MID-S-02/client", i.message, i.entries, i.expected, i.actual, i.outcome)
+               for i in issues if i.rule == "MID-C-04"]
     return issues
 
 
