@@ -658,7 +658,7 @@ class ShownMessages(Checker):
         if data.get("exited"):
             why = str(data.get("why") or "the client exited")
             for rule in sorted(specific - {"MID-C-02/order", "MID-C-02/split"}
-                               | {"MID-C-03/content"}):
+                               or {"MID-C-03/content"}):
                 self.found(rule, f"{why} after this stream (the catalogue grades a crash as "
                            "fail)", entries=[e.seq], expected="the client alive, showing the turn",
                            actual=data.get("tail", ""), outcome=F)
