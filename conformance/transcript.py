@@ -197,8 +197,15 @@ def write_atomic(path: Path, text: str) -> None:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:  # the new file keeps the old one's mode, or gets what the umask gives a new file
+        mode = os.stat(path).st_mode & 0o777
+    except OSError:
+        mask = os.umask(0o22)
+        os.umask(mask)
+        mode = 0o666 & ~mask
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
             fh.flush()
