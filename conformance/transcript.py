@@ -185,7 +185,12 @@ class Transcript:
         with self._lock:
             entries = list(self.entries)
         lines.extend(json.dumps(e.to_json(), ensure_ascii=False) for e in entries)
-        return "\n".join(lines) + "\n"
+        # Characters some line splitters take for a line end (str.splitlines does) are
+        # written as escapes, so one entry is always one line of the file.
+        return "\n".join(lines).translate(_LINE_BREAKS) + "\n"
+
+
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
 def write_atomic(path: Path, text: str) -> None:
