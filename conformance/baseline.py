@@ -27,9 +27,10 @@ failure in the statement. The baseline only decides the exit status.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from conformance.results import CaseResult, Finding, Outcome
 
@@ -77,8 +78,8 @@ class Verdict:
 
     def lines(self) -> list[str]:
         """Plain lines for the console: what the baseline changed and why the run fails."""
-        out = [f"baseline: {len(self.expected)} expected failure(s), "
-               f"{len(self.unexpected)} unexpected, {len(self.stale)} stale"]
+        out = [(f"baseline: {len(self.expected)} expected failure(s), "
+                f"{len(self.unexpected)} unexpected, {len(self.stale)} stale")]
         out += [f"  unexpected: {f.case}:{f.requirement}" for f in _unique(self.unexpected)]
         out += [f"  stale: {e} ({e.where}) now passes: remove it from the baseline"
                 for e in self.stale]

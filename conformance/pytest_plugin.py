@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -72,9 +73,9 @@ class _State:
     role: str  # "agent" | "client": the side under test
     run: Any  # AgentRun or ClientRun
     label: str
-    plan: list[tuple[int, "Case"]]
-    cases: list["Case"]
-    baseline: "Baseline | None"
+    plan: list[tuple[int, Case]]
+    cases: list[Case]
+    baseline: Baseline | None
     transcripts: Path | None  # --acp-transcripts; None: under pytest's basetemp
 
 
@@ -132,8 +133,8 @@ def _state(config: pytest.Config, role: str, command: str) -> _State:
     return _State(role, run, command, plan, all_cases, base, transcripts)
 
 
-def _agent_run(command: str, protocols: list[int], options: "Options", env: dict[str, str],
-               opt: Any, cases: Sequence["Case"]) -> tuple[Any, list[tuple[int, "Case"]]]:
+def _agent_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
+               opt: Any, cases: Sequence[Case]) -> tuple[Any, list[tuple[int, Case]]]:
     from conformance.runner import AgentRun, agent_plan
     from conformance.transport import split_command
 
@@ -142,8 +143,8 @@ def _agent_run(command: str, protocols: list[int], options: "Options", env: dict
     return run, agent_plan(run, cases)
 
 
-def _client_run(command: str, protocols: list[int], options: "Options", env: dict[str, str],
-                opt: Any, cases: Sequence["Case"]) -> tuple[Any, list[tuple[int, "Case"]]]:
+def _client_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
+                opt: Any, cases: Sequence[Case]) -> tuple[Any, list[tuple[int, Case]]]:
     from conformance.client.profile import load
     from conformance.client.runner import ClientRun, template_of
     from conformance.client.script import check_case
@@ -159,7 +160,7 @@ def _client_run(command: str, protocols: list[int], options: "Options", env: dic
                  if c.applies_to(p, options.profile.name)]
 
 
-def _options(profile: str | None) -> "Options":
+def _options(profile: str | None) -> Options:
     from conformance import profiles
     from conformance.checks import Options
 
@@ -207,7 +208,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 class CaseFailed(Exception):
     """A case with fails the baseline does not list, or with stale baseline entries."""
 
-    def __init__(self, result: "CaseResult", unexpected: Sequence["Finding"],
+    def __init__(self, result: CaseResult, unexpected: Sequence[Finding],
                  stale: Sequence[Any]) -> None:
         super().__init__(result.case)
         self.result = result
@@ -248,7 +249,7 @@ def describe_failure(exc: CaseFailed) -> str:
 class AcpCase(pytest.Item):
     """One case over one protocol version against the target."""
 
-    def __init__(self, *, case: "Case", protocol: int, order: int, **kwargs: Any) -> None:
+    def __init__(self, *, case: Case, protocol: int, order: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
         self.protocol = protocol
@@ -319,7 +320,7 @@ def _payload(item: AcpCase) -> dict[str, Any]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
-    outcome = yield
+    outcome: Any = yield
     report = outcome.get_result()
     if call.when == "call" and isinstance(item, AcpCase) and item.result is not None:
         report.acp_case = _payload(item)
@@ -417,7 +418,7 @@ class AgentSession:
     the test with the evidence when any selected rule fails.
     """
 
-    def __init__(self, command: Sequence[str], *, protocol: int, options: "Options",
+    def __init__(self, command: Sequence[str], *, protocol: int, options: Options,
                  timeout: float, workdir: Path, env: dict[str, str] | None = None) -> None:
         from conformance.driver import ClientDriver
         from conformance.transcript import Transcript
@@ -453,13 +454,13 @@ class AgentSession:
 
         perform(self.driver, step)
 
-    def findings(self, *select: str) -> list["Finding"]:
+    def findings(self, *select: str) -> list[Finding]:
         from conformance.checks import grade
 
         return grade(self.transcript.entries, protocol=self.protocol, options=self.options,
                      select=list(select) or None)
 
-    def failures(self, *select: str) -> list["Finding"]:
+    def failures(self, *select: str) -> list[Finding]:
         from conformance.results import Outcome
 
         return [f for f in self.findings(*select) if f.outcome is Outcome.FAIL]

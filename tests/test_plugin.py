@@ -9,9 +9,9 @@ import os
 import shlex
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
 
 import pytest
 

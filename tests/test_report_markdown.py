@@ -27,7 +27,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000", NO_COLOR="1")
     env.pop("CI", None)
     return subprocess.run([sys.executable, "-m", "conformance", *args], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -119,7 +119,7 @@ def test_listed_failures_do_not_fail_the_run(runs: dict[str, Path], capsys: pyte
 
 def test_unlisted_failure_fails_the_run(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     b = write(runs["dir"], "one.yaml", "- ids-across-turns@v1:MID-A-02/cross-turn-reuse\n")
-    code, out, err = report(capsys, "--from", str(runs["bad"]), "--baseline", str(b))
+    code, out, _ = report(capsys, "--from", str(runs["bad"]), "--baseline", str(b))
     assert code == 1
     assert "unexpected: ids-across-turns@v1:MID-A-02/user-message-reuse" in out
 
@@ -128,7 +128,7 @@ def test_stale_entry_fails_the_run(runs: dict[str, Path], capsys: pytest.Capture
     b = write(runs["dir"], "stale.yaml", "- ids-across-turns@v1:MID-A-02\n"
               "- ids-across-turns@v1:MID-A-03\n"   # passes now: stale
               "- load-fresh-process:MID-A-07\n")   # not in this run: reported only
-    code, out, err = report(capsys, "--from", str(runs["bad"]), "--baseline", str(b))
+    code, out, _ = report(capsys, "--from", str(runs["bad"]), "--baseline", str(b))
     assert code == 1
     assert f"stale: ids-across-turns@v1:MID-A-03 ({b}:2) now passes" in out
     assert f"not run: load-fresh-process:MID-A-07 ({b}:3)" in out
@@ -146,7 +146,7 @@ def test_stale_entry_fails_the_run(runs: dict[str, Path], capsys: pytest.Capture
 def test_bad_baseline_is_a_usage_error(runs: dict[str, Path], text: str, message: str,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     b = write(runs["dir"], "bad.yaml", text)
-    code, out, err = report(capsys, "--from", str(runs["bad"]), "--baseline", str(b))
+    code, _, err = report(capsys, "--from", str(runs["bad"]), "--baseline", str(b))
     assert code == 2
     assert message in err and str(b) in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -11,11 +11,12 @@ Markdown and console reports and ``list --traceability`` render it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import yaml
 
@@ -109,7 +110,7 @@ class RequirementVerdict:
             return "not run" if self.checked else "no direct check"
         if self.outcome is Outcome.NOT_APPLICABLE:
             return "not testable"
-        return self.outcome.value
+        return str(self.outcome.value)
 
 
 def requirement_verdicts(result: RunResult, *, include_unrun: bool = False) -> list[RequirementVerdict]:
@@ -249,9 +250,13 @@ def fixture_expectations(root: Path | None = None) -> dict[str, set[str]] | None
             data = yaml.safe_load(manifest.read_text(encoding="utf-8")) or {}
         except (OSError, yaml.YAMLError):
             continue
-        for fx in data.get("fixtures") or []:
-            if isinstance(fx, dict) and "name" in fx:
-                out[f"{manifest.parent.name}/{fx['name']}"] = set(_ids_in(fx.get("expect")))
+        # agents/manifest.yaml lists `fixtures` by name, clients/manifest.yaml `clients` by file
+        for key in ("fixtures", "clients"):
+            for fx in data.get(key) or [] if isinstance(data, dict) else []:
+                name = fx.get("name") or str(fx.get("file", "")).removesuffix(".py") \
+                    if isinstance(fx, dict) else None
+                if name:
+                    out[f"{manifest.parent.name}/{name}"] = set(_ids_in(fx.get("expect")))
     return out
 
 

@@ -17,12 +17,20 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
-from conformance.report.catalogue import (RequirementVerdict, Statement, TraceRow,
-                                          requirement_verdicts, source_commit, statement, tally)
+from conformance.report.catalogue import (
+    RequirementVerdict,
+    Statement,
+    TraceRow,
+    requirement_verdicts,
+    source_commit,
+    statement,
+    tally,
+)
 from conformance.report.text import safe
 from conformance.results import SEVERITY, CaseResult, Finding, Outcome, RunResult
 from conformance.transcript import Entry, TranscriptError, write_atomic
@@ -114,8 +122,8 @@ def _statement(st: Statement, verdict: str) -> str:
 
 def _requirements(rows: Sequence[RequirementVerdict], case_index: dict[str, int]) -> str:
     out = ['<section id="requirements"><h2>Requirements</h2>',
-           '<table class="grid"><thead><tr><th>Requirement</th><th>Level</th><th>Verdict</th>'
-           "<th>Findings</th><th>Title and sources</th></tr></thead><tbody>"]
+           ('<table class="grid"><thead><tr><th>Requirement</th><th>Level</th><th>Verdict</th>'
+            "<th>Findings</th><th>Title and sources</th></tr></thead><tbody>")]
     for v in rows:
         rid = v.meta.id
         sources = " ".join(f'<a href="{html.escape(s.url, quote=True)}" rel="noreferrer">'
@@ -181,9 +189,11 @@ def _describe(e: Entry) -> _Row:
         kind = "batch" if isinstance(m, list) else ("unparsed" if e.error else "?")
         return _Row(e, kind, _NONE, False)
     method = m.get("method")
-    params = m.get("params") if isinstance(m.get("params"), dict) else {}
+    raw_params = m.get("params")
+    params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
     if isinstance(method, str):
-        update = params.get("update") if isinstance(params.get("update"), dict) else None
+        raw_update = params.get("update")
+        update = raw_update if isinstance(raw_update, dict) else None
         if method == "session/update" and update is not None:
             kind = f"update: {update.get('sessionUpdate')}"
             if "messageId" in update:
@@ -242,8 +252,8 @@ def _transcript(ci: int, case: CaseResult, entries: list[Entry] | None, why: str
     show = set(range(min(len(entries), MAX_ROWS)))
     for s in marks:
         show.update(range(max(0, s - 2), s + 3))
-    out = ['<table class="wire"><thead><tr><th>#</th><th>conn</th><th>dir</th><th>kind</th>'
-           "<th>messageId</th><th>line</th><th>findings</th></tr></thead><tbody>"]
+    out = [('<table class="wire"><thead><tr><th>#</th><th>conn</th><th>dir</th><th>kind</th>'
+            "<th>messageId</th><th>line</th><th>findings</th></tr></thead><tbody>")]
     skipped = 0
     for e in entries:
         if e.seq not in show:
@@ -326,8 +336,9 @@ def _baseline(verdict: Any) -> str:
 
 def _traceability(rows: Sequence[TraceRow]) -> str:
     out = ['<section id="traceability"><h2>Traceability</h2>',
-           '<table class="grid"><thead><tr><th>Requirement</th><th>Level</th><th>Status</th>'
-           "<th>Cases</th><th>Rules and checkers</th><th>Broken fixtures</th></tr></thead><tbody>"]
+           ('<table class="grid"><thead><tr><th>Requirement</th><th>Level</th><th>Status</th>'
+            "<th>Cases</th><th>Rules and checkers</th><th>Broken fixtures</th></tr></thead>"
+            "<tbody>")]
     for r in rows:
         status = "<br>".join(f"{html.escape(p)}: {html.escape(s)}" for p, s in r.sides.items())
         cases = "<br>".join(f"{html.escape(role)}: {html.escape(', '.join(ids))}"
@@ -365,8 +376,8 @@ def to_html(result: RunResult, *, baseline: Any = None, trace: Sequence[TraceRow
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<meta name="referrer" content="no-referrer">',
         f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>",
-        f"<header><h1>{esc(title)}</h1><p>{html.escape(summary)} findings in "
-        f"{len(result.cases)} case(s). <nav>{' &middot; '.join(nav)}</nav></p></header>",
+        (f"<header><h1>{esc(title)}</h1><p>{html.escape(summary)} findings in "
+         f"{len(result.cases)} case(s). <nav>{' &middot; '.join(nav)}</nav></p></header>"),
         _statement(st, st.verdict),
     ]
     if baseline is not None:

@@ -14,11 +14,18 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from conformance.report.catalogue import (RequirementVerdict, Statement, TraceRow,
-                                          requirement_verdicts, source_commit, statement)
+from conformance.report.catalogue import (
+    RequirementVerdict,
+    Statement,
+    TraceRow,
+    requirement_verdicts,
+    source_commit,
+    statement,
+)
 from conformance.report.text import safe
 from conformance.results import SEVERITY, Outcome, RunResult
 from conformance.transcript import write_atomic
@@ -64,10 +71,10 @@ def certification_statement(st: Statement) -> str:
         f"| SHOULD requirements | {st.summary(st.should)} |",
         f"| Date | {md(st.date) if st.date else 'not recorded'} |",
         "",
-        "MUST passes only when no MUST requirement fails. A requirement that could not be "
-        "exercised is listed as *not testable*, one no selected case graded as *not run*, "
-        "and one the cases cover without a rule of its own as *no direct check*; none of "
-        "these counts as passed.",
+        ("MUST passes only when no MUST requirement fails. A requirement that could not be "
+         "exercised is listed as *not testable*, one no selected case graded as *not run*, "
+         "and one the cases cover without a rule of its own as *no direct check*; none of "
+         "these counts as passed."),
         "",
         "### MUST requirements",
         "",
@@ -105,8 +112,8 @@ def _findings(result: RunResult) -> list[str]:
 
 
 def _traceability(rows: Sequence[TraceRow]) -> list[str]:
-    out = ["<details><summary>Traceability: every catalogue requirement, its cases, checkers "
-           "and broken fixtures</summary>", "",
+    out = [("<details><summary>Traceability: every catalogue requirement, its cases, "
+            "checkers and broken fixtures</summary>"), "",
            "| Requirement | Level | Status | Cases | Checkers | Broken fixtures |",
            "|---|---|---|---|---|---|"]
     for r in rows:
