@@ -16,9 +16,10 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import pytest
 import yaml
@@ -38,7 +39,7 @@ JsonObject = dict[str, Any]
 # --------------------------------------------------------------------------
 
 
-def shared_dir() -> Optional[Path]:
+def shared_dir() -> Path | None:
     configured = os.environ.get("ACP_SHARED_DIR")
     candidate = Path(configured) if configured else REPO_ROOT.parent / "shared"
     return candidate if (candidate / "acp-schema").is_dir() else None
@@ -100,7 +101,7 @@ class Schema:
 
 
 @pytest.fixture(scope="session")
-def schemas() -> Optional[dict[int, list[Schema]]]:
+def schemas() -> dict[int, list[Schema]] | None:
     if SHARED is None:
         return None
     root = SHARED / "acp-schema"
@@ -164,7 +165,7 @@ class AgentProcess:
         argv: list[str],
         state_dir: Path,
         protocol: int,
-        schemas: Optional[dict[int, list[Schema]]],
+        schemas: dict[int, list[Schema]] | None,
         *,
         strict: bool = True,
     ) -> None:
@@ -177,15 +178,16 @@ class AgentProcess:
         self.protocol = protocol
         self.schemas = schemas[protocol] if (schemas and strict) else []
         self.strict = strict
-        self.lines: queue.Queue[Optional[bytes]] = queue.Queue()
+        self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.stderr: list[bytes] = []
         self.log: list[Any] = []  # every message received, batches kept as lists
         self.multi_line = 0
         self.methods: dict[int, str] = {}  # our request id -> method
         self._ready: deque[JsonObject] = deque()
         self._next_id = 0
-        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True).start()
-        threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append), daemon=True).start()
+        sinks = ((self.proc.stdout, self.lines.put), (self.proc.stderr, self.stderr.append))
+        for stream, sink in sinks:
+            threading.Thread(target=self._pump, args=(stream, sink), daemon=True).start()
 
     @staticmethod
     def _pump(stream: Any, sink: Callable[[Any], None]) -> None:
@@ -257,7 +259,7 @@ class AgentProcess:
         validate_agent_message(self.schemas, self.protocol, message, self.methods)
 
     def read_until(
-        self, done: Callable[[JsonObject], bool], *, permission: Optional[str] = "allow_once"
+        self, done: Callable[[JsonObject], bool], *, permission: str | None = "allow_once"
     ) -> list[JsonObject]:
         """Messages up to and including the first for which ``done`` holds.
         Permission requests are answered with ``permission`` on the way
@@ -275,7 +277,9 @@ class AgentProcess:
             if done(message):
                 return seen
 
-    def call(self, method: str, params: JsonObject, **kw: Any) -> tuple[list[JsonObject], JsonObject]:
+    def call(
+        self, method: str, params: JsonObject, **kw: Any
+    ) -> tuple[list[JsonObject], JsonObject]:
         """Send a request; return (messages before the response, the response)."""
         request_id = self.request(method, params)
         seen = self.read_until(lambda m: is_response(m, request_id), **kw)
@@ -359,7 +363,7 @@ class Client:
     """Start agents that share one state directory (one "machine")."""
 
     state_dir: Path
-    schemas: Optional[dict[int, list[Schema]]]
+    schemas: dict[int, list[Schema]] | None
     argv: list[str] = field(default_factory=lambda: list(REFERENCE))
     strict: bool = True
     started: list[AgentProcess] = field(default_factory=list)
@@ -383,7 +387,7 @@ def initialize_params(protocol: int) -> JsonObject:
 
 
 @pytest.fixture
-def client(tmp_path: Path, schemas: Optional[dict[int, list[Schema]]]) -> Iterator[Client]:
+def client(tmp_path: Path, schemas: dict[int, list[Schema]] | None) -> Iterator[Client]:
     c = Client(tmp_path / "state", schemas)
     yield c
     for agent in c.started:
@@ -418,11 +422,13 @@ def is_idle(message: JsonObject, session_id: str) -> bool:
     if message.get("method") != "session/update":
         return False
     update = message["params"]["update"]
-    return (message["params"]["sessionId"] == session_id
-            and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle")
+    return bool(message["params"]["sessionId"] == session_id
+                and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle")
 
 
-def restore(agent: AgentProcess, session_id: str, **extra: Any) -> tuple[list[JsonObject], JsonObject]:
+def restore(
+    agent: AgentProcess, session_id: str, **extra: Any
+) -> tuple[list[JsonObject], JsonObject]:
     """v1 ``session/load``; v2 ``session/resume`` (pass replayFrom in extra)."""
     if agent.protocol == 1:
         return agent.call("session/load", {"sessionId": session_id, "cwd": CWD, "mcpServers": []})
@@ -448,13 +454,13 @@ TURN_TEXTS = [
 ]
 
 
-def test_schemas_are_available(schemas: Optional[dict[int, list[Schema]]]) -> None:
+def test_schemas_are_available(schemas: dict[int, list[Schema]] | None) -> None:
     if schemas is None:
         pytest.skip(SCHEMA_REASON)
     assert all(s.document["$defs"] for group in schemas.values() for s in group)
 
 
-def test_schema_validation_catches_bad_messages(schemas: Optional[dict[int, list[Schema]]]) -> None:
+def test_schema_validation_catches_bad_messages(schemas: dict[int, list[Schema]] | None) -> None:
     """The validator used on every line can fail (so its silence means something)."""
     if schemas is None:
         pytest.skip(SCHEMA_REASON)
@@ -777,7 +783,7 @@ def first_agent_ids_per_turn(items: list[JsonObject]) -> list[Any]:
 
 
 def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: bool,
-                 schemas: Optional[dict[int, list[Schema]]] = None,
+                 schemas: dict[int, list[Schema]] | None = None,
                  phases: frozenset[str] = frozenset({"cancel", "restore"})) -> Scenario:
     """Two turns always; then, if in ``phases``, the cancelled "long" turn
     ("cancel") and the fresh-process replay and last turn ("restore")."""
@@ -830,7 +836,7 @@ def _same_id_batch(sc: Scenario) -> bool:
 
 def _gap(sc: Scenario) -> bool:
     ids = chunk_ids(updates(sc.turns[0]), "agent_message_chunk")[:3]
-    return ids[0] == ids[2] != "<absent>" and ids[1] == "<absent>"
+    return bool(ids[0] == ids[2] != "<absent>" and ids[1] == "<absent>")
 
 
 def _interleaved(sc: Scenario) -> bool:
@@ -894,7 +900,7 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
     == [i for k, i, _ in message_view(sc.live) if k == "agent"][1::-1],
     "unstable_chunk_ids": lambda sc: len(set(chunk_ids(updates(sc.turns[0]),
                                                        "agent_thought_chunk"))) == 2
-    and [t for k, _, t in message_view(sc.replay) if k == "thought"][0]
+    and next(t for k, _, t in message_view(sc.replay) if k == "thought")
     == "The user wants two separate replies.",
     "v2_replay_without_id": lambda sc: bool(sc.replay) and all(
         "messageId" not in u for u in sc.replay if u["sessionUpdate"] == "agent_message"),
@@ -958,7 +964,7 @@ def test_fixture_shows_its_fault_on_the_wire(tmp_path: Path, name: str, protocol
 
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_reference_agent_shows_no_fixture_fault(
-    tmp_path: Path, protocol: int, schemas: Optional[dict[int, list[Schema]]]
+    tmp_path: Path, protocol: int, schemas: dict[int, list[Schema]] | None
 ) -> None:
     """The same scenario, strict and schema-checked: none of the faults."""
     sc = run_scenario(REFERENCE, tmp_path / "state", protocol, strict=True, schemas=schemas)

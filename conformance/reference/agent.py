@@ -46,18 +46,19 @@ import tempfile
 import threading
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, BinaryIO, Callable, Optional, Union
+from typing import Any, BinaryIO
 
 JsonObject = dict[str, Any]
-RequestId = Union[int, str, None]
+RequestId = int | str | None
 # One wire line carries a single message or (v2) a batch array of messages.
-WireMessage = Union[JsonObject, list[Any]]
+WireMessage = JsonObject | list[Any]
 
 AGENT_NAME = "acp-conformance-reference-agent"
 AGENT_VERSION = "0.1.0"
-LATEST_PROTOCOL_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
 
 # JSON-RPC / ACP error codes ($defs.ErrorCode in both schemas).
 PARSE_ERROR = -32700
@@ -67,7 +68,7 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002
 
-MESSAGE_KINDS = ("user", "agent", "thought")
+# Message kinds ("user", "agent", "thought") and their update kinds.
 CHUNK_UPDATES = {
     "user": "user_message_chunk",
     "agent": "agent_message_chunk",
@@ -97,6 +98,15 @@ def text_block(text: str) -> JsonObject:
 
 def joined_text(blocks: list[JsonObject]) -> str:
     return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+
+
+def decode_line(raw: bytes) -> Any:
+    """Parse one line as strict JSON (no NaN or Infinity)."""
+
+    def reject(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(raw.decode("utf-8"), parse_constant=reject)
 
 
 def encode_line(message: WireMessage) -> bytes:
@@ -133,7 +143,7 @@ class Session:
     cwd: str
     protocol_version: int
     history: list[JsonObject] = field(default_factory=list)
-    title: Optional[str] = None
+    title: str | None = None
     updated_at: str = ""
 
     def to_json(self) -> JsonObject:
@@ -163,7 +173,7 @@ class SessionStore:
 
     SESSION_ID = re.compile(r"sess_[0-9a-f]{32}\Z")
 
-    def __init__(self, directory: Optional[str] = None) -> None:
+    def __init__(self, directory: str | None = None) -> None:
         self.directory = directory or self.default_directory()
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
 
@@ -180,13 +190,13 @@ class SessionStore:
             owner = getpass.getuser()
         return os.path.join(tempfile.gettempdir(), f"acp-reference-agent-{owner}")
 
-    def path(self, session_id: str) -> Optional[str]:
+    def path(self, session_id: str) -> str | None:
         # Session IDs come from the client: never let one name a path.
         if not isinstance(session_id, str) or not self.SESSION_ID.match(session_id):
             return None
         return os.path.join(self.directory, session_id + ".json")
 
-    def load(self, session_id: str) -> Optional[Session]:
+    def load(self, session_id: str) -> Session | None:
         path = self.path(session_id)
         if path is None or not os.path.exists(path):
             return None
@@ -252,21 +262,22 @@ class ReferenceAgent:
     CHUNK_DELAY = 0.005  # seconds between chunks of a long reply (a "model")
     TOOL_TITLE = "Read notes.txt"
     TOOL_RESULT = "The notes file says hello."
+    PERMISSION_TITLE = "Allow the agent to read notes.txt?"
 
     def __init__(
         self,
-        stdin: Optional[BinaryIO] = None,
-        stdout: Optional[BinaryIO] = None,
-        store: Optional[SessionStore] = None,
+        stdin: BinaryIO | None = None,
+        stdout: BinaryIO | None = None,
+        store: SessionStore | None = None,
     ) -> None:
         self._stdin = stdin if stdin is not None else sys.stdin.buffer
         self._stdout = stdout if stdout is not None else sys.stdout.buffer
         self.store = store if store is not None else SessionStore()
-        self.protocol_version: Optional[int] = None  # fixed by initialize
+        self.protocol_version: int | None = None  # fixed by initialize
         self.sessions: dict[str, Session] = {}  # sessions open on this connection
-        self.turn: Optional[Turn] = None
+        self.turn: Turn | None = None
         self.eof = False
-        self._inbox: queue.Queue[Optional[bytes]] = queue.Queue()
+        self._inbox: queue.Queue[bytes | None] = queue.Queue()
         self._backlog: deque[JsonObject] = deque()  # requests that arrived mid-turn
         self._next_request_id = 0
         self._awaiting: set[int] = set()  # our requests without an answer yet
@@ -312,7 +323,7 @@ class ReferenceAgent:
         if not text.strip():
             return
         try:
-            message = json.loads(text.decode("utf-8"))
+            message = decode_line(text)
         except (UnicodeDecodeError, ValueError) as exc:
             self.respond_error(None, PARSE_ERROR, "Parse error", str(exc))
             return
@@ -329,7 +340,10 @@ class ReferenceAgent:
         (handled at once, even mid-turn) and requests (queued while a turn
         runs, so turns never nest)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            self.respond_error(None, INVALID_REQUEST, "Invalid request")
+            request_id = message.get("id") if isinstance(message, dict) else None
+            if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+                request_id = None
+            self.respond_error(request_id, INVALID_REQUEST, "Invalid request")
             return
         method = message.get("method")
         if method is None:
@@ -383,11 +397,11 @@ class ReferenceAgent:
             and params.get("sessionId") == self.turn.session.session_id
         )
 
-    def pump(self, timeout: Optional[float] = 0.0) -> None:
+    def pump(self, timeout: float | None = 0.0) -> None:
         """While a turn runs: handle the input that is already there, waiting
         up to ``timeout`` seconds (None: until something arrives) for the
         first line. Returns early once the turn is cancelled."""
-        wait: Optional[float] = timeout
+        wait: float | None = timeout
         while not self.eof and not (self.turn is not None and self.turn.cancelled):
             try:
                 if wait is None or wait > 0:
@@ -440,7 +454,7 @@ class ReferenceAgent:
         self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         return request_id
 
-    def wait_for_answer(self, request_id: int) -> Optional[JsonObject]:
+    def wait_for_answer(self, request_id: int) -> JsonObject | None:
         """Block until the client answers, or return None if the turn is
         cancelled first (the request is then abandoned with
         ``$/cancel_request`` and a late answer is dropped)."""
@@ -456,10 +470,10 @@ class ReferenceAgent:
 
     # ---- request dispatch ------------------------------------------------
 
-    def request_handlers(self) -> dict[str, Callable[[RequestId, JsonObject], Optional[JsonObject]]]:
+    def request_handlers(self) -> dict[str, Callable[[RequestId, JsonObject], JsonObject | None]]:
         """Methods this agent answers. A handler returns the result to send,
         or None when it has answered the request itself."""
-        handlers = {
+        handlers: dict[str, Callable[[RequestId, JsonObject], JsonObject | None]] = {
             "initialize": self.handle_initialize,
             "session/new": self.handle_session_new,
             "session/resume": self.handle_session_resume,
@@ -500,9 +514,13 @@ class ReferenceAgent:
 
     def handle_initialize(self, request_id: RequestId, params: JsonObject) -> JsonObject:
         requested = params.get("protocolVersion")
-        if self.protocol_version is None:
-            wanted = requested if isinstance(requested, int) and not isinstance(requested, bool) else 1
-            self.protocol_version = 2 if wanted >= 2 else 1
+        if self.protocol_version is None:  # the first initialize fixes the version
+            if isinstance(requested, int) and not isinstance(requested, bool):
+                # The requested version if supported, else the newest we have.
+                fits = [v for v in SUPPORTED_VERSIONS if v <= requested]
+                self.protocol_version = max(fits) if fits else SUPPORTED_VERSIONS[0]
+            else:
+                self.protocol_version = SUPPORTED_VERSIONS[0]
         if self.v2:
             return {
                 "protocolVersion": 2,
@@ -623,7 +641,7 @@ class ReferenceAgent:
 
     def chunk_message_id(
         self, kind: str, message_id: str, index: int, total: int
-    ) -> Optional[str]:
+    ) -> str | None:
         """The ``messageId`` put on chunk ``index`` (of ``total``) of a message.
         None leaves the key out. Every chunk carries the message's ID."""
         return message_id
@@ -643,7 +661,7 @@ class ReferenceAgent:
     # ---- update builders ---------------------------------------------------
 
     def build_chunk_update(
-        self, kind: str, message_id: Optional[str], block: JsonObject
+        self, kind: str, message_id: str | None, block: JsonObject
     ) -> JsonObject:
         update: JsonObject = {"sessionUpdate": CHUNK_UPDATES[kind]}
         if message_id is not None:
@@ -657,7 +675,7 @@ class ReferenceAgent:
         """v2 whole-message upsert: ``content`` replaces the whole message."""
         return {"sessionUpdate": MESSAGE_UPDATES[kind], "messageId": message_id, "content": content}
 
-    def build_state_update(self, state: str, stop_reason: Optional[str] = None) -> JsonObject:
+    def build_state_update(self, state: str, stop_reason: str | None = None) -> JsonObject:
         update: JsonObject = {"sessionUpdate": "state_update", "state": state}
         if stop_reason is not None:
             update["stopReason"] = stop_reason
@@ -687,7 +705,7 @@ class ReferenceAgent:
         session = self.open_session(params)
         prompt = params.get("prompt")
         if not isinstance(prompt, list) or not all(isinstance(b, dict) for b in prompt):
-            raise RpcError(INVALID_PARAMS, "Invalid params: prompt must be an array of content blocks")
+            raise RpcError(INVALID_PARAMS, "Invalid params: prompt must be an array of blocks")
         turn = Turn(session=session, request_id=request_id, prompt=prompt)
         turn.user_message_id = self.user_message_id(params)
         if session.title is None:
@@ -704,7 +722,7 @@ class ReferenceAgent:
             self.turn = None
         self.end_turn(turn, stop_reason)
 
-    def prompt_response(self, turn: Turn, stop_reason: Optional[str]) -> JsonObject:
+    def prompt_response(self, turn: Turn, stop_reason: str | None) -> JsonObject:
         """v1: ``{"stopReason"}`` at the end of the turn. v2: on acceptance,
         ``{"messageId"}`` naming the inserted user message (required by the
         newest published schema; the older snapshot allows it)."""
@@ -843,7 +861,7 @@ class ReferenceAgent:
         if self.v2:
             return {
                 "sessionId": turn.session.session_id,
-                "title": f"Allow the agent to {self.TOOL_TITLE[0].lower()}{self.TOOL_TITLE[1:]}?",
+                "title": self.PERMISSION_TITLE,
                 "subject": {"type": "tool_call", "toolCall": tool_call},
                 "options": options,
             }
@@ -854,8 +872,8 @@ class ReferenceAgent:
         outcome, an error or anything unknown never counts as approval."""
         if self.v2:
             self.send_update(turn.session, self.build_state_update("requires_action"))
-        request_id = self.request("session/request_permission", self.permission_request(turn, tool))
-        answer = self.wait_for_answer(request_id)
+        params = self.permission_request(turn, tool)
+        answer = self.wait_for_answer(self.request("session/request_permission", params))
         if answer is None or turn.cancelled:
             return False
         if self.v2:
@@ -894,12 +912,15 @@ class ReferenceAgent:
 
     def replay_tool_call(self, session: Session, entry: JsonObject) -> None:
         if self.v2:  # one upsert with the final state
-            fields = {k: entry[k] for k in ("toolCallId", "title", "kind", "rawInput", "status", "content")}
-            self.send_update(session, {"sessionUpdate": "tool_call_update", **fields})
+            fields = ("toolCallId", "title", "kind", "rawInput", "status", "content")
+            self.send_update(
+                session, {"sessionUpdate": "tool_call_update", **{k: entry[k] for k in fields}}
+            )
             return
         self.send_update(session, self.build_tool_call(entry))
         self.send_update(
-            session, self.build_tool_call_update(entry["toolCallId"], entry["status"], entry["content"])
+            session,
+            self.build_tool_call_update(entry["toolCallId"], entry["status"], entry["content"]),
         )
 
 
@@ -908,7 +929,7 @@ class ReferenceAgent:
 # --------------------------------------------------------------------------
 
 
-def main(argv: Optional[list[str]] = None, agent_class: type[ReferenceAgent] = ReferenceAgent) -> int:
+def main(argv: list[str] | None = None, agent_class: type[ReferenceAgent] = ReferenceAgent) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
         "--state-dir",
