@@ -366,8 +366,13 @@ class ClientLiveness(Checker):
                            expected="an answer (an error such as -32601 will do)",
                            actual="no answer")
             else:
-                self.found("MID-C-08/hang", f"nothing within {data.get('timeout')} s while "
-                           f"waiting for {data.get('waiting_for')}", entries=[e.seq],
+                message = (f"nothing within {data.get('timeout')} s while waiting for "
+                           f"{data.get('waiting_for')}")
+                if data.get("deadline"):
+                    message = (f"the wait for {data.get('waiting_for')} did not end within "
+                               f"--turn-timeout {data.get('deadline')} s although output kept "
+                               "coming")
+                self.found("MID-C-08/hang", message, entries=[e.seq],
                            expected=data.get("waiting_for"), actual={"output_tail": tail})
         elif e.event == "early-exit":
             self.found("MID-C-08/exit", f"the client exited (exit code {data.get('returncode')}, "

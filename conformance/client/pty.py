@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 from conformance.client.channel import SuiteSide
 from conformance.client.profile import Profile, parse_messages, screen_lines, strip_ansi
 from conformance.client.script import TurnScript
+from conformance.driver import TURN_TIMEOUT_FACTOR
 from conformance.transcript import Transcript
 
 DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024  # bytes a client may print while the suite waits once
@@ -67,7 +68,7 @@ class PtyClient:
     def __init__(self, template: Template, *, agent: str, profile: Profile | None,
                  control: SuiteSide, transcript: Transcript, protocol: int, timeout: float,
                  env: Mapping[str, str] | None = None, cwd: str | None = None,
-                 max_output: int = DEFAULT_MAX_OUTPUT) -> None:
+                 max_output: int = DEFAULT_MAX_OUTPUT, turn_timeout: float | None = None) -> None:
         self.template = template
         self.agent = agent
         self.profile = profile
@@ -75,6 +76,9 @@ class PtyClient:
         self.transcript = transcript
         self.protocol = protocol
         self.timeout = timeout
+        # Longest wait overall, even while output keeps coming (a client that never
+        # shows ready but never falls silent either).
+        self.turn_timeout = turn_timeout or TURN_TIMEOUT_FACTOR * timeout
         self.env = dict(os.environ, **(env or {}))
         self.cwd = cwd
         self.max_output = max_output
@@ -102,7 +106,8 @@ class PtyClient:
         self.buf.clear()
         self.eof = False
         self.transcript.add(self._conn(), "harness", "harness", event="start",
-                            data={"argv": list(argv), "pid_role": "client"})
+                            data={"argv": list(argv), "pid_role": "client",
+                                  "pid": self.child.pid, "pgid": self.child.pid})
 
     def _conn(self) -> int:
         return max(self.control.doubles, default=0)
@@ -151,14 +156,19 @@ class PtyClient:
         """Read output and double reports until ``done()``; ``timeout`` s of silence ends it."""
         silence = limit if limit is not None else self.timeout
         deadline = time.monotonic() + silence
+        overall = time.monotonic() + max(silence, self.turn_timeout)
         wake = self.control.wake_fd
         budget = self.read_bytes + self.max_output
         while not done():
-            remaining = deadline - time.monotonic()
+            remaining = min(deadline, overall) - time.monotonic()
             if remaining <= 0:
+                kept_coming = time.monotonic() >= overall
                 if not quiet:
-                    self._event("timeout", {"timeout": silence, "waiting_for": waiting_for})
-                raise ClientAborted(f"timeout waiting for {waiting_for}")
+                    self._event("timeout", {"timeout": silence, "waiting_for": waiting_for,
+                                            "deadline": self.turn_timeout if kept_coming
+                                            else None})
+                raise ClientAborted(f"timeout waiting for {waiting_for}" + (
+                    f" (--turn-timeout {self.turn_timeout:g} s)" if kept_coming else ""))
             fds = [wake] if self.eof or self.child is None else [wake, self.child.child_fd]
             ready, _, _ = select.select(fds, [], [], remaining)
             if wake in ready:

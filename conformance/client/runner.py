@@ -53,6 +53,7 @@ class ClientRun:
     transcripts: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     max_output: int = 8 * 1024 * 1024
+    turn_timeout: float | None = None  # longest single wait; None: 6 x timeout
     progress: Callable[[int, int, str], None] | None = None
 
 
@@ -145,7 +146,8 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
             os.mkdir(workdir)
             client = PtyClient(template, agent=agent, profile=run.profile, control=control,
                                transcript=transcript, protocol=protocol, timeout=run.timeout,
-                               env=run.env, cwd=workdir, max_output=run.max_output)
+                               env=run.env, cwd=workdir, max_output=run.max_output,
+                               turn_timeout=run.turn_timeout)
         try:
             for step in case.drive:
                 if step == "start":
