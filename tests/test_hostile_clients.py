@@ -1,0 +1,108 @@
+"""Hostile clients through the real CLI (the client suite, driven through a pty).
+
+Each client in fixtures/hostile/clients/ misbehaves in one way: it never shows
+``ready`` (silently, or while printing forever), exits early, floods the
+screen, or spawns its agent (the suite's double) and abandons it. For each,
+the run must exit 1 with the MID-C-08 finding and its evidence, write the
+report and transcript, end within its timeouts plus a margin, and leave
+neither the client's process group nor any double running.
+"""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
+
+from harness import Run, group_alive, process_alive, run_client  # noqa: E402
+
+from conformance import transcript as tmod  # noqa: E402
+
+TIMEOUT = 1.0
+SLACK = 12.0  # start-up, the client's polite quit (2 s), ending doubles (2 s), a loaded machine
+
+
+def assert_contained(run: Run, *, waited: float) -> None:
+    limit = waited + SLACK
+    assert run.elapsed < limit, f"run took {run.elapsed:.1f} s (bound {limit:.1f} s)"
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.report is not None, run.stderr
+    ET.parse(run.workdir / "report.xml")
+    assert run.transcripts, "no transcript written"
+    for path in run.transcripts:
+        tmod.load(path)
+    starts = run.harness_events("start")
+    clients = [e["data"]["pgid"] for e in starts if e["data"].get("pid_role") == "client"]
+    assert clients, "the transcript's start event lacks the client's process group"
+    for pgid in clients:
+        assert not group_alive(pgid), f"client process group {pgid} survived the run"
+    for e in starts:
+        if e["data"].get("pid_role") == "agent-double":
+            assert not process_alive(e["data"]["pid"]), "an agent double survived the run"
+
+
+def only(run: Run, requirement: str) -> dict:
+    found = run.findings(requirement, "fail")
+    assert found, [(r["requirement"], r["outcome"]) for r in run.report["results"]]
+    return found[0]
+
+
+def test_never_shows_ready(tmp_path: Path) -> None:
+    run = run_client("never_ready", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    f = only(run, "MID-C-08/hang")
+    assert "show ready" in f["message"]
+    assert "Loading workspace" in f["evidence"]["actual"]["output_tail"]
+    assert_contained(run, waited=TIMEOUT)
+
+
+def test_never_shows_ready_but_keeps_printing(tmp_path: Path) -> None:
+    turn = 3.0
+    run = run_client("chatty_never_ready", tmp_path, timeout=TIMEOUT,
+                     extra=["--turn-timeout", str(turn)])
+    assert run.returncode == 1, run.stderr
+    f = only(run, "MID-C-08/hang")
+    assert "--turn-timeout 3" in f["message"] and "output kept coming" in f["message"]
+    assert "Indexing...." in f["evidence"]["actual"]["output_tail"]
+    assert_contained(run, waited=turn)
+
+
+def test_exits_early(tmp_path: Path) -> None:
+    run = run_client("exits_early", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    f = only(run, "MID-C-08/exit")
+    assert f["evidence"]["actual"]["returncode"] == 4
+    assert "lost connection" in f["evidence"]["actual"]["output_tail"]
+    assert_contained(run, waited=0)
+
+
+def test_floods_the_screen(tmp_path: Path) -> None:
+    run = run_client("floods_screen", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    f = only(run, "MID-C-08/flood")
+    assert "8388608 bytes" in f["message"]
+    assert len(f["evidence"]["actual"]["output_tail"]) <= 2000  # the evidence is a tail
+    assert run.max_rss_mb < 200, f"peak memory {run.max_rss_mb:.0f} MB"
+    assert_contained(run, waited=0)
+
+
+def test_spawns_and_abandons_the_agent_double(tmp_path: Path) -> None:
+    run = run_client("abandons_double", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    f = only(run, "MID-C-08/exit")
+    assert f["evidence"]["actual"]["returncode"] == 0
+    doubles = [e for e in run.harness_events("start")
+               if e["data"].get("pid_role") == "agent-double"]
+    assert doubles, "the double never reported to the suite"
+    assert_contained(run, waited=0)  # ... including: the abandoned double is gone
+
+
+def test_fixture_table_lists_every_hostile_client() -> None:
+    readme = Path(__file__).resolve().parents[1] / "fixtures" / "hostile" / "README.md"
+    table = readme.read_text("utf-8")
+    tested = Path(__file__).read_text("utf-8")
+    for path in (readme.parent / "clients").glob("[a-z]*.py"):
+        assert f"`{path.stem}`" in table, f"{path.stem} is missing from the README table"
+        assert f'"{path.stem}"' in tested, f"{path.stem} has no test"
