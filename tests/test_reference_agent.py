@@ -29,7 +29,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_DIR = REPO_ROOT / "fixtures" / "agents"
 REFERENCE = [sys.executable, "-m", "conformance.reference.agent"]
 LINE_TIMEOUT = 10.0  # seconds to wait for one line; only reached when broken
-CWD = str(Path(os.sep, "work", "project")) if os.name == "posix" else "C:\\project"
+CWD = "/home/user/project" if os.name == "posix" else "C:\\Users\\user\\project"  # never read
 
 JsonObject = dict[str, Any]
 
@@ -564,10 +564,11 @@ def test_v1_resume_does_not_replay_and_unknown_session_is_not_found(client: Clie
     agent.close()
 
 
-def test_v1_rejected_permission_skips_the_tool(client: Client) -> None:
+@pytest.mark.parametrize("answer", ["reject_once", "cancelled"])
+def test_v1_permission_not_granted_skips_the_tool(client: Client, answer: str) -> None:
     agent = client.start(1)
     session_id = new_session(agent)
-    seen, response = run_turn(agent, session_id, text("Hi."), permission="reject_once")
+    seen, response = run_turn(agent, session_id, text("Hi."), permission=answer)
     assert response["result"] == {"stopReason": "end_turn"}
     assert [k for k in kinds(seen) if k.startswith("tool_call")] == []
     assert [t for _, _, t in message_view(updates(seen))][-1] == "And here is the second reply."
