@@ -222,7 +222,8 @@ class Reducer:
             self.other(ev.seq)
             return
         assert ev.mid is not None
-        self.features.add("upsert")
+        if model.blocks_text(u.get("content")) not in self.prompts:  # not the prompt's echo
+            self.features.add("upsert")
         e = self._get((ev.kind, ev.mid), ev.kind, ev.mid, ev.seq)
         e.upserts = True
         if "content" in u:
