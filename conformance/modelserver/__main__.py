@@ -10,8 +10,8 @@ import argparse
 import json
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, ClassVar
 
 # Tools that only look at the working directory, with arguments that work.
 # Argument names are adapted to the declared schema (see ``fit_arguments``).
@@ -80,8 +81,8 @@ def fit_arguments(args: dict[str, Any], schema: Any) -> dict[str, Any]:
     for name in schema.get("required") or []:
         if name in out or not isinstance(name, str):
             continue
-        prop = props.get(name) if isinstance(props.get(name), dict) else {}
-        typ = str(prop.get("type", "string")).lower()
+        prop = props.get(name)
+        typ = str(prop.get("type", "string") if isinstance(prop, dict) else "string").lower()
         low = name.lower()
         if "pattern" in low or "glob" in low:
             out[name] = "*"
@@ -143,7 +144,7 @@ class Shape:
 
     name = ""
     per_item_ids = False  # True: every output item has its own upstream ID (Responses)
-    id_prefix = {"response": "resp", "reasoning": "rs", "text": "msg", "tool": "fc",
+    id_prefix: ClassVar[dict[str, str]] = {"response": "resp", "reasoning": "rs", "text": "msg", "tool": "fc",
                  "call": "call"}
 
     def matches(self, path: str) -> bool:
@@ -162,14 +163,14 @@ class Shape:
     def sse(data: Any, event: str | None = None) -> bytes:
         text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
         head = f"event: {event}\n" if event else ""
-        return f"{head}data: {text}\n\n".encode("utf-8")
+        return f"{head}data: {text}\n\n".encode()
 
 
 class ChatCompletions(Shape):
     """OpenAI Chat Completions (``/v1/chat/completions``), used by OpenAI-compatible SDKs."""
 
     name = "openai-chat"
-    id_prefix = {"response": "chatcmpl", "reasoning": "chatcmpl", "text": "chatcmpl",
+    id_prefix: ClassVar[dict[str, str]] = {"response": "chatcmpl", "reasoning": "chatcmpl", "text": "chatcmpl",
                  "tool": "call", "call": "call"}
 
     def matches(self, path: str) -> bool:
@@ -369,7 +370,7 @@ class AnthropicMessages(Shape):
     """Anthropic Messages (``/v1/messages``): content blocks in one message."""
 
     name = "anthropic-messages"
-    id_prefix = {"response": "msg", "reasoning": "msg", "text": "msg", "tool": "toolu",
+    id_prefix: ClassVar[dict[str, str]] = {"response": "msg", "reasoning": "msg", "text": "msg", "tool": "toolu",
                  "call": "toolu"}
 
     def matches(self, path: str) -> bool:
@@ -454,7 +455,7 @@ class Gemini(Shape):
     """Gemini ``models/{model}:streamGenerateContent`` (SSE) and ``:generateContent``."""
 
     name = "gemini"
-    id_prefix = {"response": "gresp", "reasoning": "gresp", "text": "gresp", "tool": "gcall",
+    id_prefix: ClassVar[dict[str, str]] = {"response": "gresp", "reasoning": "gresp", "text": "gresp", "tool": "gcall",
                  "call": "gcall"}
 
     def matches(self, path: str) -> bool:

@@ -7,8 +7,9 @@ run, ``use_case_script`` before each case.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from conformance.modelserver.script import ModelScript, ScriptError, default_script, load_script
 from conformance.modelserver.server import ModelServer

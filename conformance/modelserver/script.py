@@ -28,11 +28,11 @@ is tried in order against the user's last prompt before ``replies``.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
-
-import re
+from typing import Any
 
 import yaml
 
@@ -106,7 +106,7 @@ class Reply:
     parts: tuple[Part, ...]
     pace: float = 0.0  # seconds between streamed deltas
 
-    def without_tools(self) -> "Reply":
+    def without_tools(self) -> Reply:
         kept = tuple(p for p in self.parts if p.kind != "tool")
         return Reply(kept or (Part("text", "Done."),), self.pace)
 
@@ -117,7 +117,7 @@ class ModelScript:
     ids: str = "unique"  # "unique" | "repeat"
     name: str = "default"
     description: str = ""
-    when: tuple[tuple["re.Pattern[str]", tuple[Reply, ...]], ...] = ()
+    when: tuple[tuple[re.Pattern[str], tuple[Reply, ...]], ...] = ()
 
     def reply_for(self, round_: int, prompt: str = "") -> Reply:
         """The reply to the ``round_``-th request of a turn (0 = answering the prompt)."""

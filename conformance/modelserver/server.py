@@ -20,11 +20,20 @@ import json
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 
-from conformance.modelserver.apis import HARMLESS_TOOLS, Item, Plan, Request, Shape, \
-    fit_arguments, shape_for, split_deltas
+from conformance.modelserver.apis import (
+    HARMLESS_TOOLS,
+    Item,
+    Plan,
+    Request,
+    Shape,
+    fit_arguments,
+    shape_for,
+    split_deltas,
+)
 from conformance.modelserver.script import ModelScript, default_script
 
 DUMMY_KEY = "acp-conformance-dummy-key"
@@ -42,6 +51,8 @@ class ModelServer:
         self._log: list[dict[str, Any]] = []
         self._dropped = 0
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._streaming = 0  # responses being streamed right now
         self._counter = itertools.count(1)
         self._requests = itertools.count(1)
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
@@ -57,7 +68,7 @@ class ModelServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "ModelServer":
+    def start(self) -> ModelServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         kwargs={"poll_interval": 0.1},
                                         name="model-server", daemon=True)
@@ -71,10 +82,10 @@ class ModelServer:
             self._thread = None
         self._httpd.server_close()
 
-    def __enter__(self) -> "ModelServer":
+    def __enter__(self) -> ModelServer:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- per case --------------------------------------------------------
@@ -92,6 +103,20 @@ class ModelServer:
                 log.append({"dropped": self._dropped})
                 self._dropped = 0
         return log
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no response is being streamed; False if one still is after ``timeout``."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._streaming == 0, timeout)
+
+    def _stream_started(self) -> None:
+        with self._idle:
+            self._streaming += 1
+
+    def _stream_ended(self) -> None:
+        with self._idle:
+            self._streaming -= 1
+            self._idle.notify_all()
 
     def env(self) -> dict[str, str]:
         """The variables that point the usual SDKs at this server, with dummy keys."""
@@ -205,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     timeout = 60  # an idle keep-alive connection is closed after this
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # the request log replaces the access log
 
     # -- plumbing ------------------------------------------------------------
@@ -265,23 +290,24 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     # -- verbs -----------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+    def do_GET(self) -> None:
         model = self.server.model
         number = model.next_request_number()
         path = self.path.split("?", 1)[0]
+        body: dict[str, Any]
         if path.endswith("/models"):
             body = {"object": "list", "data": [{"id": "scripted", "object": "model",
                                                  "owned_by": "acp-conformance"}],
                     "models": [{"name": "models/scripted",
                                 "supportedGenerationMethods": ["generateContent"]}]}
-            self._send_json(200, body)
             status = 200
         else:
-            self._send_json(404, {"error": {"message": f"no such endpoint: GET {path}"}})
+            body = {"error": {"message": f"no such endpoint: GET {path}"}}
             status = 404
         model.record({"n": number, "method": "GET", "path": path, "status": status})
+        self._send_json(status, body)
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+    def do_POST(self) -> None:
         model = self.server.model
         number = model.next_request_number()
         path = self.path.split("?", 1)[0]
@@ -292,17 +318,17 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(body, dict):
                 raise ValueError("request body is not a JSON object")
         except (ValueError, OSError, zlib.error, UnicodeDecodeError) as exc:
-            self._send_json(400, {"error": {"message": f"bad request: {exc}"}})
             model.record({**entry, "status": 400, "error": str(exc)[:200]})
+            self._send_json(400, {"error": {"message": f"bad request: {exc}"}})
             return
-        if path.endswith(":countTokens") or path.endswith("/count_tokens"):
-            self._send_json(200, {"totalTokens": 10, "input_tokens": 10})
+        if path.endswith((":countTokens", "/count_tokens")):
             model.record({**entry, "status": 200, "api": "count-tokens"})
+            self._send_json(200, {"totalTokens": 10, "input_tokens": 10})
             return
         shape = shape_for(path)
         if shape is None:
-            self._send_json(404, {"error": {"message": f"no such endpoint: POST {path}"}})
             model.record({**entry, "status": 404})
+            self._send_json(404, {"error": {"message": f"no such endpoint: POST {path}"}})
             return
         req = shape.parse(path, body)
         plan, notes = model.plan(shape, req, number)
@@ -317,7 +343,11 @@ class _Handler(BaseHTTPRequestHandler):
         entry["status"] = 200
         model.record(entry)  # now, so the log keeps request order; completion is filled in
         if req.stream:
-            entry["completed"] = self._send_stream(shape.events(plan, req), plan.pace)
+            model._stream_started()
+            try:
+                entry["completed"] = self._send_stream(shape.events(plan, req), plan.pace)
+            finally:
+                model._stream_ended()
         else:
-            self._send_json(200, shape.complete(plan, req))
             entry["completed"] = True
+            self._send_json(200, shape.complete(plan, req))
