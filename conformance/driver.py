@@ -202,14 +202,17 @@ class ClientDriver:
         turn's tail, not in the next turn.
         """
         assert self.proc is not None
-        while True:
+        deadline = time.monotonic() + self.turn_timeout  # an agent that never stops writing
+        while (remaining := deadline - time.monotonic()) > 0:
             try:
-                entry = self.proc.receive(quiet)
+                entry = self.proc.receive(min(quiet, remaining))
             except (TargetTimeout, TargetExited):
                 return
             if entry.error is None and entry.msg is not None:
                 for msg in entry.msg if isinstance(entry.msg, list) else [entry.msg]:
                     self._dispatch(entry, msg, None)
+        self.note("grace window cut at --turn-timeout: the agent kept writing",
+                  {"turn_timeout": self.turn_timeout})
 
     def load(self) -> None:
         sid = self._sid()

@@ -101,6 +101,20 @@ def test_streams_chunks_forever(tmp_path: Path) -> None:
     assert_contained(run, waited=turn, grace_rounds=2)
 
 
+def test_streams_forever_after_a_cancelled_turn(tmp_path: Path) -> None:
+    turn = 2.0
+    run = run_agent("streams_after_cancel", tmp_path, timeout=TIMEOUT, case="cancel-mid-turn",
+                    extra=["--turn-timeout", str(turn)])
+    assert run.returncode == 1, run.stderr
+    only(run, "MID-A-09/after-cancel")
+    f = only(run, "TARGET/hang")
+    assert "lines kept coming" in f["message"]
+    notes = [e["data"].get("note", "") for e in run.harness_events("note")]
+    assert any("grace window cut at --turn-timeout" in n for n in notes), notes
+    # The grace window after the cancel and the next prompt's wait: two deadlines at most.
+    assert_contained(run, waited=2 * turn, grace_rounds=2)
+
+
 def test_writes_100mb_line_without_newline(tmp_path: Path) -> None:
     run = run_agent("huge_line", tmp_path, timeout=TIMEOUT)
     assert run.returncode == 1, run.stderr
