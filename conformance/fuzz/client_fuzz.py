@@ -79,14 +79,37 @@ def client_target(ns: argparse.Namespace) -> ClientTarget:
 # -- strategies ------------------------------------------------------------------
 
 def client_streams(*, protocol: int) -> Any:
-    """One turn for the double: a valid stream, or one with a malformed ID (shrinks to
-    valid, then to one message of one plain-ID chunk)."""
+    """One turn for the double: a valid stream, a run of look-alike IDs, or a stream with
+    a malformed ID (shrinks to valid, then to one message of one plain-ID chunk)."""
     from hypothesis import strategies as st
 
     from conformance.fuzz.strategies import chunk_streams, mutated_chunk_streams
 
     valid = chunk_streams(protocol=protocol, max_messages=5)
-    return st.one_of(valid, mutated_chunk_streams(valid))
+    return st.one_of(valid, look_alike_streams(), mutated_chunk_streams(valid))
+
+
+def look_alike_streams() -> Any:
+    """Consecutive messages of one kind whose IDs are distinct members of one opacity
+    family (case, whitespace, Unicode forms, numeric look-alikes): what a client that
+    transforms IDs merges. The family members are drawn, so every family is reachable."""
+    from hypothesis import strategies as st
+
+    from conformance.fuzz.strategies import id_families
+
+    @st.composite
+    def build(draw: Any) -> list[dict[str, Any]]:
+        family = draw(id_families(), label="family")
+        members = draw(st.lists(st.sampled_from(family), min_size=2, max_size=len(family),
+                                unique=True), label="members")
+        kind = draw(st.sampled_from(("agent", "thought")), label="kind")
+        steps: list[dict[str, Any]] = []
+        for member in members:
+            for _ in range(draw(st.integers(1, 2), label="chunks")):
+                steps.append({kind: f"o{len(steps) + 1}. ", "id": member})
+        return steps
+
+    return build()
 
 
 # -- one example -------------------------------------------------------------------

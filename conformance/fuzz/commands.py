@@ -105,8 +105,9 @@ def cmd_fuzz(argv: Sequence[str]) -> int:
     except ValueError as exc:
         raise cli.UsageError(str(exc)) from None
     options = cli._options(ns)
+    shape = f", up to {effort.steps} steps each" if ns.agent else ", one turn each"
     print(f"acp-conformance fuzz: seed {seed}, effort {effort.name} "
-          f"({effort.max_examples} runs, up to {effort.steps} steps each"
+          f"({effort.max_examples} runs{shape}"
           + (f", {effort.time_budget:.0f} s budget" if effort.time_budget else "") + ")",
           flush=True)
     progress = settings.progress_stream(True)
@@ -146,7 +147,9 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, cwd_hint: str | N
 
     directory = ns.regressions or regressions.DEFAULT_DIR
     side = "agent" if result.role == "agent" else "client"
-    print(f"{result.examples} generated run(s) in {result.elapsed:.1f} s, "
+    runs = ("generated run(s)" if result.role == "agent"
+            else "run(s), generated and shrinking")
+    print(f"{result.examples} {runs} in {result.elapsed:.1f} s, "
           f"{result.processes} process(es) started")
     for note in result.notes:
         print(f"note: {note}")

@@ -225,6 +225,27 @@ def read(path: Path) -> Regression:
     return reg
 
 
+def expected_fingerprint(reg: Regression) -> str:
+    """The fingerprint a file's own content gives (its name, unless it was renamed)."""
+    from conformance.results import Outcome
+
+    finding = reg.header["finding"]
+    evidence = finding.get("evidence") if isinstance(finding.get("evidence"), dict) else {}
+    recorded = Finding(reg.requirement, Outcome(finding.get("outcome", "fail")),
+                       str(finding.get("message", "")),
+                       entries=tuple(int(e) for e in evidence.get("entries", [])))
+    if reg.role == "agent":
+        from conformance.fuzz.steps import shape
+
+        counterexample: Any = [shape(s) for s in reg.steps]
+    else:
+        from conformance.fuzz.client_fuzz import stream_shape
+
+        counterexample = stream_shape(reg.stream)
+    return fingerprint(reg.requirement, failure_shape(reg.role, reg.protocol, counterexample,
+                                                      recorded, reg.entries))
+
+
 def files(paths: Iterable[Path]) -> list[Path]:
     """Regression files named by the user: files, and the *.jsonl in folders."""
     out: list[Path] = []
@@ -287,5 +308,6 @@ def regrade_offline(reg: Regression, *, options: Options, strict: bool) -> list[
 
 
 __all__ = ["DEFAULT_DIR", "FIXED", "NOT_REPLAYED", "STILL_FAILING", "Regression",
-           "RegressionError", "Saved", "Verdict", "entry_shape", "failure_shape", "files",
+           "RegressionError", "Saved", "Verdict", "entry_shape", "expected_fingerprint",
+           "failure_shape", "files",
            "fingerprint", "from_entries", "read", "replay_agent", "save"]

@@ -1,0 +1,187 @@
+"""Fuzzer throughput and time to first failure, against baselines measured in the same run.
+
+Three parts:
+
+* **Streams per second through a client.** The same deterministic generated
+  streams (``strategies.example_streams``) are played by the agent double to the
+  reference client, first in-process through the adapter API (the baseline), then
+  to the reference client *process* over real pipes (the double is a process the
+  client spawns; the client is driven through a pty with its profile). Each stream
+  is one fuzz example: start, one turn, observe, stop, grade.
+* **Generated runs per second against the reference agent** (the ci effort), the
+  agent-side baseline: one run starts an agent, opens a session and plays up to
+  ``steps`` rules.
+* **Time to first failure** for every broken agent (fixtures/agents/manifest.yaml)
+  and broken client (fixtures/clients, through its adapter), with ``strict``, a
+  fixed seed and the dev effort (each run stops at its first broken rule), never
+  told which rule: the seconds until the first violation, the
+  same in baseline runs (how many reference runs' worth of time the search took),
+  the total with shrinking, the rule found and the size of the shrunk
+  counterexample.
+
+    python3 -m bench.fuzz_throughput              # everything (several minutes)
+    python3 -m bench.fuzz_throughput --quick      # a smoke run
+    python3 -m bench.fuzz_throughput --agents numeric_id,late_replay --clients trimmed
+
+It prints lines and ratios only; it writes nothing (``--json PATH`` to keep them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.common import REPO_ROOT, ratio_line
+from conformance.checks import Options
+from conformance.cli import reference_agent_command
+from conformance.client.profile import load as load_profile
+from conformance.client.runner import reference_client
+from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
+from conformance.fuzz.client_fuzz import ClientTarget, play_stream, run_client_fuzz, stream_of
+from conformance.fuzz.settings import get_effort
+from conformance.fuzz.steps import AgentTarget
+from conformance.fuzz.strategies import example_streams
+
+REFERENCE_ADAPTER = "conformance.client.reference:make_client"
+SKIP_AGENTS = {"llm_agent"}  # needs --model-server; not a message-ID fault of its own
+
+
+def streams(count: int, seed: int) -> list[tuple[int, list[Any]]]:
+    out = []
+    for i in range(count):
+        protocol = 1 + i % 2
+        (steps,) = example_streams(protocol=protocol, seed=seed + i, count=1)
+        out.append((protocol, steps))
+    return out
+
+
+def per_second(target: ClientTarget, items: list[tuple[int, list[Any]]]) -> tuple[float, float]:
+    """(streams per second, mean seconds per stream) playing ``items`` to ``target``."""
+    start = time.perf_counter()
+    for protocol, steps in items:
+        run = play_stream(target, protocol, stream_of(protocol, steps), options=Options())
+        assert not run.note.startswith("aborted"), run.note
+    elapsed = time.perf_counter() - start
+    return len(items) / elapsed, elapsed / len(items)
+
+
+def broken_agents(only: list[str] | None) -> list[str]:
+    manifest = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
+    names = [fx["name"] for fx in manifest["fixtures"]
+             if (REPO_ROOT / "fixtures" / "agents" / f"{fx['name']}.py").is_file()
+             and fx["name"] not in SKIP_AGENTS]
+    return [n for n in names if only is None or n in only]
+
+
+def broken_clients(only: list[str] | None) -> list[str]:
+    manifest = yaml.safe_load((REPO_ROOT / "fixtures" / "clients" / "manifest.yaml").read_text())
+    names = [Path(c["file"]).stem for c in manifest["clients"]
+             if "def make_client" in (REPO_ROOT / "fixtures" / "clients" / c["file"]).read_text()]
+    return [n for n in names if only is None or n in only]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--quick", action="store_true", help="a smoke run: few streams and targets")
+    p.add_argument("--streams", type=int, default=40, help="streams per client path (adapter)")
+    p.add_argument("--pty-streams", type=int, default=8, help="streams through the pty path")
+    p.add_argument("--seed", type=int, default=1, help="the seed of every fuzz run")
+    p.add_argument("--effort", default="dev",
+                   help="effort of the time-to-first-failure runs (each stops at its first "
+                        "broken rule; default dev)")
+    p.add_argument("--agents", help="comma-separated broken agents (default: all)")
+    p.add_argument("--clients", help="comma-separated broken clients (default: all)")
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    ns = p.parse_args(argv)
+    if ns.quick:
+        ns.streams, ns.pty_streams = 6, 2
+        ns.agents = ns.agents or "numeric_id,update_after_cancel"
+        ns.clients = ns.clients or "sorted_by_id"
+    effort = get_effort(ns.effort)
+    baseline_effort = get_effort("ci")
+    figures: dict[str, Any] = {"agents": {}, "clients": {}}
+    state = tempfile.mkdtemp(prefix="acp-bench-state-")
+    env = {"ACP_REFERENCE_STATE_DIR": state}
+    os.environ.update(env)
+
+    print(f"fuzz throughput (seed {ns.seed}, effort {effort.name}, {os.cpu_count()} CPUs)")
+    # -- client paths ---------------------------------------------------------------
+    items = streams(ns.streams, ns.seed)
+    adapter = ClientTarget("reference client (adapter)", adapter=REFERENCE_ADAPTER)
+    rate_adapter, mean_adapter = per_second(adapter, items)
+    command, _ = reference_client()
+    profile = load_profile(REPO_ROOT / "fixtures" / "clients" / "reference.yaml")
+    pty = ClientTarget("reference client (pty, pipes)", command=command, profile=profile)
+    rate_pty, mean_pty = per_second(pty, items[: ns.pty_streams])
+    print(f"streams/s, reference client in-process (adapter): {rate_adapter:.1f} "
+          f"({mean_adapter * 1000:.0f} ms per stream, {len(items)} streams)")
+    print(f"streams/s, reference client process over pipes (pty): {rate_pty:.2f} "
+          f"({mean_pty * 1000:.0f} ms per stream, {ns.pty_streams} streams)")
+    print(ratio_line("pty-per-stream/adapter-per-stream", mean_pty / mean_adapter, None))
+    figures["streams_per_s"] = {"adapter": rate_adapter, "pty": rate_pty}
+
+    # -- agent baseline -------------------------------------------------------------------
+    reference = AgentTarget(reference_agent_command(), "reference agent", env)
+    base = run_agent_fuzz(AgentFuzzConfig(reference, strict=True), baseline_effort, ns.seed)
+    assert not base.failures, [f.requirement for f in base.failures]
+    per_run = base.elapsed / max(1, base.examples)
+    print(f"generated runs/s, reference agent: {base.examples / base.elapsed:.2f} "
+          f"({per_run:.2f} s per run, {base.processes} processes for {base.examples} runs)")
+    figures["agent_runs_per_s"] = base.examples / base.elapsed
+
+    # -- time to first failure: agents ------------------------------------------------------
+    print("\ntime to first failure, broken agents (strict, never told the rule):")
+    print(f"  {'agent':<32} {'first':>7} {'x run':>6} {'total':>7}  found (shrunk steps)")
+    for name in broken_agents(ns.agents.split(",") if ns.agents else None):
+        target = AgentTarget([sys.executable, str(REPO_ROOT / "fixtures" / "agents" /
+                                                  f"{name}.py")], name, env)
+        r = run_agent_fuzz(AgentFuzzConfig(target, strict=True, max_failures=1), effort, ns.seed)
+        first = r.time_to_first_failure
+        found = (f"{r.failures[0].requirement} ({len(r.failures[0].steps)} steps)"
+                 if r.failures else "nothing")
+        shown = f"{first:7.2f}" if first is not None else "      -"
+        runs = f"{first / per_run:6.1f}" if first is not None else "     -"
+        print(f"  {name:<32} {shown} {runs} {r.elapsed:7.2f}  {found}")
+        figures["agents"][name] = {"first": first, "total": r.elapsed, "found": found}
+    # -- time to first failure: clients ------------------------------------------------------
+    print("\ntime to first failure, broken clients through the adapter (strict):")
+    print(f"  {'client':<32} {'first':>7} {'x play':>6} {'total':>7}  found (shrunk steps)")
+    for name in broken_clients(ns.clients.split(",") if ns.clients else None):
+        spec = f"{REPO_ROOT / 'fixtures' / 'clients' / name}.py:make_client"
+        r = run_client_fuzz(ClientTarget(name, adapter=spec), effort, ns.seed, strict=True,
+                            max_failures=1)
+        first = r.time_to_first_failure
+        found = (f"{r.failures[0].requirement} ({len(r.failures[0].stream['steps'])} steps)"
+                 if r.failures else "nothing")
+        shown = f"{first:7.2f}" if first is not None else "      -"
+        plays = f"{first / mean_adapter:6.1f}" if first is not None else "     -"
+        print(f"  {name:<32} {shown} {plays} {r.elapsed:7.2f}  {found}")
+        figures["clients"][name] = {"first": first, "total": r.elapsed, "found": found}
+    found_agents = [n for n, f in figures["agents"].items() if f["first"] is not None]
+    found_clients = [n for n, f in figures["clients"].items() if f["first"] is not None]
+    if figures["agents"]:
+        ttff = (statistics.median(figures["agents"][n]["first"] for n in found_agents)
+                if found_agents else float("nan"))
+        print(ratio_line("median-agent-first-failure/reference-run", ttff / per_run, None,
+                         f"{len(found_agents)}/{len(figures['agents'])} agents found"))
+    if figures["clients"]:
+        ttff_c = (statistics.median(figures["clients"][n]["first"] for n in found_clients)
+                  if found_clients else float("nan"))
+        print(ratio_line("median-client-first-failure/reference-play", ttff_c / mean_adapter,
+                         None, f"{len(found_clients)}/{len(figures['clients'])} clients found"))
+    if ns.json:
+        ns.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
