@@ -389,6 +389,8 @@ def reference_agent_command() -> list[str]:
 def cmd_demo(ns: argparse.Namespace) -> int:
     print("Running the agent suite against the bundled reference agent.\n")
     status = cmd_agent(ns, reference_agent_command(), "acp-conformance reference agent")
+    if status > EXIT_INTERNAL:  # interrupted (128 + signal): the client suite does not start
+        return status
     print("\nRunning the client suite against the bundled reference client (through a pty).\n")
     from conformance.client.runner import reference_client
 
@@ -407,6 +409,7 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
     from conformance.client.adapter import AdapterError
     from conformance.client.profile import ProfileError, load
     from conformance.client.runner import ClientRun, ClientSetupError, run_client_suite
+    from conformance.runner import RunInterrupted
     from conformance.progress import Progress
 
     _check_run_options(ns)
@@ -431,9 +434,12 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
                     adapter=ns.client_adapter if not command else None, profile=profile,
                     timeout=ns.timeout, strict=ns.strict, transcripts=ns.transcripts,
                     env=_env(ns.agent_env), progress=progress if progress.enabled else None,
-                    turn_timeout=ns.turn_timeout)
+                    turn_timeout=ns.turn_timeout, handle_signals=True)
     try:
         result = run_client_suite(run, cases, label or command or ns.client_adapter)
+    except RunInterrupted as exc:
+        progress.close()
+        return _interrupted(ns, exc, baseline=baseline, cases=all_cases)
     except (ClientSetupError, AdapterError, ProfileError) as exc:
         raise UsageError(str(exc)) from None
     finally:

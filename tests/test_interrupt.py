@@ -87,6 +87,35 @@ def test_signal_mid_run_ends_target_and_writes_what_was_graded(tmp_path: Path,
                if isinstance(e.msg, dict))
 
 
+def test_ctrl_c_in_the_client_suite_ends_the_client_and_writes_reports(tmp_path: Path) -> None:
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    client = REPO_ROOT / "fixtures" / "hostile" / "clients" / "never_ready.py"
+    args = ["--client", f"{sys.executable} {client} --agent-cmd {{agent}}",
+            "--client-profile", str(REPO_ROOT / "fixtures" / "clients" / "reference.yaml"),
+            "--protocol", "1", "--case", "client-grouping", "--timeout", "60",
+            "--agent-env", f"HOSTILE_READY_FIFO={fifo}",
+            "--json", str(tmp_path / "report.json"), "--junit", str(tmp_path / "report.xml"),
+            "--transcripts", str(tmp_path / "transcripts"), "--no-color"]
+    proc = start_cli(args, tmp_path)
+    client_pid = int(wait_ready(fifo).split()[1])
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    run = finish_cli(proc, tmp_path, signalled)
+    assert run.returncode == 130, run.stderr
+    assert run.elapsed < 15, f"took {run.elapsed:.1f} s to stop after Ctrl-C"
+    assert "interrupted by SIGINT" in run.stderr and "Traceback" not in run.stderr
+    assert not group_alive(client_pid), "the client's process group survived Ctrl-C"
+    assert run.report is not None
+    [case] = run.report["cases"]
+    assert "interrupted by SIGINT" in case["note"]
+    assert not [r for r in run.report["results"] if r["requirement"] == "MID-C-08/hang"
+                and r["outcome"] == "fail"]  # the user stopped it: no hang is blamed
+    ET.parse(tmp_path / "report.xml")
+    [path] = run.transcripts
+    tmod.load(path)
+
+
 def test_killed_suite_leaves_previous_report_untouched(tmp_path: Path) -> None:
     """SIGKILL (no cleanup at all): the previous report stays whole, no torn transcript."""
     previous = '{"previous": "run"}\n'

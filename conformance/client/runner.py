@@ -54,6 +54,7 @@ class ClientRun:
     env: Mapping[str, str] = field(default_factory=dict)
     max_output: int = 8 * 1024 * 1024
     turn_timeout: float | None = None  # longest single wait; None: 6 x timeout
+    handle_signals: bool = False  # SIGINT/SIGTERM end the run cleanly (RunInterrupted)
     progress: Callable[[int, int, str], None] | None = None
 
 
@@ -100,18 +101,27 @@ def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -
     for c in client_cases:
         check_case(c)
     plan = [(p, c) for p in run.protocols for c in client_cases if c.applies_to(p, profile_name)]
-    for i, (protocol, case) in enumerate(plan):
-        if run.progress:
-            run.progress(i, len(plan), f"{case.id} v{protocol}")
-        result.cases.append(run_client_case(run, case, protocol, target_label))
+    from conformance.runner import RunInterrupted, _Signals
+
+    with _Signals(run.handle_signals) as signals:
+        for i, (protocol, case) in enumerate(plan):
+            if signals.signum:
+                break
+            if run.progress:
+                run.progress(i, len(plan), f"{case.id} v{protocol}")
+            result.cases.append(run_client_case(run, case, protocol, target_label,
+                                                signals=signals))
     for c in result.cases:
         if c.target_info:
             result.target_info = dict(c.target_info)
             break
+    if signals.signum:
+        raise RunInterrupted(result, signals.signum)
     return result
 
 
-def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str) -> CaseResult:
+def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str, *,
+                    signals: Any = None) -> CaseResult:
     name = f"{case.id}@v{protocol}"
     transcript = Transcript({"role": "client", "protocol": protocol,
                              "profile": run.options.profile.name, "target": target_label,
@@ -149,16 +159,29 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
                                env=run.env, cwd=workdir, max_output=run.max_output,
                                turn_timeout=run.turn_timeout)
         try:
-            for step in case.drive:
-                if step == "start":
-                    client.start()
-                elif step == "restart":
-                    client.stop()
-                    client.start()
-                else:
-                    turn = build_turn(case, step["play"], protocol, ids)
-                    current[0] = turn
-                    client.play(turn)
+            try:
+                if signals is not None:
+                    signals.driving = True
+                for step in case.drive:
+                    if step == "start":
+                        client.start()
+                    elif step == "restart":
+                        client.stop()
+                        client.start()
+                    else:
+                        turn = build_turn(case, step["play"], protocol, ids)
+                        current[0] = turn
+                        client.play(turn)
+            finally:
+                if signals is not None:
+                    signals.driving = False
+        except KeyboardInterrupt:
+            if signals is None or not signals.enabled:
+                raise
+            cr.note = (f"aborted: interrupted by {signal.Signals(signals.signum or 2).name}; "
+                       "graded what was recorded")
+            transcript.add(0, "harness", "harness", event="note",
+                           data={"note": "interrupted", "signal": signals.signum})
         except ClientAborted as exc:
             cr.note = f"aborted: {exc}"
         finally:
