@@ -31,7 +31,7 @@ from typing import Any
 from hypothesis import reject
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
-from hypothesis.errors import Unsatisfiable
+from hypothesis.errors import Flaky, Unsatisfiable
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -44,7 +44,7 @@ from hypothesis.stateful import (
 from conformance.checks import Options, grade
 from conformance.driver import DriveAborted, NotTestable
 from conformance.fuzz.prompts import prompt_specs
-from conformance.fuzz.settings import Budget, Effort, hypothesis_settings
+from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
 from conformance.fuzz.shrink import shrink_steps
 from conformance.fuzz.steps import (
     AgentTarget,
@@ -119,6 +119,7 @@ class FuzzResult:
     notes: list[str] = field(default_factory=list)
     coverage: dict[int, dict[str, Finding]] = field(default_factory=dict)
     protocols: tuple[int, ...] = ()
+    replay_with: dict[str, Any] = field(default_factory=dict)  # how to reach the target again
 
     @property
     def failed(self) -> bool:
@@ -245,11 +246,10 @@ class AgentMachine(RuleBasedStateMachine):
     def start(self, data: st.DataObject) -> None:
         ctx = self.ctx
         protocol = data.draw(st.sampled_from(self.config.protocols), label="protocol")
+        if ctx.enough():
+            raise StopFuzzing()  # budget spent or enough rules broke: the search ends here
         if protocol in ctx.unsupported:
             reject()  # this version was refused once: never counts as a run
-        if ctx.enough():
-            self.ended = True  # budget spent: an empty run (idle steps), no process
-            return
         ctx.budget.example_started()
         self.protocol = protocol
         target = self.config.target
@@ -388,6 +388,11 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
         try:
             run_state_machine_as_test(hypothesis_seed(seed)(factory),
                                       settings=hypothesis_settings(effort, shrink=False))
+        except StopFuzzing:
+            pass
+        except Flaky:  # the agent answered a repeated run differently (timing): keep what we have
+            result.notes.append("generation stopped early: the agent did not repeat a run "
+                                "the same way (its behaviour depends on timing)")
         except Unsatisfiable:
             if not ctx.failures:
                 why = "; ".join(list(ctx.unsupported.values()) + ctx.aborts)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +42,13 @@ class ClientTarget:
     profile: Any = None  # conformance.client.profile.Profile
     env: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 5.0
+    profile_path: str | None = None
+
+    def replay_with(self) -> dict[str, Any]:
+        """What a regression file records to reach this client again."""
+        if self.adapter and not self.command:
+            return {"client_adapter": self.adapter}
+        return {"client": self.command, "client_profile": self.profile_path}
 
 
 def client_target(ns: argparse.Namespace) -> ClientTarget:
@@ -73,7 +82,8 @@ def client_target(ns: argparse.Namespace) -> ClientTarget:
         except AdapterError as exc:
             raise cli.UsageError(str(exc)) from None
     return ClientTarget(ns.client or ns.client_adapter, ns.client, ns.client_adapter, profile,
-                        cli._env(ns.agent_env), ns.timeout)
+                        cli._env(ns.agent_env), ns.timeout,
+                        str(ns.client_profile) if ns.client_profile is not None else None)
 
 
 # -- strategies ------------------------------------------------------------------
@@ -164,17 +174,18 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
                     strict: bool = False, max_failures: int | None = None,
                     progress: Any = None) -> FuzzResult:
     """Fuzz one client; Hypothesis shrinks every broken rule's stream."""
-    from hypothesis import given, reject
+    from hypothesis import given
     from hypothesis import seed as hypothesis_seed
     from hypothesis import strategies as st
     from hypothesis.errors import Unsatisfiable
 
     from conformance.fuzz.agent_machine import merge_coverage
-    from conformance.fuzz.settings import hypothesis_settings
+    from conformance.fuzz.settings import StopFuzzing, hypothesis_settings
 
     options = options or Options()
     budget = Budget(effort, label="client", stream=progress)
-    result = FuzzResult("client", target.label, seed, effort, protocols=tuple(protocols))
+    result = FuzzResult("client", target.label, seed, effort, protocols=tuple(protocols),
+                        replay_with=target.replay_with())
     smallest: dict[tuple[str, int], Failure] = {}
     coverage: dict[int, dict[str, Any]] = {}
 
@@ -187,7 +198,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
     def fuzz(data: Any) -> None:
         protocol = data.draw(st.sampled_from(tuple(protocols)), label="protocol")
         if budget.spent() and not smallest:
-            reject()
+            raise StopFuzzing()
         steps = data.draw(client_streams(protocol=protocol), label="stream")
         budget.example_started()
         budget.processes += 0 if target.adapter else 1
@@ -207,6 +218,8 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
 
     try:
         fuzz()
+    except StopFuzzing:
+        pass
     except Unsatisfiable:
         result.notes.append("no example could be played (every one was rejected)")
     except BaseException as exc:
@@ -276,9 +289,20 @@ def replay_client(reg: Any, ns: argparse.Namespace, *, options: Options, strict:
                   attempts: int = 1) -> Any:
     from conformance.fuzz import regressions
 
-    if not (ns.client or ns.client_adapter):
-        raise _usage(f"{reg.path}: a client regression replays against --client CMD or "
-                     "--client-adapter MODULE:FACTORY")
+    if not (ns.client or ns.client_adapter):  # the client the file was found on
+        recorded = reg.header.get("replay_with")
+        if not isinstance(recorded, dict) or not (recorded.get("client")
+                                                  or recorded.get("client_adapter")):
+            raise _usage(f"{reg.path}: no --client or --client-adapter given and no client "
+                         "recorded in the file")
+        profile = recorded.get("client_profile")
+        client = recorded.get("client")
+        if isinstance(client, str):  # clients start in a scratch folder: paths made absolute
+            client = shlex.join(os.path.abspath(w) if not os.path.isabs(w) and
+                                os.path.exists(w) else w for w in shlex.split(client))
+        ns = argparse.Namespace(**{**vars(ns), "client": client,
+                                   "client_adapter": recorded.get("client_adapter"),
+                                   "client_profile": Path(profile) if profile else None})
     target = client_target(ns)
     steps = reg.stream.get("steps")
     if not isinstance(steps, list):

@@ -105,6 +105,10 @@ def cmd_fuzz(argv: Sequence[str]) -> int:
     except ValueError as exc:
         raise cli.UsageError(str(exc)) from None
     options = cli._options(ns)
+    if ns.agent:  # a missing command is a usage error before anything heavy loads
+        from conformance.transport import split_command
+
+        split_command(ns.agent)
     shape = f", up to {effort.steps} steps each" if ns.agent else ", one turn each"
     print(f"acp-conformance fuzz: seed {seed}, effort {effort.name} "
           f"({effort.max_examples} runs{shape}"
@@ -212,6 +216,8 @@ def regression_header(f: Any, result: Any, options: Any, strict: bool) -> dict[s
         "target": result.target, "seed": result.seed, "effort": result.effort.name,
         "fuzz": f.role,
     })
+    if result.replay_with:
+        header["replay_with"] = result.replay_with
     header.pop("case", None)
     if f.role == "agent":
         header["steps"] = f.steps

@@ -89,6 +89,14 @@ def hypothesis_settings(effort: Effort, *, shrink: bool, multiple: bool = True) 
     )
 
 
+class StopFuzzing(BaseException):
+    """Ends a Hypothesis run from inside a test: the budget is spent or enough was found.
+
+    A BaseException, so Hypothesis lets it through instead of taking it for a failure
+    (and no generated example is ever judged by the clock).
+    """
+
+
 class Budget:
     """Counts examples, stops generation when the time budget is spent, and prints a
     progress line on long runs (to stderr, at most once per ``every`` seconds)."""

@@ -1,0 +1,181 @@
+"""Agent fuzzing against live processes: the reference agent and broken ones.
+
+The fuzzer is never told which rule a broken agent breaks: it runs with
+``strict`` (so SHOULD breaches count) and must come back with a rule the
+fixture's manifest names, a counterexample shrunk by replaying it, a regression
+file, and a replay that still fails on the fixture and passes on the reference.
+Runs use the ``ci`` effort with fixed seeds.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO_ROOT, run_cli
+from conformance.checks import Options
+from conformance.cli import main, reference_agent_command
+from conformance.fuzz import regressions
+from conformance.fuzz.agent_machine import AgentFuzzConfig, FuzzResult, run_agent_fuzz
+from conformance.fuzz.commands import failure_fingerprint, regression_header
+from conformance.fuzz.settings import get_effort
+from conformance.fuzz.steps import AgentTarget
+
+MANIFEST = {fx["name"]: fx for fx in yaml.safe_load(
+    (REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())["fixtures"]}
+CI = get_effort("ci")
+
+
+def fixture_target(name: str, state: Path) -> AgentTarget:
+    path = REPO_ROOT / "fixtures" / "agents" / f"{name}.py"
+    return AgentTarget([sys.executable, str(path)], name, {"ACP_REFERENCE_STATE_DIR": str(state)})
+
+
+def reference_target(state: Path) -> AgentTarget:
+    return AgentTarget(reference_agent_command(), "reference agent",
+                       {"ACP_REFERENCE_STATE_DIR": str(state)})
+
+
+def known_rules(name: str) -> set[str]:
+    """Every rule the manifest says the fixture trips, as expected or on the way."""
+    fx = MANIFEST[name]
+    out: set[str] = set()
+    for version in fx["expect"].values():
+        groups = version.get("profiles", {}).values() if "profiles" in version else [version]
+        for g in groups:
+            for rules in g.values():
+                out.update(rules)
+    for rules in (fx.get("may_also") or {}).values():
+        out.update(rules)
+    return out
+
+
+def names(found: set[str], rules: set[str]) -> bool:
+    return any(f == r or f.startswith(r + "/") for f in found for r in rules)
+
+
+def fuzz(target: AgentTarget, *, seed: int, max_failures: int | None = 1,
+         max_examples: int | None = None) -> FuzzResult:
+    effort = get_effort("ci", max_examples=max_examples)
+    return run_agent_fuzz(AgentFuzzConfig(target, strict=True, max_failures=max_failures),
+                          effort, seed)
+
+
+def test_reference_agent_survives_the_ci_profile(tmp_path: Path) -> None:
+    result = fuzz(reference_target(tmp_path), seed=20261129, max_failures=None)
+    assert result.failures == [], [(f.requirement, f.steps) for f in result.failures]
+    assert result.examples >= CI.max_examples
+    assert result.notes == []
+    passed = {r for rows in result.coverage.values() for r, f in rows.items()
+              if f.outcome.value == "pass"}
+    assert len(passed) >= 15  # the generated runs really exercised the rules
+
+
+def test_broken_agent_is_found_shrunk_saved_and_replayed(tmp_path: Path) -> None:
+    """A cancel at a generated moment: the update after the cancelled end of the turn."""
+    name = "update_after_cancel"
+    target = fixture_target(name, tmp_path / "state")
+    result = fuzz(target, seed=3)
+    assert len(result.failures) == 1
+    failure = result.failures[0]
+    assert names({failure.requirement}, known_rules(name)), failure.requirement
+    assert result.time_to_first_failure is not None
+    assert len(failure.steps) <= failure.found_steps
+    assert failure.steps[:2] == ["start", "new_session"]
+    assert any("cancel_after" in s.get("prompt", {}) for s in failure.steps[2:]
+               if isinstance(s, dict))
+
+    fp = failure_fingerprint(failure)
+    saved = regressions.save(tmp_path / "lib", fingerprint_=fp,
+                             header=regression_header(failure, result, Options(), True),
+                             entries=failure.transcript.entries)
+    assert saved.path.name == f"{fp}.jsonl" and not saved.existed
+    again = regressions.save(tmp_path / "lib", fingerprint_=fp, header={}, entries=[])
+    assert again.existed  # the same bug twice collapses into one file
+
+    reg = regressions.read(saved.path)
+    assert reg.steps == failure.steps and reg.requirement == failure.requirement
+    with_options = {"options": Options(), "strict": True, "cwd": str(tmp_path)}
+    still = regressions.replay_agent(reg, target, **with_options)
+    assert still.status == regressions.STILL_FAILING, still.note
+    fixed = regressions.replay_agent(reg, reference_target(tmp_path / "state"), **with_options)
+    assert fixed.status == regressions.FIXED, [f.message for f in fixed.findings]
+
+
+def test_a_seed_repeats_the_run(tmp_path: Path) -> None:
+    """The same seed generates the same runs: the first failing run's steps are equal."""
+    target = fixture_target("numeric_id", tmp_path)
+    config = AgentFuzzConfig(target, strict=True, max_failures=1, shrink_attempts=0)
+    runs = [run_agent_fuzz(config, get_effort("ci", max_examples=3), 99) for _ in range(2)]
+    assert runs[0].failures
+    assert [f.steps for f in runs[0].failures] == [f.steps for f in runs[1].failures]
+
+
+def test_time_budget_ends_generation(tmp_path: Path) -> None:
+    effort = get_effort("dev", time_budget=0.5)
+    result = run_agent_fuzz(AgentFuzzConfig(reference_target(tmp_path)), effort, seed=5)
+    assert result.failures == []
+    assert 1 <= result.examples < effort.max_examples
+
+
+def test_cli_fuzz_saves_and_replay_reports(tmp_path: Path) -> None:
+    agent = f"{sys.executable} fixtures/agents/numeric_id.py"
+    lib = tmp_path / "lib"
+    proc = run_cli("fuzz", "--agent", agent, "--effort", "ci", "--seed", "1234",
+                   "--max-failures", "1", "--regressions", str(lib),
+                   "--agent-env", f"ACP_REFERENCE_STATE_DIR={tmp_path}", timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "seed 1234" in proc.stdout
+    assert "FAIL MID-S-01/type" in proc.stdout
+    assert ">>" in proc.stdout  # the transcript marks the evidence
+    (saved,) = lib.glob("*.jsonl")
+    assert saved.name.startswith("mid-s-01-type-")
+
+    replay = run_cli("replay", str(lib), "--agent-env", f"ACP_REFERENCE_STATE_DIR={tmp_path}")
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+    assert replay.stdout.startswith("STILL FAILING")
+    fixed = run_cli("replay", str(saved), "--agent", f"{sys.executable} -m "
+                    "conformance.reference.agent", "--agent-env",
+                    f"ACP_REFERENCE_STATE_DIR={tmp_path}")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert fixed.stdout.startswith("FIXED")
+    check = run_cli("check", str(saved))
+    assert check.returncode == 1 and "MID-S-01/type" in check.stdout
+
+
+def test_fuzz_help_does_not_load_hypothesis() -> None:
+    code = ("import sys; from conformance.cli import main; rc = main(['fuzz', '--help']); "
+            "rc2 = main(['replay', '--help']); "
+            "print(rc, rc2, 'hypothesis' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
+                         text=True, cwd=REPO_ROOT, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "0 0 False", out.stdout + out.stderr
+    assert "--max-examples" in out.stdout and "--effort" in out.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    ([], "nothing to fuzz"),
+    (["--agent", "x", "--client", "y {agent}"], "different sides"),
+    (["--agent", "x", "--effort", "huge"], "invalid choice"),
+    (["--agent", "x", "--max-examples", "0"], "--max-examples must be at least 1"),
+    (["--agent", "no-such-agent-command-here"], "not found"),
+])
+def test_fuzz_usage_errors_are_one_line(args: list[str], message: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fuzz", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_replay_refuses_bad_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"format": "acp-conformance-transcript", "version": 1}\n')
+    assert main(["replay", str(plain), "--agent", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "not a regression file" in err and len(err.splitlines()) == 1
+    assert main(["replay", str(tmp_path / "nope.jsonl")]) == 2
+    assert "no such regression file" in capsys.readouterr().err

@@ -1,0 +1,91 @@
+"""Client fuzzing: generated streams played by the agent double against clients.
+
+In-process clients (the adapter API) make each generated turn cheap, so these
+tests fuzz the reference client and a broken one for real, shrink through
+Hypothesis, save the counterexample and replay it. One test drives a client
+process through a pty with its profile, the way a person would.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+from conftest import REPO_ROOT, run_cli
+from conformance.checks import Options
+from conformance.client.runner import reference_client
+from conformance.fuzz import regressions
+from conformance.fuzz.client_fuzz import ClientTarget, replay_client, run_client_fuzz
+from conformance.fuzz.commands import failure_fingerprint, regression_header
+from conformance.fuzz.settings import get_effort
+
+REFERENCE_ADAPTER = "conformance.client.reference:make_client"
+CI = get_effort("ci")
+
+
+def adapter(name: str) -> str:
+    return f"{REPO_ROOT / 'fixtures' / 'clients' / name}.py:make_client"
+
+
+def args(**kw: object) -> Namespace:
+    base = {"client": None, "client_adapter": None, "client_profile": None, "agent_env": [],
+            "timeout": 5.0}
+    base.update(kw)
+    return Namespace(**base)
+
+
+def test_reference_client_survives_the_ci_profile() -> None:
+    target = ClientTarget("reference client", adapter=REFERENCE_ADAPTER)
+    result = run_client_fuzz(target, CI, seed=11, strict=True)
+    assert result.failures == [], [(f.requirement, f.stream) for f in result.failures]
+    assert result.examples >= CI.max_examples
+    rows = {r for cov in result.coverage.values() for r, f in cov.items()
+            if f.outcome.value == "pass"}
+    assert {"MID-C-02/merged", "MID-C-03/content", "MID-C-08/probe"} <= rows
+
+
+def test_broken_client_is_found_shrunk_saved_and_replayed(tmp_path: Path) -> None:
+    target = ClientTarget("sorted_by_id", adapter=adapter("sorted_by_id"))
+    result = run_client_fuzz(target, CI, seed=3, strict=True, max_failures=1)
+    assert [f.requirement for f in result.failures] == ["MID-C-02/order"]
+    failure = result.failures[0]
+    # Shrunk: one or two one-chunk messages (with the echo) are enough to show the order.
+    assert len(failure.stream["steps"]) <= 2
+    assert all(len(step) == 2 for step in failure.stream["steps"])  # a text and an id
+    fp = failure_fingerprint(failure)
+    saved = regressions.save(tmp_path, fingerprint_=fp,
+                             header=regression_header(failure, result, Options(), True),
+                             entries=failure.transcript.entries)
+    reg = regressions.read(saved.path)
+    assert reg.role == "client" and reg.stream == failure.stream
+    still = replay_client(reg, args(client_adapter=adapter("sorted_by_id")), options=Options(),
+                          strict=True)
+    assert still.status == regressions.STILL_FAILING
+    fixed = replay_client(reg, args(client_adapter=REFERENCE_ADAPTER), options=Options(),
+                          strict=True)
+    assert fixed.status == regressions.FIXED
+
+
+def test_a_seed_repeats_a_client_run() -> None:
+    target = ClientTarget("sorted_by_id", adapter=adapter("sorted_by_id"))
+    runs = [run_client_fuzz(target, CI, seed=4, strict=True, max_failures=1) for _ in range(2)]
+    assert runs[0].failures
+    assert [f.stream for f in runs[0].failures] == [f.stream for f in runs[1].failures]
+
+
+def test_wire_only_client_process_through_the_cli(tmp_path: Path) -> None:
+    """No profile: the client is a real process, graded on the wire and by the probe."""
+    script = REPO_ROOT / "fixtures" / "clients" / "invents_message_id.py"
+    broken = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} --agent-cmd {{agent}}"
+    proc = run_cli("fuzz", "--client", broken, "--effort", "ci", "--seed", "2",
+                   "--max-failures", "1", "--regressions", str(tmp_path), timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL MID-C-01 (v" in proc.stdout and "seed 2" in proc.stdout
+    (saved,) = tmp_path.glob("*.jsonl")
+    still = run_cli("replay", str(saved))  # against the target recorded in the file
+    assert still.returncode == 1 and still.stdout.startswith("STILL FAILING"), still.stdout
+    command, _ = reference_client()
+    fixed = run_cli("replay", str(saved), "--client", command)
+    assert fixed.returncode == 0 and fixed.stdout.startswith("FIXED"), fixed.stdout
