@@ -38,10 +38,10 @@ def console_summary(result: RunResult, *, colour: bool | None = None, verbose: b
     for req in sorted(by_req):
         fs = by_req[req]
         worst = max(fs, key=lambda f: SEVERITY[f.outcome])
-        counts = defaultdict(int)
+        per: dict[Outcome, int] = defaultdict(int)
         for f in fs:
-            counts[f.outcome] += 1
-        tally = " ".join(f"{n} {o.value}" for o, n in sorted(counts.items(),
+            per[f.outcome] += 1
+        tally = " ".join(f"{n} {o.value}" for o, n in sorted(per.items(),
                                                              key=lambda kv: -SEVERITY[kv[0]]))
         label = _colour(colour, worst.outcome, f"{worst.outcome.value.upper():<14}")
         line = f"{label} {req:<{width}}  {tally}"
@@ -50,8 +50,8 @@ def console_summary(result: RunResult, *, colour: bool | None = None, verbose: b
                 f" [{worst.case}]" if worst.case else "")
             line += f"\n{'':15} {safe(worst.message)}{where}"
         lines.append(line)
-    counts = result.counts()
+    totals = result.counts()
     lines.append("")
-    lines.append("summary: " + ", ".join(f"{counts[o.value]} {o.value}" for o in Outcome))
+    lines.append("summary: " + ", ".join(f"{totals[o.value]} {o.value}" for o in Outcome))
     lines.append("verdict: " + ("FAIL" if result.failed else "PASS"))
     return "\n".join(lines)
