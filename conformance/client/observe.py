@@ -291,12 +291,16 @@ def shown_from(data: Iterable[Any]) -> list[Shown]:
 
 
 def tokenize(text: str, known: dict[str, list[str]]) -> list[tuple[int, str]]:
-    """(position, sent text) for each sent text recognised in ``text``, longest match first."""
+    """(position, sent text) for each sent text recognised in ``text``, longest match first.
+
+    The last text of a shown message may lack its trailing whitespace: a client that
+    trims the end of what it displays has not lost content (acpx trims thoughts)."""
     out: list[tuple[int, str]] = []
     i = 0
     while i < len(text):
         for cand in known.get(text[i], ()):
-            if text.startswith(cand, i):
+            if text.startswith(cand, i) or (cand != cand.rstrip()
+                                            and text[i:] == cand.rstrip()):
                 out.append((i, cand))
                 i += len(cand)
                 break
