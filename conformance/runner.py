@@ -9,9 +9,10 @@ import re
 import signal
 import tempfile
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from conformance import __version__
 from conformance.cases import Case
@@ -53,13 +54,13 @@ class _Signals:
         self.driving = False
         self._old: dict[int, Any] = {}
 
-    def __enter__(self) -> "_Signals":
+    def __enter__(self) -> _Signals:  # noqa: PYI034 - typing.Self needs Python 3.11
         if self.enabled:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
 

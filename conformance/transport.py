@@ -22,8 +22,9 @@ import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from conformance.transcript import Entry, Transcript
 
@@ -39,7 +40,7 @@ _READ_SIZE = 65536
 _POLL = 0.5  # how often a blocked reader checks whether the suite has let go
 
 
-_LIVE: "set[TargetProcess]" = set()  # started and not yet closed (see close_all)
+_LIVE: set[TargetProcess] = set()  # started and not yet closed (see close_all)
 
 
 def close_all(grace: float) -> None:
@@ -112,7 +113,7 @@ class TargetProcess:
         self.max_recorded = max_recorded
         self.grace = grace
         self.write_timeout = write_timeout
-        self.inbox: "queue.Queue[Entry | None]" = queue.Queue()
+        self.inbox: queue.Queue[Entry | None] = queue.Queue()
         self.stderr_tail: deque[bytes] = deque()
         self._stderr_tail_len = 0
         self.stderr_bytes = 0  # everything the target wrote to stderr

@@ -22,14 +22,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
-from harness import Run, group_alive, run_agent  # noqa: E402
+from harness import Run, group_alive, run_agent
 
-from conformance import transcript as tmod  # noqa: E402
-from conformance.transport import TargetProcess, TargetTimeout  # noqa: E402
+from conformance import transcript as tmod
+from conformance.transport import TargetProcess, TargetTimeout
 
-TIMEOUT = 1.0  # --timeout of every run; the close grace is min(2 s, --timeout)
+# --timeout of every run: long enough for a well-behaved start on a busy machine (the
+# hostile part must be what ends the wait). The close grace is min(2 s, --timeout).
+TIMEOUT = 4.0
 GRACE = min(2.0, TIMEOUT)
-SLACK = 10.0  # start-up, grading and a loaded machine; a hang would take HANG_LIMIT
+SLACK = 15.0  # start-up, grading and a loaded machine; a hang would take HANG_LIMIT
 
 
 def assert_contained(run: Run, *, waited: float, grace_rounds: int = 1) -> None:
@@ -88,13 +90,13 @@ def test_accepts_prompt_then_goes_silent(tmp_path: Path, protocol: str) -> None:
 
 
 def test_streams_chunks_forever(tmp_path: Path) -> None:
-    turn = 2.0
+    turn = 5.0
     run = run_agent("stream_forever", tmp_path, timeout=TIMEOUT,
                     extra=["--turn-timeout", str(turn)])
     assert run.returncode == 1, run.stderr
     f = only(run, "TARGET/hang")
     assert f["evidence"]["actual"]["silence"] is False
-    assert "--turn-timeout 2" in f["message"] and "lines kept coming" in f["message"]
+    assert "--turn-timeout 5" in f["message"] and "lines kept coming" in f["message"]
     # The chunks never stop, so closing stdin does not end it: SIGTERM does.
     assert run.harness_events("exit")[-1]["data"]["ended_by"] == "sigterm"
     assert run.max_rss_mb < 250, f"peak memory {run.max_rss_mb:.0f} MB"
@@ -102,7 +104,7 @@ def test_streams_chunks_forever(tmp_path: Path) -> None:
 
 
 def test_streams_forever_after_a_cancelled_turn(tmp_path: Path) -> None:
-    turn = 2.0
+    turn = 5.0
     run = run_agent("streams_after_cancel", tmp_path, timeout=TIMEOUT, case="cancel-mid-turn",
                     extra=["--turn-timeout", str(turn)])
     assert run.returncode == 1, run.stderr
@@ -123,13 +125,15 @@ def test_writes_100mb_line_without_newline(tmp_path: Path) -> None:
     cut = re.search(r"line cap of (\d+) bytes \(the line was (\d+) bytes", f["message"])
     assert cut, f["message"]
     assert int(cut.group(1)) == 16 * 1024 * 1024
-    assert int(cut.group(2)) > 100 * 1024 * 1024
+    # Up to 100 MB: the agent may still be writing when the suite ends it.
+    assert 16 * 1024 * 1024 < int(cut.group(2)) <= 100 * 1024 * 1024 + 100
     assert "no newline" in f["message"]
     assert f["evidence"]["actual"].startswith('{"jsonrpc":"2.0","id":0,"result":{"padding":"xxx')
     assert len(f["evidence"]["actual"]) < 300  # the evidence is cut too
     # What the transcript keeps of the line is capped, and says how long it was.
     cut_entries = [e for e in _entries(run) if e.truncated]
     assert cut_entries and len(cut_entries[0].raw or "") == 16 * 1024 * 1024
+    assert cut_entries[0].truncated == int(cut.group(2))
     assert run.max_rss_mb < 250, f"peak memory {run.max_rss_mb:.0f} MB"
     assert_contained(run, waited=TIMEOUT)
 

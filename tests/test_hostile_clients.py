@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
-from harness import Run, group_alive, process_alive, run_client  # noqa: E402
+from harness import Run, group_alive, process_alive, run_client
 
-from conformance import transcript as tmod  # noqa: E402
+from conformance import transcript as tmod
 
-TIMEOUT = 1.0
-SLACK = 12.0  # start-up, the client's polite quit (2 s), ending doubles (2 s), a loaded machine
+TIMEOUT = 4.0  # long enough for a well-behaved start on a busy machine
+SLACK = 20.0  # start-up, the client's polite quit (2 s), ending doubles (2 s), a loaded machine
 
 
 def assert_contained(run: Run, *, waited: float) -> None:
@@ -59,12 +59,12 @@ def test_never_shows_ready(tmp_path: Path) -> None:
 
 
 def test_never_shows_ready_but_keeps_printing(tmp_path: Path) -> None:
-    turn = 3.0
+    turn = 5.0
     run = run_client("chatty_never_ready", tmp_path, timeout=TIMEOUT,
                      extra=["--turn-timeout", str(turn)])
     assert run.returncode == 1, run.stderr
     f = only(run, "MID-C-08/hang")
-    assert "--turn-timeout 3" in f["message"] and "output kept coming" in f["message"]
+    assert "--turn-timeout 5" in f["message"] and "output kept coming" in f["message"]
     assert "Indexing...." in f["evidence"]["actual"]["output_tail"]
     assert_contained(run, waited=turn)
 

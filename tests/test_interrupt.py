@@ -22,9 +22,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
-from harness import REPO_ROOT, agent_command, finish_cli, group_alive, start_cli  # noqa: E402
+from harness import REPO_ROOT, agent_command, finish_cli, group_alive, start_cli
 
-from conformance import transcript as tmod  # noqa: E402
+from conformance import transcript as tmod
 
 WAIT = 60.0  # how long the test waits for the agent's signal before it fails
 
@@ -64,7 +64,7 @@ def test_signal_mid_run_ends_target_and_writes_what_was_graded(tmp_path: Path,
     run = finish_cli(proc, tmp_path, signalled)
 
     assert run.returncode == 128 + sig, run.stderr
-    assert run.elapsed < 10, f"took {run.elapsed:.1f} s to stop after the signal"
+    assert run.elapsed < 20, f"took {run.elapsed:.1f} s to stop after the signal"
     assert "Traceback" not in run.stderr
     assert f"interrupted by {sig.name}" in run.stderr
     assert not group_alive(agent_pid), "the target's process group survived the interrupt"
@@ -103,7 +103,7 @@ def test_ctrl_c_in_the_client_suite_ends_the_client_and_writes_reports(tmp_path:
     proc.send_signal(signal.SIGINT)
     run = finish_cli(proc, tmp_path, signalled)
     assert run.returncode == 130, run.stderr
-    assert run.elapsed < 15, f"took {run.elapsed:.1f} s to stop after Ctrl-C"
+    assert run.elapsed < 25, f"took {run.elapsed:.1f} s to stop after Ctrl-C"
     assert "interrupted by SIGINT" in run.stderr and "Traceback" not in run.stderr
     assert not group_alive(client_pid), "the client's process group survived Ctrl-C"
     assert run.report is not None

@@ -23,11 +23,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile" / "agents"))
 
-from harness import Run, group_alive, run_agent  # noqa: E402
-from nasty_strings import HUGE, NASTY  # noqa: E402
+from harness import Run, group_alive, run_agent
+from nasty_strings import HUGE, NASTY
 
-from conformance import transcript as tmod  # noqa: E402
-from conformance.report.text import safe, xml_safe  # noqa: E402
+from conformance import transcript as tmod
+from conformance.report.text import safe, xml_safe
 
 PAYLOADS = ("<script>alert(1)</script>", "<img src=x onerror=alert(2)>")
 RAW_CONTROLS = [chr(c) for c in range(0x20) if chr(c) != "\n"] + [

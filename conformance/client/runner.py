@@ -111,9 +111,9 @@ def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -
                 run.progress(i, len(plan), f"{case.id} v{protocol}")
             result.cases.append(run_client_case(run, case, protocol, target_label,
                                                 signals=signals))
-    for c in result.cases:
-        if c.target_info:
-            result.target_info = dict(c.target_info)
+    for done in result.cases:
+        if done.target_info:
+            result.target_info = dict(done.target_info)
             break
     if signals.signum:
         raise RunInterrupted(result, signals.signum)
