@@ -386,8 +386,8 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
             return AgentMachine(ctx)
 
         try:
-            run_state_machine_as_test(hypothesis_seed(seed)(factory),
-                                      settings=hypothesis_settings(effort, shrink=False))
+            run_state_machine_as_test(  # type: ignore[no-untyped-call]  # not annotated upstream
+                hypothesis_seed(seed)(factory), settings=hypothesis_settings(effort, shrink=False))
         except StopFuzzing:
             pass
         except Flaky:  # the agent answered a repeated run differently (timing): keep what we have

@@ -93,7 +93,8 @@ def _msg_shape(msg: Any, letters: IdLetters) -> Any:
         result = msg.get("result")
         keys = sorted(result) if isinstance(result, dict) else model.json_type(result)
         return ["response", "error" if "error" in msg else keys]
-    params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+    raw = msg.get("params")
+    params: dict[str, Any] = raw if isinstance(raw, dict) else {}
     update = params.get("update")
     if method == "session/update" and isinstance(update, dict):
         kind = str(update.get("sessionUpdate"))

@@ -45,7 +45,8 @@ def describe_message(msg: Any) -> str:
     if not isinstance(msg, dict):
         return f"(a JSON {type(msg).__name__}, not an object)"
     method = msg.get("method")
-    params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+    raw = msg.get("params")
+    params: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if method is None:
         rid = json.dumps(msg.get("id"))
         if "error" in msg:

@@ -16,7 +16,10 @@ import random
 import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from hypothesis import settings as HypothesisSettings
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,8 @@ def choose_seed(seed: int | None) -> int:
     return random.SystemRandom().randrange(2**32)
 
 
-def hypothesis_settings(effort: Effort, *, shrink: bool, multiple: bool = True) -> Any:
+def hypothesis_settings(effort: Effort, *, shrink: bool,
+                        multiple: bool = True) -> HypothesisSettings:
     """Hypothesis settings for a run: no example database (the regression library is
     ours), no deadline (targets are processes), quiet (we print our own report),
     and only the phases that matter here (no explain phase: it reruns targets).
