@@ -26,6 +26,7 @@ import json
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hypothesis import reject
@@ -75,6 +76,17 @@ def violations(findings: Sequence[Finding], strict: bool) -> list[Finding]:
     bad = [f for f in findings if f.outcome is Outcome.FAIL
            or (strict and f.outcome is Outcome.WARN)]
     return [f for f in apply_strict(sorted(bad, key=order), strict)]
+
+
+def grade_run(entries: Sequence[Any], *, protocol: int, options: Options, role: str = "agent",
+              schema_dir: Path | None = None) -> list[Finding]:
+    """The checkers' findings on a run, plus the official schema's when a folder is given."""
+    findings = grade(list(entries), protocol=protocol, options=options, role=role)
+    if schema_dir is not None:
+        from conformance.schema import validate_transcript
+
+        findings += validate_transcript(entries, schema_dir, protocol, options.profile, role=role)
+    return findings
 
 
 @dataclass
@@ -135,6 +147,7 @@ class AgentFuzzConfig:
     prespawn: bool = True
     max_failures: int | None = None  # stop generating once this many rules broke
     shrink_attempts: int = 60  # replays per shrunk failure, at most
+    schema_dir: Path | None = None  # also validate each run against the official schemas
 
 
 class _Context:
@@ -192,6 +205,7 @@ class AgentMachine(RuleBasedStateMachine):
         self.restarts = 0
         self.ended = False  # broke a rule, or could not go on: only `idle` applies
         self.busy = False  # a step is running (an exception left it: no teardown check)
+        self.last: list[Finding] = []  # the findings of the last check
 
     # -- helpers --------------------------------------------------------------
     @property
@@ -221,18 +235,21 @@ class AgentMachine(RuleBasedStateMachine):
         if why not in self.ctx.aborts:
             self.ctx.aborts.append(why)
 
-    def _grade(self) -> list[Finding]:
+    def _grade(self, *, schema: bool = False) -> list[Finding]:
         assert self.transcript is not None
-        return grade(list(self.transcript.entries), protocol=self.protocol,
-                     options=self.config.options)
+        return grade_run(self.transcript.entries, protocol=self.protocol,
+                         options=self.config.options,
+                         schema_dir=self.config.schema_dir if schema else None)
 
-    def _check(self, *, sync: bool = True) -> bool:
-        """Grade the run so far; on a violation record it and end the run (True)."""
+    def _check(self, *, sync: bool = True, schema: bool = False) -> bool:
+        """Grade the run so far (the official schema only at its end: it is the costly
+        part); on a violation record it and end the run (True)."""
         if self.transcript is None or self.ended:
             return False
         if sync and self.driver is not None:
             self.driver.sync()
-        bad = violations(self._grade(), self.config.strict)
+        self.last = self._grade(schema=schema)
+        bad = violations(self.last, self.config.strict)
         if not bad:
             return False
         failure = Failure(bad[0], self.protocol, list(self.steps), self.transcript, bad,
@@ -332,8 +349,8 @@ class AgentMachine(RuleBasedStateMachine):
             if not (self.ended or self.busy):
                 if not driver.sync():  # the agent did not answer pings: wait for its exit
                     driver.stop()
-                if not self._check(sync=False):  # e.g. an update after the last step
-                    self.ctx.cover(self.protocol, self._grade())
+                if not self._check(sync=False, schema=True):  # e.g. a late update
+                    self.ctx.cover(self.protocol, self.last)
         finally:
             driver.retire()
             self.ctx.budget.processes = self.ctx.spawner.started
@@ -415,7 +432,9 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
     for why in ctx.aborts:
         result.notes.append(why)
     for f in result.failures:
-        f.findings = violations(regrade(f, config.options), config.strict) or f.findings
+        f.findings = violations(grade_run(f.transcript.entries, protocol=f.protocol,
+                                          options=config.options, schema_dir=config.schema_dir),
+                                config.strict) or f.findings
         if on_failure is not None:
             on_failure(f)
     return result
@@ -429,7 +448,8 @@ def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
     def fails(steps: list[Step]) -> Failure | None:
         played = play(config.target, failure.protocol, steps, cwd=cwd, spawner=spawner,
                       header=header, wait_exit=False)
-        return failure_of(played, failure.requirement, config.options, config.strict)
+        return failure_of(played, failure.requirement, config.options, config.strict,
+                          config.schema_dir)
 
     shrunk = shrink_steps(failure.steps, failure, fails, max_attempts=config.shrink_attempts)
     best = shrunk.result
@@ -438,12 +458,13 @@ def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
     return best
 
 
-def failure_of(played: Played, requirement: str, options: Options,
-               strict: bool) -> Failure | None:
+def failure_of(played: Played, requirement: str, options: Options, strict: bool,
+               schema_dir: Path | None = None) -> Failure | None:
     """The failure a play shows for ``requirement`` (None if it does not break it)."""
     if not played.playable:
         return None
-    findings = grade(list(played.transcript.entries), protocol=played.protocol, options=options)
+    findings = grade_run(played.transcript.entries, protocol=played.protocol, options=options,
+                         schema_dir=schema_dir)
     bad = violations(findings, strict)
     match = [f for f in bad if f.requirement == requirement]
     if not match:
@@ -451,11 +472,5 @@ def failure_of(played: Played, requirement: str, options: Options,
     return Failure(match[0], played.protocol, list(played.steps), played.transcript, bad)
 
 
-def regrade(failure: Failure, options: Options) -> list[Finding]:
-    """The counterexample's findings once its processes have ended."""
-    return grade(list(failure.transcript.entries), protocol=failure.protocol, options=options,
-                 role=failure.role)
-
-
-__all__ = ["AgentFuzzConfig", "AgentMachine", "Failure", "FuzzResult", "failure_of",
+__all__ = ["AgentFuzzConfig", "AgentMachine", "Failure", "FuzzResult", "failure_of", "grade_run",
            "run_agent_fuzz", "violations"]

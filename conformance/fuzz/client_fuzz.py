@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.checks import Options, all_rules, grade
-from conformance.fuzz.agent_machine import Failure, FuzzResult, violations
+from conformance.checks import Options, all_rules
+from conformance.fuzz.agent_machine import Failure, FuzzResult, grade_run, violations
 from conformance.fuzz.regressions import IdLetters
 from conformance.fuzz.settings import Budget, Effort
 from conformance.transcript import Transcript, load
@@ -136,7 +136,7 @@ def client_rules() -> list[str]:
 
 
 def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], *,
-                options: Options) -> StreamRun:
+                options: Options, schema_dir: Path | None = None) -> StreamRun:
     """Start the client, play one turn of ``stream``, stop it; grade with every client rule."""
     from conformance.cases import Case
     from conformance.client.runner import ClientRun, run_client_case
@@ -159,7 +159,8 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
         header, entries = load(Path(cr.transcript_path))
     transcript = Transcript(header)
     transcript.entries = entries
-    findings = grade(entries, protocol=protocol, options=options, role="client")
+    findings = grade_run(entries, protocol=protocol, options=options, role="client",
+                         schema_dir=schema_dir)
     return StreamRun(transcript, findings, cr.note)
 
 
@@ -172,7 +173,7 @@ def stream_of(protocol: int, steps: Sequence[Any]) -> dict[str, Any]:
 def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
                     protocols: Sequence[int] = (1, 2), options: Options | None = None,
                     strict: bool = False, max_failures: int | None = None,
-                    progress: Any = None) -> FuzzResult:
+                    progress: Any = None, schema_dir: Path | None = None) -> FuzzResult:
     """Fuzz one client; Hypothesis shrinks every broken rule's stream."""
     from hypothesis import given
     from hypothesis import seed as hypothesis_seed
@@ -203,7 +204,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         budget.example_started()
         budget.processes += 0 if target.adapter else 1
         stream = stream_of(protocol, steps)
-        run = play_stream(target, protocol, stream, options=options)
+        run = play_stream(target, protocol, stream, options=options, schema_dir=schema_dir)
         bad = violations(run.findings, strict)
         if not bad:
             merge_coverage(coverage.setdefault(protocol, {}), run.findings)
@@ -286,7 +287,7 @@ def collect_failures(exc: BaseException, smallest: Mapping[str, Failure]) -> lis
 # -- replay and presentation ---------------------------------------------------------
 
 def replay_client(reg: Any, ns: argparse.Namespace, *, options: Options, strict: bool,
-                  attempts: int = 1) -> Any:
+                  attempts: int = 1, schema_dir: Path | None = None) -> Any:
     from conformance.fuzz import regressions
 
     if not (ns.client or ns.client_adapter):  # the client the file was found on
@@ -309,7 +310,8 @@ def replay_client(reg: Any, ns: argparse.Namespace, *, options: Options, strict:
         raise regressions.RegressionError(f"{reg.path}:1: header 'stream' has no 'steps' list")
     last = None
     for _ in range(max(1, attempts)):
-        run = play_stream(target, reg.protocol, reg.stream, options=options)
+        run = play_stream(target, reg.protocol, reg.stream, options=options,
+                          schema_dir=schema_dir)
         bad = violations(run.findings, strict)
         same = [f for f in bad if f.requirement == reg.requirement]
         others = [f for f in bad if f.requirement != reg.requirement]

@@ -80,6 +80,9 @@ def build_replay_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("grading (default: as recorded in each file)")
     g.add_argument("--profile", default=None, help="v2 rule profile")
     g.add_argument("--strict", action="store_true", help="turn every warn into a fail")
+    g.add_argument("--schema-dir", type=Path,
+                   help="also validate every frame against the official ACP JSON Schemas in "
+                        "DIR (needed to replay a SCHEMA/official regression)")
     g.add_argument("--no-color", action="store_true", help="plain console output")
     return p
 
@@ -130,7 +133,8 @@ def _fuzz_agent(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
 
     target = AgentTarget(split_command(ns.agent), ns.agent, cli._env(ns.agent_env), ns.timeout)
     config = AgentFuzzConfig(target, protocols=tuple(cli._protocols(ns)), options=options,
-                             strict=ns.strict, max_failures=ns.max_failures)
+                             strict=ns.strict, max_failures=ns.max_failures,
+                             schema_dir=ns.schema_dir)
     return run_agent_fuzz(config, effort, seed, progress=progress), None
 
 
@@ -141,7 +145,7 @@ def _fuzz_client(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
     target = client_target(ns)
     return run_client_fuzz(target, effort, seed, protocols=tuple(cli._protocols(ns)),
                            options=options, strict=ns.strict, max_failures=ns.max_failures,
-                           progress=progress), None
+                           progress=progress, schema_dir=ns.schema_dir), None
 
 
 def _finish(ns: argparse.Namespace, result: Any, options: Any, cwd_hint: str | None) -> int:
@@ -177,6 +181,10 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, cwd_hint: str | N
             print(f"  the same run also broke: {', '.join(also)}")
         print("  transcript:")
         print(indent(transcript_lines(f.transcript.entries, f.finding.entries)))
+        if ns.transcripts is not None:
+            path = Path(ns.transcripts) / f"fuzz-{fp}.jsonl"
+            f.transcript.save(path)
+            saved_paths[i] = str(path)
         if not ns.no_save:
             saved = regressions.save(directory, fingerprint_=fp,
                                      header=regression_header(f, result, options, ns.strict),
@@ -280,6 +288,8 @@ def cmd_replay(argv: Sequence[str]) -> int:
     cli._check_run_options(ns)
     if ns.attempts < 1:
         raise cli.UsageError("--attempts must be at least 1")
+    if ns.schema_dir is not None and not ns.schema_dir.is_dir():
+        raise cli.UsageError(f"--schema-dir {ns.schema_dir}: no such directory")
     if ns.agent and (ns.client or ns.client_adapter):
         raise cli.UsageError("give --agent or --client, not both")
     paths = regressions.files(ns.files)
@@ -322,13 +332,15 @@ def _replay_one(ns: argparse.Namespace, reg: Any, options: Any, strict: bool, cw
         target = AgentTarget(split_command(command), command, cli._env(ns.agent_env),
                              ns.timeout)
         return regressions.replay_agent(reg, target, options=options, strict=strict,
-                                        attempts=ns.attempts, cwd=cwd)
+                                        attempts=ns.attempts, cwd=cwd,
+                                        schema_dir=ns.schema_dir)
     if ns.agent:
         return regressions.Verdict(reg, regressions.NOT_REPLAYED,
                                    note="a client regression needs --client or --client-adapter")
     from conformance.fuzz.client_fuzz import replay_client
 
-    return replay_client(reg, ns, options=options, strict=strict, attempts=ns.attempts)
+    return replay_client(reg, ns, options=options, strict=strict, attempts=ns.attempts,
+                         schema_dir=ns.schema_dir)
 
 
 def _print_verdict(v: Any, *, colour: bool) -> None:

@@ -274,10 +274,9 @@ class Verdict:
 
 
 def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool,
-                 attempts: int = 1, cwd: str) -> Verdict:
+                 attempts: int = 1, cwd: str, schema_dir: Path | None = None) -> Verdict:
     """Play the file's steps against ``target`` (a :class:`steps.AgentTarget`)."""
-    from conformance.checks import grade
-    from conformance.fuzz.agent_machine import violations
+    from conformance.fuzz.agent_machine import grade_run, violations
     from conformance.fuzz.steps import play
 
     last: Verdict | None = None
@@ -287,8 +286,8 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
                               "case": f"replay:{reg.fingerprint}"})
         if not played.playable:
             return Verdict(reg, NOT_REPLAYED, note=played.note, transcript=played.transcript)
-        bad = violations(grade(list(played.transcript.entries), protocol=reg.protocol,
-                               options=options), strict)
+        bad = violations(grade_run(played.transcript.entries, protocol=reg.protocol,
+                                   options=options, schema_dir=schema_dir), strict)
         same = [f for f in bad if f.requirement == reg.requirement]
         others = [f for f in bad if f.requirement != reg.requirement]
         last = Verdict(reg, STILL_FAILING if same else FIXED, same, others, played.note,
@@ -299,13 +298,14 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
     return last
 
 
-def regrade_offline(reg: Regression, *, options: Options, strict: bool) -> list[Finding]:
+def regrade_offline(reg: Regression, *, options: Options, strict: bool,
+                    schema_dir: Path | None = None) -> list[Finding]:
     """The file's own transcript graded again (what ``check`` does)."""
-    from conformance.checks import grade
-    from conformance.fuzz.agent_machine import violations
+    from conformance.fuzz.agent_machine import grade_run, violations
 
-    return violations(grade(reg.entries, protocol=reg.protocol, options=options,
-                            role=str(reg.header.get("role", "agent"))), strict)
+    return violations(grade_run(reg.entries, protocol=reg.protocol, options=options,
+                                role=str(reg.header.get("role", "agent")),
+                                schema_dir=schema_dir), strict)
 
 
 __all__ = ["DEFAULT_DIR", "FIXED", "NOT_REPLAYED", "STILL_FAILING", "Regression",
