@@ -7,11 +7,13 @@ messages.", one text block, no legacy ID, no cancel).
 
 * :func:`prompt_texts` - what the prompt asks for: the scripted intents of the
   catalogue (B.5) first, then free text.
+* :func:`content_blocks` - one content block (text, resource link, embedded
+  resource, image), valid against the official schemas.
 * :func:`prompt_blocks` - the content blocks of one prompt, limited to what the
   agent advertised (text and resource links always; embedded resources and
   images only with the matching prompt capability).
-* :func:`legacy_message_ids` - IDs an outdated client puts into a prompt
-  (catalogue Appendix E), for the MID-A-01 probes.
+* legacy IDs an outdated client puts into a prompt (catalogue Appendix E), for
+  the MID-A-01 probes, come from :func:`~conformance.fuzz.strategies.message_ids`.
 * :func:`prompt_specs` - one ``prompt`` step of the agent state machine.
 """
 
@@ -23,6 +25,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from conformance.fuzz.steps import LONG_TEXT, PLAIN_TEXT
+from conformance.fuzz.strategies import message_ids
 
 # Intents every agent understands in some way (catalogue B.5). The reference agent
 # answers "long" with a long, cancellable reply; other agents just write more.
@@ -62,38 +65,45 @@ def _names() -> st.SearchStrategy[str]:
     return st.from_regex(r"[a-z][a-z0-9_-]{0,11}", fullmatch=True)
 
 
-def prompt_blocks(*, text: str, kinds: tuple[str, ...] = BASELINE_KINDS,
-                  max_extra: int = 2) -> st.SearchStrategy[list[dict[str, Any]]]:
-    """The blocks of one prompt: a text block with ``text``, then up to ``max_extra``
-    blocks of the allowed ``kinds`` (each valid against the official schemas)."""
+def _check_kinds(kinds: tuple[str, ...]) -> None:
     unknown = [k for k in kinds if k not in BLOCK_KINDS]
-    if unknown:
-        raise ValueError(f"unknown content block kind(s) {unknown} (known: {BLOCK_KINDS})")
-    if "text" not in kinds:
-        raise ValueError("kinds must include 'text' (every prompt starts with its text)")
-    if max_extra < 0:
-        raise ValueError(f"max_extra={max_extra} must not be negative")
-    extra: list[st.SearchStrategy[dict[str, Any]]] = []
+    if unknown or not kinds:
+        raise ValueError(f"unknown content block kind(s) {unknown or kinds} "
+                         f"(known: {BLOCK_KINDS})")
+
+
+def content_blocks(*, kinds: tuple[str, ...] = BLOCK_KINDS) -> st.SearchStrategy[dict[str, Any]]:
+    """One content block of the given ``kinds``, valid against the official schemas:
+    text, a resource link, an embedded text resource, or an image. Shrinks to text."""
+    _check_kinds(kinds)
+    options: list[st.SearchStrategy[dict[str, Any]]] = []
     if "text" in kinds:
-        extra.append(_free_texts(20).map(lambda t: {"type": "text", "text": t}))
+        options.append(_free_texts(20).map(lambda t: {"type": "text", "text": t}))
     if "resource_link" in kinds:
-        extra.append(_names().map(lambda n: {"type": "resource_link", "name": n,
-                                             "uri": f"file:///project/{n}.txt"}))
+        options.append(_names().map(lambda n: {"type": "resource_link", "name": n,
+                                               "uri": f"file:///project/{n}.txt"}))
     if "resource" in kinds:
-        extra.append(st.tuples(_names(), _free_texts(20)).map(
+        options.append(st.tuples(_names(), _free_texts(20)).map(
             lambda nt: {"type": "resource", "resource": {
                 "uri": f"file:///project/{nt[0]}.txt", "mimeType": "text/plain",
                 "text": nt[1]}}))
     if "image" in kinds:
-        extra.append(st.just({"type": "image", "mimeType": "image/png", "data": _PNG}))
+        options.append(st.just({"type": "image", "mimeType": "image/png", "data": _PNG}))
+    return st.one_of(options)
+
+
+def prompt_blocks(*, text: str, kinds: tuple[str, ...] = BASELINE_KINDS,
+                  max_extra: int = 2) -> st.SearchStrategy[list[dict[str, Any]]]:
+    """The blocks of one prompt: a text block with ``text``, then up to ``max_extra``
+    :func:`content_blocks` of the allowed ``kinds``."""
+    _check_kinds(kinds)
+    if "text" not in kinds:
+        raise ValueError("kinds must include 'text' (every prompt starts with its text)")
+    if max_extra < 0:
+        raise ValueError(f"max_extra={max_extra} must not be negative")
     first = {"type": "text", "text": text}
-    return st.lists(st.one_of(extra), max_size=max_extra).map(lambda more: [first, *more])
-
-
-def legacy_message_ids() -> st.SearchStrategy[str]:
-    """IDs an outdated client put into ``session/prompt`` (client UUIDs, then anything)."""
-    return st.one_of(st.just("client-1"), st.uuids().map(str),
-                     st.text(st.characters(codec="utf-8"), max_size=16))
+    return st.lists(content_blocks(kinds=kinds), max_size=max_extra).map(
+        lambda more: [first, *more])
 
 
 def prompt_specs(*, kinds: tuple[str, ...] = BASELINE_KINDS,
@@ -115,7 +125,7 @@ def prompt_specs(*, kinds: tuple[str, ...] = BASELINE_KINDS,
         where = draw(st.sampled_from((None, None, "params", "meta")))
         if where is not None:
             key = "legacy_message_id" if where == "params" else "meta_message_id"
-            spec[key] = draw(legacy_message_ids())
+            spec[key] = draw(message_ids())  # what an outdated client made up
         if cancel_after is not None:
             spec["cancel_after"] = cancel_after
         return spec
