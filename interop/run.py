@@ -371,7 +371,7 @@ def update_baseline(t: Target, results: list[RunResult]) -> None:
         expect.setdefault(name, value)
     text = t.path.read_text(encoding="utf-8")
     head = text.split("\nexpect:", 1)[0].rstrip("\n")
-    body = yaml.safe_dump({"expect": expect}, sort_keys=False, default_flow_style=None,
+    body = yaml.safe_dump({"expect": expect}, sort_keys=False, default_flow_style=False,
                           width=100)
     t.path.write_text(f"{head}\n\n# Verdicts per run, protocol and requirement, written by "
                       f"`interop/run.py --update`\n# after review (see interop/RESULTS.md). "
@@ -381,6 +381,8 @@ def update_baseline(t: Target, results: list[RunResult]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="interop/run.py", description=__doc__.splitlines()[0])
     p.add_argument("--target", action="append", default=[], help="only this target")
+    p.add_argument("--run", action="append", default=[], metavar="NAME",
+                   help="only the runs of this name (e.g. suite)")
     p.add_argument("--cache", help="cache folder (default: see the module docstring)")
     p.add_argument("--jobs", type=int, default=2, help="targets run at once (default 2)")
     p.add_argument("--install-only", action="store_true")
@@ -395,38 +397,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"interop cache: {cache}", flush=True)
         if any(t.needs_node for t in targets):
             inst.ensure_node()
-        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-            futures = {pool.submit(inst.install, t): t for t in targets}
-            for fut in concurrent.futures.as_completed(futures):
-                secs = fut.result()
-                t = futures[fut]
-                print(f"  installed {t.name}" + (f" in {secs:.0f} s" if secs else " (cached)"),
-                      flush=True)
     except InteropError as exc:
         print(f"interop: error: {exc}", file=sys.stderr)
         return 2
+    # A target runs as soon as it is installed, while the slower installs go on.
+    results: list[RunResult] = []
+    install_errors: list[str] = []
+    runner = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, ns.jobs))
+    runs: list[concurrent.futures.Future[RunResult]] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as installer:
+        futures = {installer.submit(inst.install, t): t for t in targets}
+        for fut in concurrent.futures.as_completed(futures):
+            t = futures[fut]
+            try:
+                secs = fut.result()
+            except InteropError as exc:
+                install_errors.append(str(exc))
+                print(f"  install of {t.name} FAILED: {exc}", flush=True)
+                continue
+            print(f"  installed {t.name}" + (f" in {secs:.0f} s" if secs else " (cached)"),
+                  flush=True)
+            if not ns.install_only:
+                runs += [runner.submit(run_one, t, r, inst) for r in t.runs
+                         if not ns.run or r.name in ns.run]
     print(f"install phase: {time.monotonic() - started:.0f} s", flush=True)
+    for fut in concurrent.futures.as_completed(runs):
+        res = fut.result()
+        results.append(res)
+        problems = compare(res)
+        status = "ok" if not problems else "MISMATCH"
+        print(f"  {res.target.name}/{res.run.name}: {status} ({res.seconds:.0f} s)", flush=True)
+        if not ns.update:
+            for line in problems:
+                print(f"      {line}", flush=True)
+        if ns.verbose:
+            for proto, rules in res.verdicts.items():
+                for rule, outcome in rules.items():
+                    if outcome != "pass":
+                        print(f"      {proto} {rule}: {outcome}")
+    runner.shutdown()
+    if install_errors:
+        return 2
     if ns.install_only:
         return 0
-    jobs = [(t, r) for t in targets for r in t.runs]
-    results: list[RunResult] = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, ns.jobs)) as pool:
-        futs = [pool.submit(run_one, t, r, inst) for t, r in jobs]
-        for fut in concurrent.futures.as_completed(futs):
-            res = fut.result()
-            results.append(res)
-            problems = compare(res)
-            status = "ok" if not problems else "MISMATCH"
-            print(f"  {res.target.name}/{res.run.name}: {status} ({res.seconds:.0f} s)",
-                  flush=True)
-            if not ns.update:
-                for line in problems:
-                    print(f"      {line}", flush=True)
-            if ns.verbose:
-                for proto, rules in res.verdicts.items():
-                    for rule, outcome in rules.items():
-                        if outcome != "pass":
-                            print(f"      {proto} {rule}: {outcome}")
     if ns.update:
         for t in targets:
             update_baseline(t, [r for r in results if r.target is t])
