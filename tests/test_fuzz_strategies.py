@@ -30,7 +30,7 @@ from conformance.schema import problems, schema_path, validate_transcript
 
 REFERENCE = ClientTarget("reference client", adapter="conformance.client.reference:make_client")
 OPTIONS = Options()
-FEW = settings(max_examples=8, deadline=None, database=None,
+FEW = settings(max_examples=5, deadline=None, database=None,
                suppress_health_check=list(HealthCheck))
 
 
@@ -88,7 +88,7 @@ def test_every_mutation_is_reachable_and_caught(name: str, protocol: int) -> Non
 
 
 @pytest.mark.parametrize("protocol", [1, 2])
-@settings(max_examples=6, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=4, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_mutations_of_rich_streams_newly_break_only_their_rule(protocol: int, data: Any) -> None:
     base = data.draw(chunk_streams(protocol=protocol, attacks=False, min_messages=2),

@@ -314,16 +314,23 @@ class AgentMachine(RuleBasedStateMachine):
         index = data.draw(st.sampled_from(others), label="session")
         self._do({"switch": {"session": index}})
 
+    # Load and resume come as two rules, on this process and on a fresh one: replay is
+    # where IDs go wrong most, so it gets two rules' worth of the choice.
     @precondition(lambda self: self.live and self.book.current is not None
                   and bool(self._reloads()))
     @rule(data=st.data())
-    def reload(self, data: st.DataObject) -> None:
-        """Load or resume the current session, on a fresh process or on this one."""
-        fresh = self.restarts < MAX_RESTARTS and data.draw(st.booleans(), label="fresh")
+    def reload_here(self, data: st.DataObject) -> None:
+        """Load or resume the current session on this connection."""
+        self._do(data.draw(st.sampled_from(self._reloads()), label="how"))
+
+    @precondition(lambda self: self.live and self.book.current is not None
+                  and bool(self._reloads()) and self.restarts < MAX_RESTARTS)
+    @rule(data=st.data())
+    def reload_fresh(self, data: st.DataObject) -> None:
+        """Load or resume the current session on a fresh process (a restart first)."""
         how = data.draw(st.sampled_from(self._reloads()), label="how")
-        if fresh:
-            self.restarts += 1
-            self._do("restart")
+        self.restarts += 1
+        self._do("restart")
         if self.live:
             self._do(how)
 
