@@ -405,27 +405,8 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
     result = FuzzResult("agent", target.label, seed, effort, protocols=config.protocols)
     with tempfile.TemporaryDirectory(prefix="acp-fuzz-") as cwd:
         ctx = _Context(config, budget, cwd)
-
-        def factory() -> AgentMachine:
-            return AgentMachine(ctx)
-
         try:
-            run_state_machine_as_test(  # type: ignore[no-untyped-call]  # not annotated upstream
-                hypothesis_seed(seed)(factory), settings=hypothesis_settings(effort, shrink=False))
-        except StopFuzzing:
-            pass
-        except Flaky:  # the agent answered a repeated run differently (timing): keep what we have
-            result.notes.append("generation stopped early: the agent did not repeat a run "
-                                "the same way (its behaviour depends on timing)")
-        except Unsatisfiable:
-            if not ctx.failures:
-                why = "; ".join(list(ctx.unsupported.values()) + ctx.aborts)
-                result.notes.append(f"no run could be driven: {why or 'every run was rejected'}")
-        try:
-            for failure in sorted(ctx.failures.values(), key=lambda f: f.key):
-                shrunk = shrink_failure(failure, config, cwd, ctx.spawner)
-                result.failures.append(shrunk)
-                budget.tick()
+            _search_and_shrink(ctx, config, effort, seed, result, cwd)
         finally:
             ctx.spawner.close()  # the retired processes have ended: transcripts complete
             budget.done()
@@ -445,6 +426,28 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
         if on_failure is not None:
             on_failure(f)
     return result
+
+
+def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, seed: int,
+                       result: FuzzResult, cwd: str) -> None:
+    def factory() -> AgentMachine:
+        return AgentMachine(ctx)
+
+    try:
+        run_state_machine_as_test(  # type: ignore[no-untyped-call]  # not annotated upstream
+            hypothesis_seed(seed)(factory), settings=hypothesis_settings(effort, shrink=False))
+    except StopFuzzing:
+        pass
+    except Flaky:  # the agent answered a repeated run differently (timing): keep what we have
+        result.notes.append("generation stopped early: the agent did not repeat a run "
+                            "the same way (its behaviour depends on timing)")
+    except Unsatisfiable:
+        if not ctx.failures:
+            why = "; ".join(list(ctx.unsupported.values()) + ctx.aborts)
+            result.notes.append(f"no run could be driven: {why or 'every run was rejected'}")
+    for failure in sorted(ctx.failures.values(), key=lambda f: f.key):
+        result.failures.append(shrink_failure(failure, config, cwd, ctx.spawner))
+        ctx.budget.tick()
 
 
 def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,

@@ -147,7 +147,7 @@ class Budget:
         self._last_print = now
         state = (f"{self.failures} failing run(s), shrinking" if self.failures
                  else "no failure yet")
-        line = (f"[fuzz {self.label}] {self.examples} sessions ({self.effort.max_examples} "
+        line = (f"[fuzz {self.label}] {self.examples} runs ({self.effort.max_examples} "
                 f"wanted), {self.processes} processes, {now:.0f} s, {state}")
         if self._tty:
             self.stream.write("\r" + line[:100].ljust(100))
