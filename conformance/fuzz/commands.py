@@ -101,6 +101,9 @@ def cmd_fuzz(argv: Sequence[str]) -> int:
         raise cli.UsageError("--agent and --client fuzz different sides: run them separately")
     if ns.max_failures is not None and ns.max_failures < 1:
         raise cli.UsageError("--max-failures must be at least 1")
+    if ns.baseline is not None:
+        raise cli.UsageError("--baseline lists expected failures of cases; a fuzz run has "
+                             "none (replay the regression library instead)")
     try:
         effort = settings.get_effort(ns.effort, max_examples=ns.max_examples,
                                      time_budget=ns.time_budget)
