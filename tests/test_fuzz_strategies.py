@@ -48,7 +48,9 @@ def agent_side(stream: list[dict[str, Any]], protocol: int) -> tuple[Any, dict[s
 @given(data=st.data())
 def test_positive_streams_are_schema_valid_and_break_nothing(protocol: int, data: Any,
                                                              shared_dir: Path) -> None:
-    stream = data.draw(chunk_streams(protocol=protocol, attacks=False), label="stream")
+    v2 = protocol == 2  # v2: interleaved messages and every upsert patch form too
+    stream = data.draw(chunk_streams(protocol=protocol, attacks=False, interleave=v2,
+                                     patches=v2), label="stream")
     run, bad = agent_side(stream, protocol)
     assert bad == {}
     schema = validate_transcript(run.transcript.entries, shared_dir / "acp-schema", protocol,
@@ -102,6 +104,23 @@ def test_mutations_of_rich_streams_newly_break_only_their_rule(protocol: int, da
     assert before == {}
     assert after.get(rule) is grade_, (name, after)
     assert set(after) - {rule} <= set(mutation.also.get(protocol, ())), (name, after)
+
+
+def test_interleaving_and_patches_are_reachable_and_v2_only() -> None:
+    both = chunk_streams(protocol=2, attacks=False, interleave=True, patches=True)
+    interleaved = find(both, lambda s: any(
+        a.get("id") != b.get("id") and a.get("id") in [c.get("id") for c in s[i + 2:]]
+        for i, (a, b) in enumerate(zip(s, s[1:])) if "id" in a and "id" in b),
+        settings=settings(database=None, max_examples=300, phases=[Phase.generate]))
+    assert interleaved
+    for form in ([], None):
+        assert find(both, lambda s, f=form: any(x.get("content", "?") == f for x in s),
+                    settings=settings(database=None, max_examples=300,
+                                      phases=[Phase.generate]))
+    with pytest.raises(InvalidArgument, match="interleave=True needs protocol=2"):
+        chunk_streams(protocol=1, interleave=True)
+    with pytest.raises(InvalidArgument, match="patches=True needs upserts"):
+        chunk_streams(protocol=1, patches=True)
 
 
 def test_broken_streams_validates_its_options_eagerly() -> None:

@@ -88,14 +88,17 @@ def client_target(ns: argparse.Namespace) -> ClientTarget:
 
 # -- strategies ------------------------------------------------------------------
 
-def client_streams(*, protocol: int) -> Any:
-    """One turn for the double: a valid stream, a run of look-alike IDs, or a stream with
-    a malformed ID (shrinks to valid, then to one message of one plain-ID chunk)."""
+def client_streams(*, protocol: int, interleave: bool = False) -> Any:
+    """One turn for the double: a valid stream (in v2 with the upsert patch forms, and
+    interleaved messages where the profile allows them), a run of look-alike IDs, or a
+    stream with a malformed ID (shrinks to valid, then to one plain-ID chunk)."""
     from hypothesis import strategies as st
 
     from conformance.fuzz.strategies import chunk_streams, mutated_chunk_streams
 
-    valid = chunk_streams(protocol=protocol, max_messages=5)
+    v2 = protocol >= 2
+    valid = chunk_streams(protocol=protocol, max_messages=5, patches=v2,
+                          interleave=v2 and interleave)
     return st.one_of(valid, look_alike_streams(), mutated_chunk_streams(valid))
 
 
@@ -200,7 +203,9 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         protocol = data.draw(st.sampled_from(tuple(protocols)), label="protocol")
         if budget.spent() and not smallest:
             raise StopFuzzing()
-        steps = data.draw(client_streams(protocol=protocol), label="stream")
+        steps = data.draw(client_streams(protocol=protocol,
+                                         interleave=options.profile.interleave_allowed),
+                          label="stream")
         budget.example_started()
         budget.processes += 0 if target.adapter else 1
         stream = stream_of(protocol, steps)

@@ -99,7 +99,7 @@ def _step_with_id(kind: str, text: str, mid: str) -> Step:
 @st.composite
 def _streams(draw: Any, protocol: int, min_messages: int, max_messages: int, max_chunks: int,
              kinds: tuple[str, ...], tool_calls: bool, upserts: bool, attacks: bool,
-             text_prefix: str) -> list[Step]:
+             text_prefix: str, interleave: bool = False, patches: bool = False) -> list[Step]:
     n = draw(st.integers(min_messages, max_messages))
     pool: list[str] = []
     if attacks:
@@ -113,7 +113,18 @@ def _streams(draw: Any, protocol: int, min_messages: int, max_messages: int, max
         counter[0] += 1
         return f"{text_prefix}w{counter[0]}. "
 
-    steps: list[Step] = []
+    def upsert(kind: str, mid: str) -> Step:
+        if patches:  # v2 patch semantics: replace, clear (null or []), or _meta only
+            form = draw(st.sampled_from(("replace", "null", "empty", "meta-only")))
+            if form == "null":
+                return {"upsert": kind, "id": mid, "content": None}
+            if form == "empty":
+                return {"upsert": kind, "id": mid, "content": []}
+            if form == "meta-only":
+                return {"upsert": kind, "id": mid, "meta": {"rev": counter[0]}}
+        return {"upsert": kind, "id": mid, "content": [text()]}
+
+    groups: list[list[Step]] = []  # one message's steps each, in order
     used: set[tuple[str, str]] = set()
     for mid in ids:
         if len(used) == n:
@@ -122,26 +133,41 @@ def _streams(draw: Any, protocol: int, min_messages: int, max_messages: int, max
         if (kind, mid) in used:
             continue
         used.add((kind, mid))
+        steps: list[Step] = []
         if upserts and draw(st.booleans()):
-            steps.append({"upsert": kind, "id": mid, "content": [text()]})
+            steps.append(upsert(kind, mid))
         chunks = draw(st.integers(1, max_chunks))
         for c in range(chunks):
             steps.append(_step_with_id(kind, text(), mid))
             if tool_calls and c < chunks - 1 and draw(st.booleans()):
                 steps.append({"tool_call": f"Tool {counter[0]}"})
         if upserts and draw(st.booleans()):
-            steps.append({"upsert": kind, "id": mid, "content": [text()]})
-    return steps
+            steps.append(upsert(kind, mid))
+        groups.append(steps)
+    if not interleave:
+        return [step for group in groups for step in group]
+    # Interleave the messages, each keeping its own order; shrinks to one after another.
+    out: list[Step] = []
+    pending = [g for g in groups if g]
+    while pending:
+        i = draw(st.integers(0, len(pending) - 1))
+        out.append(pending[i].pop(0))
+        pending = [g for g in pending if g]
+    return out
 
 
 def chunk_streams(*, protocol: int = 1, min_messages: int = 1, max_messages: int = 6,
                   max_chunks: int = 3, kinds: Sequence[str] = ("agent", "thought"),
                   tool_calls: bool = True, upserts: bool | None = None,
-                  attacks: bool = True, text_prefix: str = "") -> st.SearchStrategy[list[Step]]:
+                  attacks: bool = True, text_prefix: str = "", interleave: bool = False,
+                  patches: bool = False) -> st.SearchStrategy[list[Step]]:
     """Valid streams of one turn (stream steps), IDs from the opacity attack set.
 
-    ``upserts`` (v2 only) defaults to on in v2. Shrinks towards one message of
-    one plain-ID chunk."""
+    ``upserts`` (v2 only) defaults to on in v2. ``interleave`` (v2 only, for
+    profiles that allow it) lets the steps of different messages interleave,
+    each message keeping its own order. ``patches`` (needs upserts) draws the v2
+    patch forms of an upsert: replace, clear with ``null`` or ``[]``, or change
+    only ``_meta``. Shrinks towards one message of one plain-ID chunk."""
     if protocol not in (1, 2):
         raise InvalidArgument(f"protocol={protocol!r} must be 1 or 2")
     _check_int("min_messages", min_messages, 1)
@@ -156,8 +182,13 @@ def chunk_streams(*, protocol: int = 1, min_messages: int = 1, max_messages: int
         raise InvalidArgument("upserts=True needs protocol=2: whole-message updates are v2 only")
     if "\n" in text_prefix or "\r" in text_prefix:
         raise InvalidArgument("text_prefix must be one line")
+    if interleave and protocol < 2:
+        raise InvalidArgument("interleave=True needs protocol=2: v1 messages run one after "
+                              "another")
+    if patches and not upserts:
+        raise InvalidArgument("patches=True needs upserts (protocol=2)")
     return _streams(protocol, min_messages, max_messages, max_chunks, kinds, tool_calls,
-                    bool(upserts), attacks, text_prefix)
+                    bool(upserts), attacks, text_prefix, interleave, patches)
 
 
 def mutate(stream: list[Step], name: str, index: int) -> list[Step]:
