@@ -230,6 +230,15 @@ def _env(pairs: list[str], option: str = "--agent-env") -> dict[str, str]:
     return env
 
 
+def _writable(option: str, folder: Path) -> None:
+    """The nearest existing folder on the way to ``folder`` must take new files."""
+    existing = folder.resolve()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{option}: cannot write into {existing}")
+
+
 def _check_run_options(ns: argparse.Namespace) -> None:
     """Options a run would trip over only at its end: refused before anything starts."""
     import math
@@ -242,9 +251,13 @@ def _check_run_options(ns: argparse.Namespace) -> None:
         path = getattr(ns, opt, None)
         if path is not None and Path(path).is_dir():
             raise UsageError(f"--{opt} {path}: is a directory, expected a file path")
+        if path is not None:
+            _writable(f"--{opt}", Path(path).parent)
     transcripts = getattr(ns, "transcripts", None)
     if transcripts is not None and Path(transcripts).exists() and not Path(transcripts).is_dir():
         raise UsageError(f"--transcripts {transcripts}: exists and is not a directory")
+    if transcripts is not None:
+        _writable("--transcripts", Path(transcripts))
     if getattr(ns, "schema_dir", None) is not None:
         from conformance.schema import schema_path
 
