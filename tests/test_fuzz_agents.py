@@ -122,12 +122,15 @@ def test_time_budget_ends_generation(tmp_path: Path) -> None:
     assert 1 <= result.examples < effort.max_examples
 
 
-def test_cli_fuzz_saves_and_replay_reports(tmp_path: Path) -> None:
+def test_cli_fuzz_saves_and_replay_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real command line finds, shrinks and saves; replay and check read the file."""
     agent = f"{sys.executable} fixtures/agents/numeric_id.py"
     lib = tmp_path / "lib"
+    env = f"ACP_REFERENCE_STATE_DIR={tmp_path}"
     proc = run_cli("fuzz", "--agent", agent, "--effort", "ci", "--seed", "1234",
-                   "--max-failures", "1", "--regressions", str(lib),
-                   "--agent-env", f"ACP_REFERENCE_STATE_DIR={tmp_path}", timeout=300)
+                   "--max-failures", "1", "--regressions", str(lib), "--agent-env", env,
+                   timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "seed 1234" in proc.stdout
     assert "FAIL MID-S-01/type" in proc.stdout
@@ -135,16 +138,15 @@ def test_cli_fuzz_saves_and_replay_reports(tmp_path: Path) -> None:
     (saved,) = lib.glob("*.jsonl")
     assert saved.name.startswith("mid-s-01-type-")
 
-    replay = run_cli("replay", str(lib), "--agent-env", f"ACP_REFERENCE_STATE_DIR={tmp_path}")
-    assert replay.returncode == 1, replay.stdout + replay.stderr
-    assert replay.stdout.startswith("STILL FAILING")
-    fixed = run_cli("replay", str(saved), "--agent", f"{sys.executable} -m "
-                    "conformance.reference.agent", "--agent-env",
-                    f"ACP_REFERENCE_STATE_DIR={tmp_path}")
-    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert fixed.stdout.startswith("FIXED")
-    check = run_cli("check", str(saved))
-    assert check.returncode == 1 and "MID-S-01/type" in check.stdout
+    # The same commands in-process (the agent target still runs as a process).
+    monkeypatch.chdir(REPO_ROOT)  # the recorded target is relative to the repository
+    assert main(["replay", str(lib), "--agent-env", env]) == 1
+    assert capsys.readouterr().out.startswith("STILL FAILING")
+    reference = f"{sys.executable} -m conformance.reference.agent"
+    assert main(["replay", str(saved), "--agent", reference, "--agent-env", env]) == 0
+    assert capsys.readouterr().out.startswith("FIXED")
+    assert main(["check", str(saved)]) == 1
+    assert "MID-S-01/type" in capsys.readouterr().out
 
 
 def test_fuzz_help_does_not_load_hypothesis() -> None:

@@ -84,8 +84,9 @@ def test_wire_only_client_process_through_the_cli(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL MID-C-01 (v" in proc.stdout and "seed 2" in proc.stdout
     (saved,) = tmp_path.glob("*.jsonl")
-    still = run_cli("replay", str(saved))  # against the target recorded in the file
-    assert still.returncode == 1 and still.stdout.startswith("STILL FAILING"), still.stdout
+    reg = regressions.read(saved)
+    still = replay_client(reg, args(), options=Options(), strict=False)  # the recorded client
+    assert still.status == regressions.STILL_FAILING
     command, _ = reference_client()
-    fixed = run_cli("replay", str(saved), "--client", command)
-    assert fixed.returncode == 0 and fixed.stdout.startswith("FIXED"), fixed.stdout
+    fixed = replay_client(reg, args(client=command), options=Options(), strict=False)
+    assert fixed.status == regressions.FIXED
