@@ -36,7 +36,7 @@ from typing import Any
 from conformance import model
 from conformance.checks import Options
 from conformance.results import Finding
-from conformance.transcript import Entry, TranscriptError, from_entries, load, write_atomic
+from conformance.transcript import Entry, TranscriptError, load, write_atomic
 
 DEFAULT_DIR = Path("fixtures") / "regressions"
 PORTABLE_CWD = "/project"
@@ -310,5 +310,4 @@ def regrade_offline(reg: Regression, *, options: Options, strict: bool,
 
 __all__ = ["DEFAULT_DIR", "FIXED", "NOT_REPLAYED", "STILL_FAILING", "Regression",
            "RegressionError", "Saved", "Verdict", "entry_shape", "expected_fingerprint",
-           "failure_shape", "files",
-           "fingerprint", "from_entries", "read", "replay_agent", "save"]
+           "failure_shape", "files", "fingerprint", "read", "replay_agent", "save"]

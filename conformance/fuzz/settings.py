@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TextIO
 
+from conformance.progress import wanted
+
 if TYPE_CHECKING:
     from hypothesis import settings as HypothesisSettings
 
@@ -102,8 +104,9 @@ class StopFuzzing(BaseException):
 
 
 class Budget:
-    """Counts examples, stops generation when the time budget is spent, and prints a
-    progress line on long runs (to stderr, at most once per ``every`` seconds)."""
+    """Counts examples, says when the time budget is spent, and prints a progress line
+    on long runs: rewritten in place on a terminal every ``every`` seconds, or a plain
+    line every 30 s into a log."""
 
     def __init__(self, effort: Effort, *, label: str, stream: TextIO | None = None,
                  quiet_for: float = 2.0, every: float = 2.0) -> None:
@@ -118,7 +121,9 @@ class Budget:
         self.failures = 0
         self.first_failure: float | None = None
         self._last_print = 0.0
-        self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self._tty = stream is not None and wanted(stream)  # the suite's terminal policy
+        if not self._tty:  # a log (CI): a line now and then, enough to show it is alive
+            self.quiet_for, self.every = max(quiet_for, 10.0), max(every, 30.0)
         self._printed = False
 
     @property
