@@ -345,7 +345,8 @@ def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
     try:
         for step in steps:
             perform(driver, book, step)
-        if wait_exit or not driver.sync():
+            driver.sync()  # as the state machine does: late lines stay with their step
+        if wait_exit or not driver.ping_answered:
             driver.stop()
     except DriveAborted as exc:
         played.note = f"aborted: {exc}"
