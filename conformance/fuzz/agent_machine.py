@@ -226,6 +226,7 @@ class AgentMachine(RuleBasedStateMachine):
             self.busy = False
             if step == "start":
                 self.ctx.unsupported[self.protocol] = f"not testable: {exc}"
+                self.ended = True  # nothing of it is graded
                 reject()
             self._note(f"not testable: {exc}")
         self.busy = False
