@@ -115,6 +115,33 @@ def test_a_seed_repeats_the_run(tmp_path: Path) -> None:
     assert [f.steps for f in runs[0].failures] == [f.steps for f in runs[1].failures]
 
 
+V1_ONLY = """\
+import sys
+sys.path.insert(0, {root!r})
+from conformance.reference.agent import ReferenceAgent, main
+
+
+class V1Only(ReferenceAgent):
+    def handle_initialize(self, request_id, params):
+        return super().handle_initialize(request_id, dict(params, protocolVersion=1))
+
+
+sys.exit(main(agent_class=V1Only))
+"""
+
+
+def test_a_refused_version_is_noted_not_failed(tmp_path: Path) -> None:
+    script = tmp_path / "v1_only.py"
+    script.write_text(V1_ONLY.format(root=str(REPO_ROOT)))
+    target = AgentTarget([sys.executable, str(script)], "v1 only",
+                         {"ACP_REFERENCE_STATE_DIR": str(tmp_path)})
+    result = run_agent_fuzz(AgentFuzzConfig(target, strict=True),
+                            get_effort("ci", max_examples=4), seed=7)
+    assert result.failures == []
+    assert any(n.startswith("v2: not testable") for n in result.notes), result.notes
+    assert set(result.coverage) == {1}
+
+
 def test_time_budget_ends_generation(tmp_path: Path) -> None:
     effort = get_effort("dev", time_budget=0.5)
     result = run_agent_fuzz(AgentFuzzConfig(reference_target(tmp_path)), effort, seed=5)
