@@ -122,14 +122,14 @@ def cmd_fuzz(argv: Sequence[str]) -> int:
           flush=True)
     progress = settings.progress_stream(True)
     if ns.agent:
-        result, cwd_hint = _fuzz_agent(ns, effort, seed, options, progress)
+        result = _fuzz_agent(ns, effort, seed, options, progress)
     else:
-        result, cwd_hint = _fuzz_client(ns, effort, seed, options, progress)
-    return _finish(ns, result, options, cwd_hint)
+        result = _fuzz_client(ns, effort, seed, options, progress)
+    return _finish(ns, result, options)
 
 
 def _fuzz_agent(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
-                progress: Any) -> tuple[Any, str | None]:
+                progress: Any) -> Any:
     from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
     from conformance.fuzz.steps import AgentTarget
     from conformance.transport import split_command
@@ -138,26 +138,30 @@ def _fuzz_agent(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
     config = AgentFuzzConfig(target, protocols=tuple(cli._protocols(ns)), options=options,
                              strict=ns.strict, max_failures=ns.max_failures,
                              schema_dir=ns.schema_dir)
-    return run_agent_fuzz(config, effort, seed, progress=progress), None
+    return run_agent_fuzz(config, effort, seed, progress=progress)
 
 
 def _fuzz_client(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
-                 progress: Any) -> tuple[Any, str | None]:
+                 progress: Any) -> Any:
     from conformance.fuzz.client_fuzz import client_target, run_client_fuzz
 
     target = client_target(ns)
     return run_client_fuzz(target, effort, seed, protocols=tuple(cli._protocols(ns)),
                            options=options, strict=ns.strict, max_failures=ns.max_failures,
-                           progress=progress, schema_dir=ns.schema_dir), None
+                           progress=progress, schema_dir=ns.schema_dir)
 
 
-def _finish(ns: argparse.Namespace, result: Any, options: Any, cwd_hint: str | None) -> int:
+def _finish(ns: argparse.Namespace, result: Any, options: Any) -> int:
     from conformance.fuzz import regressions
     from conformance.fuzz.report import indent, transcript_lines
     from conformance.fuzz.steps import describe
 
     directory = ns.regressions or regressions.DEFAULT_DIR
-    side = "agent" if result.role == "agent" else "client"
+    how = {"client": "--client", "client_adapter": "--client-adapter",
+           "client_profile": "--client-profile"}
+    target = (f"--agent {shlex.quote(result.target)}" if result.role == "agent" else
+              " ".join(f"{how[k]} {shlex.quote(str(v))}" for k, v in result.replay_with.items()
+                       if v))
     runs = ("generated run(s)" if result.role == "agent"
             else "run(s), generated and shrinking")
     print(f"{result.examples} {runs} in {result.elapsed:.1f} s, "
@@ -195,7 +199,6 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, cwd_hint: str | N
                                      cwd=_session_cwd(f.transcript))
             saved_paths[i] = str(saved.path)
             print(f"  {'already in the library' if saved.existed else 'saved'}: {saved.path}")
-            target = f"--{side} {shlex.quote(result.target)}"
             print(f"  replay: acp-conformance replay {shlex.quote(str(saved.path))} {target}")
     print()
     print(f"seed {result.seed}: repeat this run with --seed {result.seed}")
