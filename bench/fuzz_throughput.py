@@ -74,6 +74,24 @@ def per_second(target: ClientTarget, items: list[tuple[int, list[Any]]]) -> tupl
     return len(items) / elapsed, elapsed / len(items)
 
 
+def expected_rules(name: str) -> set[str]:
+    """What the agent manifest says a fixture trips (expected or on the way)."""
+    manifest = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
+    fx = next(f for f in manifest["fixtures"] if f["name"] == name)
+    out: set[str] = set()
+    for version in fx["expect"].values():
+        for group in (version["profiles"].values() if "profiles" in version else [version]):
+            for rules in group.values():
+                out.update(rules)
+    for rules in (fx.get("may_also") or {}).values():
+        out.update(rules)
+    return out
+
+
+def named(found: set[str], rules: set[str]) -> bool:
+    return any(f == r or f.startswith(r + "/") for f in found for r in rules)
+
+
 def broken_agents(only: list[str] | None) -> list[str]:
     manifest = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
     names = [fx["name"] for fx in manifest["fixtures"]
@@ -140,14 +158,18 @@ def main(argv: list[str] | None = None) -> int:
 
     # -- time to first failure: agents ------------------------------------------------------
     print("\ntime to first failure, broken agents (strict, never told the rule):")
-    print(f"  {'agent':<32} {'first':>7} {'x run':>6} {'total':>7}  found (shrunk steps)")
+    print(f"  {'agent':<32} {'first':>7} {'x run':>6} {'total':>7}  found (shrunk steps); "
+          "manifest rule among the run's findings")
     for name in broken_agents(ns.agents.split(",") if ns.agents else None):
         target = AgentTarget([sys.executable, str(REPO_ROOT / "fixtures" / "agents" /
                                                   f"{name}.py")], name, env)
         r = run_agent_fuzz(AgentFuzzConfig(target, strict=True, max_failures=1), effort, ns.seed)
         first = r.time_to_first_failure
-        found = (f"{r.failures[0].requirement} ({len(r.failures[0].steps)} steps)"
-                 if r.failures else "nothing")
+        found = "nothing"
+        if r.failures:
+            f = r.failures[0]
+            hit = named({x.requirement for x in f.findings}, expected_rules(name))
+            found = f"{f.requirement} ({len(f.steps)} steps); {'yes' if hit else 'NO'}"
         shown = f"{first:7.2f}" if first is not None else "      -"
         runs = f"{first / per_run:6.1f}" if first is not None else "     -"
         print(f"  {name:<32} {shown} {runs} {r.elapsed:7.2f}  {found}")

@@ -67,11 +67,12 @@ MAX_RESTARTS = 2  # fresh processes after the first, per generated run
 
 def violations(findings: Sequence[Finding], strict: bool) -> list[Finding]:
     """The findings that break the invariant: fails, and warns under ``strict``. MUST
-    breaches come before SHOULD breaches, then the earliest evidence (the first thing
-    that went wrong), then the rule ID."""
-    def order(f: Finding) -> tuple[int, int, str]:
-        return (f.outcome is not Outcome.FAIL, min(f.entries) if f.entries else 1 << 30,
-                f.requirement)
+    breaches come before SHOULD breaches, then the one that became visible first (its
+    last evidence line is the earliest), then the one that needs the fewest lines to
+    show, then the rule ID."""
+    def order(f: Finding) -> tuple[int, int, int, str]:
+        return (f.outcome is not Outcome.FAIL, max(f.entries) if f.entries else 1 << 30,
+                len(f.entries), f.requirement)
 
     bad = [f for f in findings if f.outcome is Outcome.FAIL
            or (strict and f.outcome is Outcome.WARN)]
