@@ -385,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--run", action="append", default=[], metavar="NAME",
                    help="only the runs of this name (e.g. suite)")
     p.add_argument("--cache", help="cache folder (default: see the module docstring)")
-    p.add_argument("--jobs", type=int, default=2, help="targets run at once (default 2)")
+    p.add_argument("--jobs", type=int, default=3, help="runs at once (default 3)")
     p.add_argument("--install-only", action="store_true")
     p.add_argument("--update", action="store_true", help="record the verdicts as baselines")
     p.add_argument("-v", "--verbose", action="store_true", help="print every verdict")
