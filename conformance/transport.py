@@ -413,19 +413,21 @@ class TargetProcess:
         held = [t.name for t in self._readers if t.is_alive()]
         rc = self.proc.returncode
         sig = signal.Signals(-rc).name if rc is not None and rc < 0 else None
-        self.exit_info = ExitInfo(rc, sig, self._killed, ended_by)
         with self._record_lock:
+            recorded = self._released  # an interrupted close already wrote the exit event
             self._released = True  # readers stop; nothing is added after the exit event
-            if held:
+            if held and not recorded:
                 self.transcript.add(self.conn, "harness", "harness", event="note", data={
                     "note": "output still open after the process group ended (held by a "
                             "process that left the group); the suite stopped reading it"})
-            self.transcript.add(self.conn, "harness", "harness", event="exit", data={
-                "returncode": rc, "signal": sig, "killed_by_suite": self._killed,
-                "ended_by": ended_by, "grace": grace, "output_held": self.output_held,
-                "stderr_bytes": self.stderr_bytes, "stderr_kept": self.stderr_kept,
-                "unrecorded_lines": self.unrecorded_lines,
-                "unrecorded_bytes": self.unrecorded_bytes})
+            if not recorded:
+                self.transcript.add(self.conn, "harness", "harness", event="exit", data={
+                    "returncode": rc, "signal": sig, "killed_by_suite": self._killed,
+                    "ended_by": ended_by, "grace": grace, "output_held": self.output_held,
+                    "stderr_bytes": self.stderr_bytes, "stderr_kept": self.stderr_kept,
+                    "unrecorded_lines": self.unrecorded_lines,
+                    "unrecorded_bytes": self.unrecorded_bytes})
+        self.exit_info = ExitInfo(rc, sig, self._killed, ended_by)  # last: close is complete
         _LIVE.discard(self)
         return self.exit_info
 

@@ -179,7 +179,7 @@ def test_floods_stderr_while_behaving(tmp_path: Path) -> None:
     assert "the transcript keeps the first 262144 bytes" in f["message"]
     stderr_entries = [e for e in _entries(run) if e.stream == "stderr"]
     assert sum(len(e.raw or "") + 1 for e in stderr_entries) <= 256 * 1024 + len(stderr_entries)
-    assert run.max_rss_mb < 150, f"peak memory {run.max_rss_mb:.0f} MB"
+    assert run.max_rss_mb < 80, f"peak memory {run.max_rss_mb:.0f} MB"  # 100 MB went by
     assert_contained(run, waited=0)
 
 
