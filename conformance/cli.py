@@ -165,8 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return (commands.cmd_fuzz if args[0] == "fuzz" else commands.cmd_replay)(args[1:])
         if args and args[0] == "demo":
             ns = build_parser().parse_args(args[1:])
+            _default_outputs(ns)
             return cmd_demo(ns)
         ns = build_parser().parse_args(args)
+        _default_outputs(ns)
         if ns.client or ns.client_adapter:
             return cmd_client(ns)
         if not ns.agent:
@@ -180,6 +182,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001 - the three error families are sorted here
         return _error_exit(exc)
+
+
+DEFAULT_REPORTS = Path("reports")
+
+
+def _default_outputs(ns: argparse.Namespace) -> None:
+    """A run with no report option writes JSON and JUnit under ./reports/."""
+    if not any(getattr(ns, o, None) for o in ("json", "junit", "html", "markdown")):
+        ns.json = DEFAULT_REPORTS / "acp-conformance.json"
+        ns.junit = DEFAULT_REPORTS / "acp-conformance.xml"
+        ns.default_reports = True
 
 
 def _error_exit(exc: Exception) -> int:
@@ -374,6 +387,9 @@ def _report(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cases:
         from conformance.report.markdown import write_markdown
 
         write_markdown(result, ns.markdown, baseline=verdict, trace=trace)
+    written = [str(p) for p in (ns.html, getattr(ns, "json", None), ns.junit, ns.markdown) if p]
+    if written and getattr(ns, "default_reports", False):  # say where they went
+        print("reports: " + ", ".join(written), file=sys.stderr)
     if verdict is not None:
         return EXIT_FAIL if verdict.failed else EXIT_OK
     return EXIT_FAIL if result.failed else EXIT_OK
@@ -515,8 +531,9 @@ def cmd_list(ns: argparse.Namespace) -> int:
 
         print(format_traceability(traceability(casemod.load_dir(ns.cases))))
         return EXIT_OK
+    cases = casemod.load_dir(ns.cases)  # a bad case file: one error line, nothing printed
     print("Cases:")
-    for c in casemod.load_dir(ns.cases):
+    for c in cases:
         versions = "/".join(f"v{p}" for p in c.protocols)
         print(f"  {c.id:<32} {c.role:<6} {versions:<6} {', '.join(c.requirements)}")
         print(f"  {'':<32} {c.description}")

@@ -95,7 +95,8 @@ def jsonrpc_problem(msg: Any) -> str | None:
     if "method" in msg:
         if not isinstance(msg["method"], str):
             return "\"method\" is not a string"
-        if "id" in msg and not isinstance(msg["id"], (str, int)) or isinstance(msg.get("id"), bool):
+        rid = msg.get("id")
+        if "id" in msg and (not isinstance(rid, (str, int)) or isinstance(rid, bool)):
             return "request \"id\" is neither a string nor an integer"
         return None
     if "id" in msg and ("result" in msg or "error" in msg):
