@@ -274,15 +274,26 @@ def iter_entries(path: Path) -> tuple[dict[str, Any], Iterator[Entry]]:
         raise
 
     def gen() -> Iterator[Entry]:
+        readline = fh.readline
         with fh:
             lineno = 1
             expect = 0
-            while raw := fh.readline(MAX_FILE_LINE + 1):
+            while raw := readline(MAX_FILE_LINE + 1):
                 lineno += 1
                 if len(raw) > MAX_FILE_LINE:
                     raise TranscriptError(f"{path}:{lineno}: line longer than {MAX_FILE_LINE} "
                                           "bytes; not a transcript this tool wrote")
-                line = _text(raw, path, lineno)
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    line = _text(raw, path, lineno)  # raises with the line and byte
+                # Hot path: a one-line message entry as this tool writes it, built without
+                # the general validation; anything else takes the general path below.
+                entry = _message_entry(line)
+                if entry is not None and entry.seq == expect:
+                    expect += 1
+                    yield entry
+                    continue
                 if not line.strip():
                     continue
                 if not line.endswith("\n"):
@@ -302,6 +313,37 @@ def iter_entries(path: Path) -> tuple[dict[str, Any], Iterator[Entry]]:
                 yield entry
 
     return header, gen()
+
+
+_scan = json.JSONDecoder().scan_once  # json.loads without its wrapper calls
+_SOURCE_SET = frozenset(SOURCES)
+_MESSAGE_STREAMS = frozenset(("stdin", "stdout"))
+
+
+def _message_entry(line: str) -> Entry | None:
+    """The entry of a plain message line (seq, t, conn, src, stream, raw, msg), or None.
+
+    Gives exactly what ``json.loads`` and :meth:`Entry.from_json` give for such a
+    line; None sends any other line (or a doubtful one) to the general path.
+    """
+    if line[:1] != "{" or line[-1:] != "\n":
+        return None
+    try:
+        d, end = _scan(line, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if end != len(line) - 1 or len(d) != 7:
+        return None
+    try:
+        seq, t, conn, src, stream = d["seq"], d["t"], d["conn"], d["src"], d["stream"]
+        raw, msg = d["raw"], d["msg"]
+    except KeyError:
+        return None
+    if (type(seq) is not int or type(conn) is not int or type(t) is not float
+            or type(raw) is not str or type(src) is not str or src not in _SOURCE_SET
+            or type(stream) is not str or stream not in _MESSAGE_STREAMS):
+        return None
+    return Entry(seq, t, conn, src, stream, raw, None, msg)
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[Entry]]:

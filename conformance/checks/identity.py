@@ -15,7 +15,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.timeline import LIVE, REPLAY, MessageEvent, TurnEnd, TurnStart
+from conformance.checks.timeline import LIVE, REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
 from conformance.checks.wire import short
 from conformance.results import Outcome
 
@@ -49,6 +49,7 @@ def turn_key(ev: MessageEvent, st: _EpochState) -> Any:
 
 @register
 class Uniqueness(Checker):
+    quiet_repeats = True  # past the first repeat (MID-A-02/interleave exercised) nothing is new
     rules = (
         Rule("MID-A-02/user-message-reuse",
              "a new user message never reuses an earlier user message's ID", F,
@@ -203,6 +204,8 @@ class Stability(Checker):
         self.gap_reported: set[tuple[str, int, int, str]] = set()
         self.ownerless_user: list[tuple[str, int]] = []
         self.user_sessions: set[str] = set()  # v1 sessions with user chunks
+        # presence counters and window of the last chunk's (session, epoch, turn, kind)
+        self.tail: tuple[list[int], list[tuple[str, int]]] | None = None
 
     def on_turn_start(self, ev: TurnStart) -> None:
         self._close_run()
@@ -212,7 +215,11 @@ class Stability(Checker):
         self._flush_presence()
 
     def on_message(self, ev: MessageEvent) -> None:
+        if ev.repeat and self.tail is not None:
+            self._repeat(ev)
+            return
         if ev.form != "chunk":
+            self.tail = None
             self._close_run()
             return
         self.sessions.add(ev.session)
@@ -233,6 +240,7 @@ class Stability(Checker):
         window.append((ev.mid if ev.mid is not None else "\0absent", ev.seq))
         if len(window) > 3:
             window.pop(0)
+        self.tail = (pres, window)
         if ev.session in self.id_mode:
             self.exercised("MID-A-03/gap")
             self.exercised("MID-A-03/mixed-presence")
@@ -249,6 +257,61 @@ class Stability(Checker):
             if ev.mid is None:
                 self.ownerless_user.append((ev.session, ev.seq))
         self._run_step(ev)
+
+    def _repeat(self, ev: MessageEvent) -> None:
+        """What on_message does for a chunk continuing the previous chunk's message.
+
+        Session, ID mode and user bookkeeping are already done; no gap is possible
+        (the middle of the window is the previous chunk, which has the ID). A run
+        of one ID flips between two states ([id] and [id, continued]); it flips in
+        place here instead of through new _Run objects.
+        """
+        pres, window = self.tail  # type: ignore[misc]  # set by the chunk before
+        seq, mid = ev.seq, ev.mid
+        pres[0] += 1
+        pres[2] = seq
+        window.append((mid, seq))  # type: ignore[arg-type]  # a repeat has a string ID
+        if len(window) > 3:
+            del window[0]
+        run = self.run
+        if run is not None:
+            ids = run.ids
+            if ids and ids[0] == mid:
+                n = len(ids)
+                if n == 1:  # [id] -> [id, continued]: closing [id] finds nothing
+                    ids.append("\0continued")
+                    run.seqs[0] = seq
+                    run.last_text = ev.text
+                    return
+                if n == 2 and ids[1] == "\0continued":  # after a continued run: [id] afresh
+                    ids.pop()
+                    run.seqs[0] = seq
+                    run.last_text = ev.text
+                    return
+        self._run_step(ev)
+
+    def on_repeats(self, run: RepeatRun) -> None:
+        """Many repeats at once: what _repeat does for each, in one step (see Checker)."""
+        mid, seqs = run.first.mid, run.seqs
+        cur = self.run
+        ids = cur.ids if cur is not None else None
+        if (self.tail is None or cur is None or not ids or ids[0] != mid or len(ids) > 2
+                or (len(ids) == 2 and ids[1] != "\0continued")):
+            for ev in run.events():
+                self.on_message(ev)
+            return
+        pres, window = self.tail
+        pres[0] += len(seqs)
+        pres[2] = seqs[-1]
+        window.extend([(mid, s) for s in seqs[-3:]])  # type: ignore[misc]  # a string ID
+        del window[:-3]
+        if len(seqs) % 2:  # each repeat flips [id] <-> [id, continued]
+            if len(ids) == 1:
+                ids.append("\0continued")
+            else:
+                ids.pop()
+        cur.seqs[0] = seqs[-1]
+        cur.last_text = model.block_text(run.updates[-1].get("content"))
 
     def _run_step(self, ev: MessageEvent) -> None:
         run = self.run
@@ -296,6 +359,7 @@ class Stability(Checker):
                            expected="all or none", actual={"with_id": with_id, "without": without})
         self.presence.clear()
         self.recent.clear()
+        self.tail = None
 
     def finish(self) -> None:
         self._close_run()

@@ -17,11 +17,14 @@ from conformance import model
 from conformance.checks.base import Checker, Rule, register
 from conformance.checks.identity import SENTENCE_END
 from conformance.checks.timeline import (AFTER_REPLAY, LIVE, REPLAY, UNREQUESTED,
-                                         MessageEvent, ReplayEnd, ReplayStart)
+                                         MessageEvent, RepeatRun, ReplayEnd, ReplayStart)
 from conformance.checks.wire import short
 from conformance.results import Outcome
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
+
+
+COMPACT_PARTS = 64  # chunk texts kept apart before they are joined into one
 
 
 @dataclass
@@ -34,6 +37,19 @@ class Msg:
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    def add(self, text: str) -> None:
+        """Append a chunk's text; memory grows with the text, not with the chunk count."""
+        parts = self.parts
+        parts.append(text)
+        if len(parts) >= COMPACT_PARTS:
+            parts[:] = ["".join(parts)]
+
+    def extend(self, texts: list[str]) -> None:
+        parts = self.parts
+        parts.extend(texts)
+        if len(parts) >= COMPACT_PARTS:
+            parts[:] = ["".join(parts)]
 
 
 @dataclass
@@ -55,7 +71,7 @@ class Turn:
             if key:
                 self.index[key] = msg
         if ev.form == "chunk":
-            msg.parts.append(model.block_text(ev.update.get("content")))
+            msg.add(model.block_text(ev.update.get("content")))
         elif "content" in ev.update:
             content = ev.update["content"]
             msg.parts = [model.blocks_text(content)] if isinstance(content, list) else []
@@ -107,6 +123,9 @@ class Replay(Checker):
         self.replays: dict[str, _Replay] = {}
         self.done: list[_Replay] = []
         self.live_ids: dict[str, dict[str, Msg]] = {}
+        # The message a repeat chunk (timeline.MessageEvent.repeat) appends to: set when the
+        # last event was a live or replayed chunk that a repeat continues with nothing else.
+        self.tail: Msg | None = None
 
     def _dup_rule(self, protocol: int) -> str:
         return "MID-V2-06/replay-duplicate" if protocol >= 2 else "MID-A-07/replay-duplicate"
@@ -125,7 +144,20 @@ class Replay(Checker):
         if rep is not None:
             self.done.append(rep)
 
+    def on_repeats(self, run: RepeatRun) -> None:
+        """Many repeats at once: their texts go to the message the run appends to."""
+        if self.tail is None:
+            for ev in run.events():
+                self.on_message(ev)
+            return
+        self.tail.extend(run.texts())
+
     def on_message(self, ev: MessageEvent) -> None:
+        tail, self.tail = self.tail, None
+        if ev.repeat and tail is not None:
+            tail.add(ev.text)
+            self.tail = tail
+            return
         if ev.phase == LIVE:
             key = (ev.session, ev.epoch.index, ev.turn)
             turn = self.live.get(key)
@@ -135,6 +167,7 @@ class Replay(Checker):
             msg = turn.apply(ev)
             if ev.mid is not None:
                 self.live_ids.setdefault(ev.session, {}).setdefault(ev.mid, msg)
+                self.tail = msg
             return
         v2 = ev.protocol >= 2
         if ev.phase == UNREQUESTED and v2:
@@ -166,7 +199,7 @@ class Replay(Checker):
         if not rep.turns:
             rep.turns.append(Turn())
         rep.last_kind = ev.kind
-        rep.turns[-1].apply(ev)
+        msg = rep.turns[-1].apply(ev)
         if ev.mid is None:
             return  # an ID-less chunk is a gap (MID-A-03), not another message
         dup_rule = self._dup_rule(ev.protocol)
@@ -184,6 +217,7 @@ class Replay(Checker):
                            f"after another message", entries=[rep.runs[key], ev.seq],
                            expected="one ID per replayed message", actual=short(ev.mid))
             rep.runs.setdefault(key, ev.seq)
+            self.tail = msg
         rep.last_key = key
 
     def finish(self) -> None:

@@ -25,6 +25,7 @@ def _data(e: Any) -> dict[str, Any]:
 
 @register
 class Liveness(Checker):
+    quiet_repeats = True  # reads harness events only
     rules = (
         Rule("TARGET/exit", "the target stays up until the suite closes it", Outcome.FAIL,
              untested="no target process in the transcript"),
@@ -123,6 +124,8 @@ class Liveness(Checker):
 @register
 class ResponseIds(Checker):
     """Every response the target sends answers a request of the suite still open."""
+
+    quiet_repeats = True  # a notification is neither request nor response
 
     rules = (
         Rule("TARGET/unmatched-response",

@@ -17,6 +17,7 @@ F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
 
 @register
 class Cancellation(Checker):
+    quiet_repeats = True  # same phase, same verdict
     rules = (
         Rule("MID-A-09/after-cancel", "no message update after the turn ended as cancelled", F,
              untested="no turn was cancelled"),
@@ -54,6 +55,7 @@ class _TurnState:
 
 @register
 class Echo(Checker):
+    quiet_repeats = True  # a repeated user chunk is no new echo
     rules = (
         Rule("MID-A-01/adopted-client-id", "the agent does not adopt a client-supplied ID", W,
              untested="the suite sent no prompt with a legacy client messageId"),

@@ -22,6 +22,7 @@ def short(value: Any, limit: int = 120) -> Any:
 
 @register
 class Framing(Checker):
+    quiet_repeats = True  # a repeat line is a well-formed JSON-RPC notification
     rules = (
         Rule("MID-S-06/framing", "every line is one complete UTF-8 JSON text", F,
              untested="the target wrote no protocol line"),
@@ -63,6 +64,7 @@ class Framing(Checker):
 
 @register
 class IdShape(Checker):
+    quiet_repeats = True  # same ID, same kind: same verdict as the chunk before
     rules = (
         Rule("MID-S-01/type", "every messageId is a JSON string or null", F),
         Rule("MID-S-01/near-miss-key", "no near-miss spelling of messageId", W,
@@ -147,6 +149,7 @@ class IdShape(Checker):
 
 @register
 class Scope(Checker):
+    quiet_repeats = True
     rules = (
         Rule("MID-S-04/non-message-kind", "messageId appears only on message updates", W,
              untested="no non-message session update was seen"),
@@ -195,6 +198,7 @@ class PromptResponseShape(Checker):
 
 @register
 class ClientIds(Checker):
+    quiet_repeats = True  # reads client lines only
     rules = (
         Rule("MID-C-01", "the client sends no messageId/userMessageId of its own", F,
              role="client", untested="the client sent no request"),
@@ -241,6 +245,7 @@ class ClientIds(Checker):
 
 @register
 class Batches(Checker):
+    quiet_repeats = True  # a repeat is never part of a batch
     rules = (
         Rule("MID-V2-09/same-id-batch", "no batch carries two updates of one messageId", W,
              versions=(2,), untested="the agent sent no batch with message updates"),
@@ -272,6 +277,8 @@ class Batches(Checker):
 @register
 class ClientLiveness(Checker):
     """Client side (the suite plays the agent): framing, answers, liveness (MID-C-08, B.6)."""
+
+    quiet_repeats = True  # a notification from the agent is neither request nor answer
 
     rules = (
         Rule("MID-S-06/client-framing", "every line the client writes is one JSON-RPC message",
