@@ -220,7 +220,7 @@ def test_the_findings_are_the_same_on_a_transcript_read_back_from_a_file(tmp_pat
     entries = random_entries(7, 1, steps=200)
     path = tmp_path / "t.jsonl"
     tmod.from_entries({"role": "agent", "protocol": 1}, entries).save(path)
-    header, read = tmod.iter_entries(path)
+    _header, read = tmod.iter_entries(path)
     back = list(read)
     assert [e.to_json() for e in back] == [e.to_json() for e in entries]
     assert grade(back, protocol=1) == grade(entries, protocol=1, repeats=False)
