@@ -171,8 +171,13 @@ def test_writes_json_that_is_not_jsonrpc(tmp_path: Path) -> None:
 
 def test_floods_stderr_while_behaving(tmp_path: Path) -> None:
     run = run_agent("stderr_flood", tmp_path, timeout=TIMEOUT)
-    # Logging a lot is no protocol fault: the run passes, and says what it kept.
-    assert run.returncode == 0, run.stdout + run.stderr
+    # The protocol traffic is fine, but 100 MB of logs is a flood: a fail with the
+    # byte count as evidence, and an info row saying what the suite kept.
+    assert run.returncode == 1, run.stdout + run.stderr
+    flood = only(run, "TARGET/stderr-flood", "fail")
+    assert flood["evidence"]["actual"]["stderr_bytes"] >= 100 * 1024 * 1024
+    assert not [r for r in run.report["results"] if r["outcome"] == "fail"
+                and r["requirement"] != "TARGET/stderr-flood"]
     f = only(run, "TARGET/output-cap", "info")
     assert f["evidence"]["actual"]["stderr_bytes"] >= 100 * 1024 * 1024
     assert f["evidence"]["actual"]["stderr_kept"] == 256 * 1024

@@ -19,6 +19,11 @@ from conformance.checks.timeline import ConnEnd, Frame
 from conformance.results import Outcome
 
 
+# Logging is allowed, but a process that writes this much to stderr in one
+# short conformance session is flooding: every client must drain it.
+STDERR_FLOOD = 16 * 2**20
+
+
 def _data(e: Any) -> dict[str, Any]:
     return e.data if isinstance(e.data, dict) else {}
 
@@ -36,6 +41,9 @@ class Liveness(Checker):
              Outcome.FAIL, untested="no target process in the transcript"),
         Rule("TARGET/output-cap", "the target's output fits what the suite keeps "
              "(stderr and recorded lines)", Outcome.INFO,
+             untested="no target process in the transcript"),
+        Rule("TARGET/stderr-flood", f"the target logs less than {STDERR_FLOOD // 2**20} MiB to "
+             "stderr per process (a flood costs every client that drains it)", Outcome.FAIL,
              untested="no target process in the transcript"),
     )
 
@@ -101,6 +109,13 @@ class Liveness(Checker):
                        actual={"ended_by": ended_by, "returncode": data.get("returncode"),
                                "signal": data.get("signal")})
         stderr_bytes, kept = data.get("stderr_bytes") or 0, data.get("stderr_kept")
+        if isinstance(stderr_bytes, int) and stderr_bytes > STDERR_FLOOD:
+            self.found("TARGET/stderr-flood",
+                       f"the target wrote {stderr_bytes} bytes to stderr in one process "
+                       f"(more than {STDERR_FLOOD} bytes)", entries=[e.seq],
+                       expected=f"at most {STDERR_FLOOD} bytes of logs",
+                       actual={"stderr_bytes": stderr_bytes, "stderr_kept": kept,
+                               "stderr_tail": data.get("stderr_tail", "")[-500:]})
         if isinstance(kept, int) and isinstance(stderr_bytes, int) and stderr_bytes > kept:
             self.found("TARGET/output-cap",
                        f"the target wrote {stderr_bytes} bytes to stderr; the transcript keeps "
@@ -117,7 +132,8 @@ class Liveness(Checker):
                                               "unrecorded_bytes": data.get("unrecorded_bytes")})
 
     def on_conn_end(self, ev: ConnEnd) -> None:
-        for rule in ("TARGET/exit", "TARGET/hang", "TARGET/shutdown", "TARGET/output-cap"):
+        for rule in ("TARGET/exit", "TARGET/hang", "TARGET/shutdown", "TARGET/output-cap",
+                     "TARGET/stderr-flood"):
             self.exercised(rule)
 
 
