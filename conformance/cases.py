@@ -7,10 +7,11 @@ traceback. Unknown keys are errors (``additionalProperties: false``).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 

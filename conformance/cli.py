@@ -14,8 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 SUBCOMMANDS = ("demo", "check", "list", "lint-cases", "report", "fuzz", "replay")
@@ -411,8 +412,8 @@ def reference_agent_command() -> list[str]:
 
     root = str(Path(conformance.__file__).resolve().parent.parent)
     return [sys.executable, "-c",
-            f"import sys; sys.path.insert(0, {root!r}); "
-            "from conformance.reference.agent import main; sys.exit(main())"]
+            (f"import sys; sys.path.insert(0, {root!r}); "
+            "from conformance.reference.agent import main; sys.exit(main())")]
 
 
 def cmd_demo(ns: argparse.Namespace) -> int:
@@ -438,8 +439,8 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
     from conformance.client.adapter import AdapterError
     from conformance.client.profile import ProfileError, load
     from conformance.client.runner import ClientRun, ClientSetupError, run_client_suite
-    from conformance.runner import RunInterrupted
     from conformance.progress import Progress
+    from conformance.runner import RunInterrupted
 
     _check_run_options(ns)
     if ns.agent and command is None:
@@ -477,10 +478,10 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
 
 
 def cmd_check(ns: argparse.Namespace) -> int:
+    from conformance import __version__
     from conformance import transcript as tmod
     from conformance.checks import grade
     from conformance.results import CaseResult, RunResult, apply_strict
-    from conformance import __version__
 
     _check_run_options(ns)
     files: list[Path] = []

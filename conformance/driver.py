@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from conformance import TOOL_NAME, __version__, model
 from conformance.transcript import Entry, Transcript

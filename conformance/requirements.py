@@ -8,9 +8,10 @@ only registered rules.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 

@@ -8,8 +8,9 @@ Findings never carry wall-clock times, so reports are deterministic.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 
 class Outcome(str, enum.Enum):
@@ -49,11 +50,11 @@ class Finding:
     def base_requirement(self) -> str:
         return self.requirement.split("/", 1)[0]
 
-    def with_case(self, case: str) -> "Finding":
+    def with_case(self, case: str) -> Finding:
         return Finding(self.requirement, self.outcome, self.message, self.expected,
                        self.actual, self.entries, case)
 
-    def with_outcome(self, outcome: Outcome) -> "Finding":
+    def with_outcome(self, outcome: Outcome) -> Finding:
         return Finding(self.requirement, outcome, self.message, self.expected,
                        self.actual, self.entries, self.case)
 

@@ -10,9 +10,10 @@ They are never copied into this project. Findings use the suite's own family
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from conformance.profiles import Profile
 from conformance.results import Finding, Outcome

@@ -26,9 +26,10 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from conformance import TOOL_NAME, __version__
 
@@ -86,7 +87,7 @@ class Entry:
         return d
 
     @classmethod
-    def from_json(cls, d: Any, where: str) -> "Entry":
+    def from_json(cls, d: Any, where: str) -> Entry:
         if not isinstance(d, dict):
             raise TranscriptError(f"{where}: entry is not a JSON object")
         try:

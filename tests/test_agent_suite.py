@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from conftest import REPO_ROOT, load_json, outcomes, run_cli
 
 MANIFEST = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())

@@ -6,11 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from conformance.cases import CaseError, load_dir, load_file
 from conformance.checks import all_rules
 from conformance.requirements import NORMATIVE, lint, load_register
-from conftest import run_cli
 
 
 def test_bundled_cases_lint_clean() -> None:
@@ -27,7 +27,7 @@ def test_lint_command_exit_code() -> None:
 def test_register_matches_the_catalogue(shared_dir: Path) -> None:
     """Every catalogue requirement is in the register with a level the catalogue states."""
     text = (shared_dir / "spec" / "messageid-requirements.md").read_text(encoding="utf-8")
-    heads = re.findall(r"^\*\*(MID-[A-Z0-9]+-\d\d):", text, flags=re.M)
+    heads = re.findall(r"^\*\*(MID-[A-Z0-9]+-\d\d):", text, flags=re.MULTILINE)
     register = load_register()
     assert sorted(set(heads)) == sorted(register)
     for rid in heads:
@@ -74,16 +74,16 @@ cases:
 
 
 @pytest.mark.parametrize("body,line,needle", [
-    ("area: x\ncases:\n  - id: c1\n    description: d\n    requirements: [MID-A-02]\n"
+    (("area: x\ncases:\n  - id: c1\n    description: d\n    requirements: [MID-A-02]\n"
      "    applies: {protocols: [1], role: agent}\n    drive: [start]\n    checks: [MID-A-02]\n"
-     "    chekcs: [MID-A-03]\n", 9, "unknown key"),
-    ("area: x\ncases:\n  - id: c1\n    description: d\n    requirements: [MID-A-02]\n"
-     "    applies: {protocols: [3], role: agent}\n    drive: [start]\n    checks: [MID-A-02]\n",
+     "    chekcs: [MID-A-03]\n"), 9, "unknown key"),
+    (("area: x\ncases:\n  - id: c1\n    description: d\n    requirements: [MID-A-02]\n"
+     "    applies: {protocols: [3], role: agent}\n    drive: [start]\n    checks: [MID-A-02]\n"),
      6, "protocols"),
     ("area: x\ncases:\n  - id: c1\n    description: [unclosed\n", 5, "invalid YAML"),
-    ("area: x\ncases:\n  - id: c1\n    description: d\n    requirements: [MID-A-02]\n"
+    (("area: x\ncases:\n  - id: c1\n    description: d\n    requirements: [MID-A-02]\n"
      "    applies: {protocols: [1], role: agent}\n    drive: [start, fly]\n"
-     "    checks: [MID-A-02]\n", 7, "not a known step"),
+     "    checks: [MID-A-02]\n"), 7, "not a known step"),
 ])
 def test_malformed_case_names_file_and_line(tmp_path: Path, body: str, line: int,
                                             needle: str) -> None:

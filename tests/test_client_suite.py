@@ -26,7 +26,7 @@ RUN_TIMEOUT = 240
 def cli(*args: str, tmp_path: Path, name: str = "report") -> tuple[int, dict[str, Any], str]:
     report = tmp_path / f"{name}.json"
     proc = subprocess.run([sys.executable, "-m", "conformance", *args, "--json", str(report),
-                           "--no-color"], cwd=REPO, capture_output=True, text=True,
+                           "--no-color"], check=False, cwd=REPO, capture_output=True, text=True,
                           timeout=RUN_TIMEOUT)
     data = json.loads(report.read_text(encoding="utf-8")) if report.exists() else {}
     return proc.returncode, data, proc.stdout + proc.stderr

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT, load_json, outcomes, run_cli
 
 HARNESS = REPO_ROOT / "fixtures" / "harness"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO_ROOT, run_cli
+
 from conformance.checks import Options
 from conformance.cli import main, reference_agent_command
 from conformance.fuzz import regressions

@@ -14,6 +14,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from conftest import REPO_ROOT, run_cli
+
 from conformance.checks import Options
 from conformance.client.runner import reference_client
 from conformance.fuzz import regressions

@@ -10,6 +10,7 @@ frames they become.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def test_interleaving_and_patches_are_reachable_and_v2_only() -> None:
     both = chunk_streams(protocol=2, attacks=False, interleave=True, patches=True)
     interleaved = find(both, lambda s: any(
         a.get("id") != b.get("id") and a.get("id") in [c.get("id") for c in s[i + 2:]]
-        for i, (a, b) in enumerate(zip(s, s[1:])) if "id" in a and "id" in b),
+        for i, (a, b) in enumerate(itertools.pairwise(s)) if "id" in a and "id" in b),
         settings=settings(database=None, max_examples=300, phases=[Phase.generate]))
     assert interleaved
     for form in ([], None):

@@ -14,8 +14,8 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT, run_cli
+
 from conformance import profiles
 from conformance.checks import Options
 from conformance.cli import reference_agent_command

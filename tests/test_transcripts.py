@@ -6,8 +6,9 @@ import json
 import sys
 from pathlib import Path
 
-from conformance.transcript import FORMAT, FORMAT_VERSION
 from conftest import REPO_ROOT, load_json, run_cli
+
+from conformance.transcript import FORMAT, FORMAT_VERSION
 
 BROKEN = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'agents' / 'per_turn_counter.py'}"
 

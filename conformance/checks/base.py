@@ -11,8 +11,9 @@ grading matrix gives them.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, ClassVar
 
 from conformance.profiles import DEFAULT_PROFILE, Profile
 from conformance.profiles import get as get_profile
@@ -54,7 +55,7 @@ class Checker:
     # hands it the rest of a settled run in bulk, and it must do exactly what
     # ``on_message`` would do for each of ``run.events()`` in order.
 
-    def __init__(self, options: Options, sink: "Sink") -> None:
+    def __init__(self, options: Options, sink: Sink) -> None:
         self.options = options
         self.profile = options.profile
         self._sink = sink

@@ -15,7 +15,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.timeline import LIVE, REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
+from conformance.checks.timeline import REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
 from conformance.checks.wire import short
 from conformance.results import Outcome
 
@@ -352,7 +352,7 @@ class Stability(Checker):
         for key, (with_id, without, seq_id, seq_none) in self.presence.items():
             session, _epoch, turn, kind = key
             if (with_id and without and session in self.id_mode and key not in self.gap_reported
-                    and not (kind == "user")):
+                    and kind != "user"):
                 self.found("MID-A-03/mixed-presence",
                            f"in turn {turn + 1}, {with_id} {kind} chunk(s) carry an ID and "
                            f"{without} do not", entries=[seq_id, seq_none],

@@ -16,8 +16,16 @@ from typing import Any
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
 from conformance.checks.identity import SENTENCE_END
-from conformance.checks.timeline import (AFTER_REPLAY, LIVE, REPLAY, UNREQUESTED,
-                                         MessageEvent, RepeatRun, ReplayEnd, ReplayStart)
+from conformance.checks.timeline import (
+    AFTER_REPLAY,
+    LIVE,
+    REPLAY,
+    UNREQUESTED,
+    MessageEvent,
+    RepeatRun,
+    ReplayEnd,
+    ReplayStart,
+)
 from conformance.checks.wire import short
 from conformance.results import Outcome
 

@@ -18,7 +18,6 @@ from conformance.checks.base import Checker, Rule, register
 from conformance.checks.timeline import ConnEnd, Frame
 from conformance.results import Outcome
 
-
 # Logging is allowed, but a process that writes this much to stderr in one
 # short conformance session is flooding: every client must drain it.
 STDERR_FLOOD = 16 * 2**20

@@ -13,8 +13,9 @@ idle ``state_update`` that ends the work it started.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from conformance import model
 from conformance.transcript import Entry
@@ -369,8 +370,9 @@ class Timeline:
             return
         yield OtherUpdate(entry.seq, entry.conn, sid, str(utype), update, s.epoch, s.turn,
                           phase, conn.protocol, batch)
-        if utype == "state_update" and update.get("state") == "idle" and conn.protocol >= 2:
-            if s.turn_open and (s.turn_request is None or s.turn_request[0] == entry.conn):
+        if (utype == "state_update" and update.get("state") == "idle" and conn.protocol >= 2
+                and s.turn_open
+                and (s.turn_request is None or s.turn_request[0] == entry.conn)):
                 # v2: idle ends the foreground work the prompt started.
                 if s.turn_request is None:  # the acceptance response already came
                     s.turn_open = False

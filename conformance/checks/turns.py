@@ -7,8 +7,15 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.timeline import (AFTER_CANCEL, LIVE, OUT_OF_TURN, MessageEvent,
-                                         PromptAccepted, TurnEnd, TurnStart)
+from conformance.checks.timeline import (
+    AFTER_CANCEL,
+    LIVE,
+    OUT_OF_TURN,
+    MessageEvent,
+    PromptAccepted,
+    TurnEnd,
+    TurnStart,
+)
 from conformance.checks.wire import short
 from conformance.results import Outcome
 

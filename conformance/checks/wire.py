@@ -406,4 +406,4 @@ class ClientLiveness(Checker):
 
 
 # Client observation rules (MID-C-02..06, MID-V2-02/03/04/07/08) live with the reference reducer.
-from conformance.client import observe as _observe  # noqa: E402,F401  (registers its checker)
+from conformance.client import observe as _observe  # noqa: F401  (registers its checker)

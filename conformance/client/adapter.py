@@ -35,7 +35,8 @@ import os
 import threading
 import traceback
 from collections import deque
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from conformance.client.double import DoubleEngine, encode_line
 from conformance.client.pty import ClientAborted
@@ -204,7 +205,7 @@ class AdapterClient:
                 line = encode_line(m)[:-1]
                 self.transcript.add(self.conn, "agent", "stdout", line)
                 self._call(f"receive() while waiting for {what}",
-                           lambda p=json.loads(line): adapter.receive(p))
+                           lambda p=json.loads(line): adapter.receive(p))  # noqa: B008 - bind now
 
     def _report(self, ev: JsonObject) -> None:
         name, data = ev["event"], ev.get("data") or {}

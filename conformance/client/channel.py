@@ -30,8 +30,9 @@ import os
 import queue
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO
 
 from conformance.client.script import TurnScript
 from conformance.transcript import Transcript
@@ -56,7 +57,7 @@ class DoubleSide:
         self.config: JsonObject = {}
 
     @classmethod
-    def connect(cls, path: str, *, protocol: int | None) -> "DoubleSide":
+    def connect(cls, path: str, *, protocol: int | None) -> DoubleSide:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(path)
         side = cls(sock)
@@ -122,7 +123,7 @@ class SuiteSide:
         self.config = {"protocol": protocol, "wait": wait,
                        "response_message_id": response_message_id}
         self.next_turn = next_turn
-        self.events: "queue.Queue[Event]" = queue.Queue()
+        self.events: queue.Queue[Event] = queue.Queue()
         self.wake_fd, self._wake_w = os.pipe()
         os.set_blocking(self.wake_fd, False)
         self.doubles: dict[int, DoubleConn] = {}

@@ -25,7 +25,8 @@ import selectors
 import sys
 import time
 from collections import deque
-from typing import Any, Callable, Generator, Optional
+from collections.abc import Callable, Generator
+from typing import Any
 
 from conformance import __version__
 from conformance.client.script import TurnScript, text_block
@@ -35,7 +36,7 @@ DOUBLE_NAME = "acp-conformance-agent-double"
 DEFAULT_WAIT = 5.0
 JsonObject = dict[str, Any]
 # A turn yields ("send", message) or ("await", request id, what it waits for).
-TurnGen = Generator[tuple[Any, ...], Optional[JsonObject], None]
+TurnGen = Generator[tuple[Any, ...], JsonObject | None, None]
 
 
 def encode_line(message: Any) -> bytes:

@@ -22,10 +22,12 @@ and the messages the client showed, nothing else.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable, Optional
+from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
@@ -52,7 +54,7 @@ def _short(value: Any, limit: int = 60) -> Any:
 # ---------------------------------------------------------------------------
 
 
-def _number(s: str) -> Optional[float]:
+def _number(s: str) -> float | None:
     t = s.strip()
     if not t or not (t[0].isdigit() or t[0] in "+-."):
         return None  # keeps "nan", "inf" and words out
@@ -71,7 +73,7 @@ TRANSFORMS: tuple[tuple[str, Any], ...] = (
 )
 
 
-def related(a: str, b: str) -> Optional[str]:
+def related(a: str, b: str) -> str | None:
     """The transform under which two distinct IDs look equal, if any (MID-C-02)."""
     if a == b:
         return None
@@ -82,7 +84,7 @@ def related(a: str, b: str) -> Optional[str]:
     return None
 
 
-def hazardous(mid: Optional[str]) -> bool:
+def hazardous(mid: str | None) -> bool:
     """An ID that a parsing or normalising client is likely to mishandle."""
     if mid is None:
         return False
@@ -107,7 +109,7 @@ class Block:
 class Expected:
     kind: str
     key: Hashable
-    mid: Optional[str]
+    mid: str | None
     order: int
     blocks: list[Block] = field(default_factory=list)
     entries: list[int] = field(default_factory=list)
@@ -134,7 +136,7 @@ class Stale:
     text: str
     seq: int
     reason: str  # "replaced" | "cleared" | "invalid-v2-chunk"
-    owner: Optional[Expected]
+    owner: Expected | None
 
 
 class Reducer:
@@ -148,12 +150,12 @@ class Reducer:
         self.updates = 0  # position counter over all session updates
         self.positions: list[tuple[int, Hashable]] = []  # (seq, key or "other")
         self.prompts: set[str] = set()
-        self._legacy: Optional[tuple[str, Expected]] = None  # (update type, open ID-less group)
+        self._legacy: tuple[str, Expected] | None = None  # (update type, open ID-less group)
         self._legacy_n = 0
         self.touched: list[Expected] = []
         self.features: set[str] = set()
 
-    def _get(self, key: Hashable, kind: str, mid: Optional[str], seq: int) -> Expected:
+    def _get(self, key: Hashable, kind: str, mid: str | None, seq: int) -> Expected:
         e = self.messages.get(key)
         if e is None:
             e = Expected(kind, key, mid, len(self.order), first=self.updates)
@@ -271,7 +273,7 @@ class Issue:
     entries: tuple[int, ...]
     expected: Any = None
     actual: Any = None
-    outcome: Optional[Outcome] = None
+    outcome: Outcome | None = None
 
 
 @dataclass
@@ -286,7 +288,7 @@ def shown_from(data: Iterable[Any]) -> list[Shown]:
     for d in data:
         if isinstance(d, dict):
             out.append(Shown(str(d.get("role", "")), str(d.get("text", "")),
-                             d["meta"] if "meta" in d else UNSET))
+                             d.get("meta", UNSET)))
     return out
 
 
@@ -378,7 +380,7 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
             e = owners[0]
             issues.append(Issue("MID-C-03/content", f"the {e.label()} is shown as {shown[j].role}",
                                 tuple(e.entries[:3]), expected=e.kind, actual=shown[j].role))
-        for e1, e2 in zip(owners, owners[1:]):
+        for e1, e2 in itertools.pairwise(owners):
             issues.append(_merge(reducer, e1, e2, shown[j].text, c03, exp, where))
 
     # -- where each expected message went ---------------------------------------------
@@ -488,7 +490,7 @@ def _separates_unrelated(reducer: Reducer, exp: list[Expected],
     def place(e: Expected) -> set[int]:
         return {j for b in e.blocks for j, _ in where.get(b.text, ())}
 
-    for a, b in zip(exp, exp[1:]):
+    for a, b in itertools.pairwise(exp):
         if (a.kind == b.kind and a.mid is not None and b.mid is not None and a.last < b.first
                 and not reducer.between(a, b) and not related(a.mid, b.mid)):
             pa, pb = place(a), place(b)
@@ -502,7 +504,7 @@ def _split(reducer: Reducer, e: Expected, places: list[int],
     first_place = {b.text: min(j for j, _ in where[b.text]) for b in e.blocks if b.text in where}
     boundary = None
     present = [b for b in e.blocks if b.text in first_place]
-    for a, b in zip(present, present[1:]):
+    for a, b in itertools.pairwise(present):
         if first_place[a.text] != first_place[b.text]:
             boundary = (a, b)
             break

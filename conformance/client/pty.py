@@ -24,8 +24,9 @@ import os
 import select
 import signal
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from conformance.client.channel import SuiteSide
 from conformance.client.profile import Profile, parse_messages, screen_lines, strip_ansi
@@ -140,7 +141,7 @@ class PtyClient:
         child.delayafterclose = child.delayafterterminate = 0.0
         try:
             child.close(force=True)
-        except Exception:  # noqa: BLE001 - pexpect raises its own types on a dead child
+        except Exception:  # noqa: BLE001, S110 - pexpect raises its own types on a dead child
             pass
         self.child = None
 

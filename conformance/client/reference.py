@@ -40,8 +40,9 @@ import selectors
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Optional
+from typing import Any
 
 from conformance import __version__
 
@@ -69,7 +70,7 @@ class Rejected(Exception):
 @dataclass
 class Message:
     kind: str  # user | agent | thought
-    message_id: Optional[str]  # None: an ID-less v1 message (or a local prompt)
+    message_id: str | None  # None: an ID-less v1 message (or a local prompt)
     content: list[Any] = field(default_factory=list)
     meta: Any = UNSET
 
@@ -93,13 +94,13 @@ class ReferenceClient:
     """The conformant client state machine: feed agent messages, it sends through ``send``."""
 
     def __init__(self, send: Callable[[JsonObject], None], *, max_protocol: int = 2,
-                 cwd: Optional[str] = None) -> None:
+                 cwd: str | None = None) -> None:
         self.send = send
         self.max_protocol = max_protocol
         self.protocol = max_protocol
         self.cwd = cwd or os.getcwd()
-        self.session_id: Optional[str] = None
-        self.failed: Optional[str] = None  # why the connection is unusable
+        self.session_id: str | None = None
+        self.failed: str | None = None  # why the connection is unusable
         self.turn_open = False
         self._prompt_id: Any = None
         self._accepted = False
@@ -108,8 +109,8 @@ class ReferenceClient:
         self._pending: dict[int, str] = {}
         self.messages: list[Message] = []
         self.by_key: dict[Hashable, Message] = {}
-        self._previous: Optional[tuple[str, Optional[Message]]] = None  # (update type, ID-less msg)
-        self._local_prompt: Optional[Message] = None
+        self._previous: tuple[str, Message | None] | None = None  # (update type, ID-less msg)
+        self._local_prompt: Message | None = None
         self.touched: list[Message] = []  # messages created or changed in the current turn
 
     # -- connection ---------------------------------------------------------
@@ -236,7 +237,7 @@ class ReferenceClient:
         if utype not in CHUNKS:
             self._previous = (str(utype), None)
 
-    def message_id(self, update: JsonObject) -> Optional[str]:
+    def message_id(self, update: JsonObject) -> str | None:
         """The update's ID as an opaque string, or None when it has none (v1 only).
 
         v1: a missing, null or wrongly typed ID means "no ID" (MID-S-02, MID-S-03).
@@ -352,7 +353,7 @@ class ReferenceAdapter:
 
     def __init__(self, max_protocol: int = 2) -> None:
         self.max_protocol = max_protocol
-        self.client: Optional[ReferenceClient] = None
+        self.client: ReferenceClient | None = None
 
     def start(self, send: Callable[[JsonObject], None]) -> None:
         self.client = self.client_class(send, max_protocol=self.max_protocol, cwd=os.getcwd())
@@ -416,7 +417,7 @@ class Terminal:
         except (BrokenPipeError, OSError):
             pass
 
-    def pump(self, until: Callable[[], bool], *, stdin: bool = False) -> Optional[str]:
+    def pump(self, until: Callable[[], bool], *, stdin: bool = False) -> str | None:
         """Handle agent lines until ``until()``; with ``stdin``, return the next input line."""
         if stdin:
             self.sel.register(sys.stdin.fileno(), selectors.EVENT_READ, "stdin")
@@ -460,7 +461,7 @@ class Terminal:
         self.pump(lambda: not self.client.turn_open)
         self.render()
 
-    def run(self, once: Optional[str]) -> int:
+    def run(self, once: str | None) -> int:
         self.client.start()
         self.pump(lambda: self.client.ready)
         if once is not None:
@@ -488,7 +489,7 @@ class Terminal:
             self.agent.wait()
 
 
-def main(argv: Optional[list[str]] = None,
+def main(argv: list[str] | None = None,
          client_class: type[ReferenceClient] = ReferenceClient) -> int:
     p = argparse.ArgumentParser(description="The acp-conformance reference ACP client.")
     p.add_argument("--agent-cmd", required=True, help="the agent command to start")

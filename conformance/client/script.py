@@ -26,8 +26,9 @@ says so with the case's file and line.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the agent double imports this module: it stays light
     from conformance.cases import Case
@@ -53,7 +54,7 @@ class TurnScript:
                 "actions": list(self.actions)}
 
     @classmethod
-    def from_json(cls, d: JsonObject) -> "TurnScript":
+    def from_json(cls, d: JsonObject) -> TurnScript:
         return cls(str(d["name"]), str(d["prompt"]), bool(d["echo"]), tuple(d["actions"]))
 
 

@@ -22,7 +22,8 @@ mutations, nasty values reachable while shrinking heads for plain ones.
 from __future__ import annotations
 
 import unicodedata
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument

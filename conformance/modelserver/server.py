@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from typing_extensions import Self
+
 from conformance.modelserver.apis import (
     HARMLESS_TOOLS,
     Item,
@@ -82,7 +84,7 @@ class ModelServer:
             self._thread = None
         self._httpd.server_close()
 
-    def __enter__(self) -> ModelServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -316,7 +318,7 @@ class _Handler(BaseHTTPRequestHandler):
             raw = self._body()
             body = json.loads(raw.decode("utf-8")) if raw else {}
             if not isinstance(body, dict):
-                raise ValueError("request body is not a JSON object")
+                raise ValueError("request body is not a JSON object")  # noqa: TRY004 - a 400
         except (ValueError, OSError, zlib.error, UnicodeDecodeError) as exc:
             model.record({**entry, "status": 400, "error": str(exc)[:200]})
             self._send_json(400, {"error": {"message": f"bad request: {exc}"}})
