@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=20, help="runs of each, best kept")
     ns = p.parse_args(argv)
-    print(f"start-up: --help vs python -c pass, best of {ns.repeats}, wall time "
+    print(f"start-up: --help vs python -c pass, best of {ns.repeats} "
           f"({sys.executable})")
     bare, script, module = alternate(
         ns.repeats,
@@ -50,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = script.returncode == 0 and module.returncode == 0 and "usage" in script.stdout
     for name, s in (("python -c pass", bare), ("acp-conformance --help", script),
                     ("python -m conformance --help", module)):
-        print(f"  {name:<30} wall {s.wall * 1000:7.1f} ms  cpu {s.cpu * 1000:7.1f} ms  "
-              f"peak {s.max_rss_mb:5.1f} MB")
+        print(f"  {name:<30} wall {s.wall * 1000:7.1f} ms  cpu {s.cpu * 1000:7.1f} ms")
     # Start-up is CPU-bound in one thread: CPU time is the work, wall time adds the
     # machine's load; the verdict is on CPU, wall is shown beside it.
     print(ratio_line("help/python-c-pass cpu", script.cpu / bare.cpu, TARGET_RATIO))

@@ -1,0 +1,83 @@
+"""Each benchmark runs on a tiny input and prints its ratio lines.
+
+No timing is asserted (absolute and relative times on a shared machine are
+noise): these tests only prove that every benchmark command still runs to its
+end, measures both sides and prints its ``ratio ...`` lines, so bench/RESULTS.md
+can be reproduced. The transcript generator's output is graded for real.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, cli_env, run_cli
+
+RATIO = re.compile(r"^ratio [^:]+: \d+\.\d\dx", re.MULTILINE)
+
+
+def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          cwd=REPO_ROOT, env=cli_env(), timeout=timeout)
+
+
+def ratios(out: str) -> list[str]:
+    return RATIO.findall(out)
+
+
+def test_offline_check_on_a_tiny_transcript() -> None:
+    done = bench("bench.offline_check", "--sizes", "2000", "--repeats", "1",
+                 "--chunks-per-message", "20")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(ratios(done.stdout)) == 2  # cpu and wall
+    assert "memory check 2k: peak" in done.stdout
+    assert "MID-A-02/cross-turn-reuse reported" in done.stdout
+
+
+def test_generated_transcripts_pass_and_the_planted_violation_fails(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    for path, violation in ((good, "none"), (bad, "cross-turn-reuse")):
+        done = bench("bench.gen_transcript", "--updates", "1500", "--turns", "3",
+                     "--chunks-per-message", "20", "--violation", violation, "-o", str(path))
+        assert done.returncode == 0, done.stderr
+    passed = run_cli("check", str(good))
+    assert passed.returncode == 0, passed.stdout
+    assert "MID-A-08/stability" in passed.stdout  # the replay was compared with the live turns
+    failed = run_cli("check", str(bad))
+    assert failed.returncode == 1
+    assert re.search(r"^FAIL\s+MID-A-02/cross-turn-reuse", failed.stdout, re.MULTILINE)
+
+
+def test_startup() -> None:
+    done = bench("bench.startup", "--repeats", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(ratios(done.stdout)) == 3
+    assert "heavy modules imported by --help: none" in done.stdout
+
+
+@pytest.mark.slow
+def test_live_overhead_on_one_case() -> None:
+    done = bench("bench.live_overhead", "--repeats", "1", "--case", "prompt-lifecycle")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(ratios(done.stdout)) == 2
+    assert "where the suite's time goes" in done.stdout
+
+
+def test_acplint_comparison_skips_cleanly_without_acplint() -> None:
+    done = bench("bench.acplint_compare", "--no-install")
+    assert done.returncode == 0, done.stderr
+    assert "skip: acplint not installed" in done.stdout
+
+
+def test_peak_reports_the_commands_own_memory() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench.peak", "-c",
+                           "import sys; b = bytearray(64 * 1024 * 1024); sys.exit(3)"],
+                          capture_output=True, text=True, cwd=REPO_ROOT, env=cli_env(),
+                          timeout=60)
+    assert done.returncode == 3  # the command's own exit status
+    found = re.search(r"^PEAK_RSS_KB (\d+)$", done.stderr, re.MULTILINE)
+    assert found and int(found.group(1)) > 64 * 1024
