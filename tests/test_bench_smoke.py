@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT, cli_env, run_cli
 
 RATIO = re.compile(r"^ratio [^:]+: \d+\.\d\dx", re.MULTILINE)
@@ -22,7 +21,7 @@ RATIO = re.compile(r"^ratio [^:]+: \d+\.\d\dx", re.MULTILINE)
 
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                          cwd=REPO_ROOT, env=cli_env(), timeout=timeout)
+                          cwd=REPO_ROOT, env=cli_env(), timeout=timeout, check=False)
 
 
 def ratios(out: str) -> list[str]:
@@ -77,7 +76,7 @@ def test_peak_reports_the_commands_own_memory() -> None:
     done = subprocess.run([sys.executable, "-m", "bench.peak", "-c",
                            "import sys; b = bytearray(64 * 1024 * 1024); sys.exit(3)"],
                           capture_output=True, text=True, cwd=REPO_ROOT, env=cli_env(),
-                          timeout=60)
+                          timeout=60, check=False)
     assert done.returncode == 3  # the command's own exit status
     found = re.search(r"^PEAK_RSS_KB (\d+)$", done.stderr, re.MULTILINE)
     assert found and int(found.group(1)) > 64 * 1024
