@@ -159,7 +159,8 @@ class ClientDriver:
             params["_meta"] = {"messageId": meta_message_id}
             fuzz = True
         rid = self._send_request("session/prompt", params, fuzz=fuzz)
-        state = {"idle": False, "response": None, "agent_output": False, "cancel_sent": False}
+        state: dict[str, bool] = {"idle": False, "agent_output": False, "cancel_sent": False}
+        response: list[Entry] = []  # the prompt response, once it arrives
 
         def on_update(entry: Entry, update: dict[str, Any]) -> None:
             kind = update.get("sessionUpdate")
@@ -174,12 +175,12 @@ class ClientDriver:
                 state["cancel_sent"] = True
                 self.cancelled.add(sid)
                 self.notify("session/cancel", {"sessionId": sid})
-            if rid in self.responses:
-                state["response"] = self.responses[rid]
-            if state["response"] is None:
+            if rid in self.responses and not response:
+                response.append(self.responses[rid])
+            if not response:
                 return False
             if self.protocol >= 2:
-                resp = state["response"]
+                resp = response[0]
                 if isinstance(resp.msg, dict) and "error" in resp.msg:
                     return True
                 return bool(state["idle"])
@@ -343,11 +344,13 @@ class ClientDriver:
         """Answer an agent->client request exactly once, with the same id."""
         assert self.proc is not None
         method, rid = msg["method"], msg["id"]
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        raw_params = msg.get("params")
+        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
         result: Any
         if method == "session/request_permission":
             sid = params.get("sessionId")
-            options = params.get("options") if isinstance(params.get("options"), list) else []
+            raw_options = params.get("options")
+            options: list[Any] = raw_options if isinstance(raw_options, list) else []
             allow = [o for o in options if isinstance(o, dict)
                      and str(o.get("kind", "")).startswith("allow")]
             if sid in self.cancelled or not (allow or options):

@@ -316,7 +316,7 @@ def iter_entries(path: Path) -> tuple[dict[str, Any], Iterator[Entry]]:
     return header, gen()
 
 
-_scan = json.JSONDecoder().scan_once  # json.loads without its wrapper calls
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads minus its wrapper calls; untyped in typeshed
 _SOURCE_SET = frozenset(SOURCES)
 _MESSAGE_STREAMS = frozenset(("stdin", "stdout"))
 

@@ -212,21 +212,21 @@ class Replay(Checker):
             return  # an ID-less chunk is a gap (MID-A-03), not another message
         dup_rule = self._dup_rule(ev.protocol)
         self.exercised(dup_rule)
-        key = (ev.kind, ev.mid)
+        mkey: tuple[str, str] = (ev.kind, ev.mid)
         if ev.form == "upsert" and "content" in ev.update:
-            if key in rep.upserted:
+            if mkey in rep.upserted:
                 self.found(dup_rule, f"the replay sends two whole {ev.kind} messages with ID "
-                           f"{short(ev.mid)!r}", entries=[rep.upserted[key], ev.seq],
+                           f"{short(ev.mid)!r}", entries=[rep.upserted[mkey], ev.seq],
                            expected="one ID per replayed message", actual=short(ev.mid))
-            rep.upserted[key] = ev.seq
+            rep.upserted[mkey] = ev.seq
         elif ev.form == "chunk":
-            if key in rep.runs and rep.last_key != key:
+            if mkey in rep.runs and rep.last_key != mkey:
                 self.found(dup_rule, f"replayed {ev.kind} chunks return to ID {short(ev.mid)!r} "
-                           f"after another message", entries=[rep.runs[key], ev.seq],
+                           f"after another message", entries=[rep.runs[mkey], ev.seq],
                            expected="one ID per replayed message", actual=short(ev.mid))
-            rep.runs.setdefault(key, ev.seq)
+            rep.runs.setdefault(mkey, ev.seq)
             self.tail = msg
-        rep.last_key = key
+        rep.last_key = mkey
 
     def finish(self) -> None:
         for rep in self.done + list(self.replays.values()):

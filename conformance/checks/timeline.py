@@ -259,7 +259,7 @@ class Timeline:
                 return None
         except (KeyError, TypeError):
             return None
-        return update  # type: ignore[no-any-return]
+        return update
 
     def repeat_event(self, entry: Entry, update: dict[str, Any]) -> MessageEvent:
         assert self.last_chunk is not None
@@ -306,7 +306,8 @@ class Timeline:
     # -- client -> agent ---------------------------------------------------
     def _from_client(self, entry: Entry, conn: _Conn, msg: dict[str, Any]) -> Iterator[Event]:
         method = msg.get("method")
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        raw_params = msg.get("params")
+        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
         if method is None:
             return  # a response to an agent request
         sid = params.get("sessionId") if isinstance(params.get("sessionId"), str) else None

@@ -93,7 +93,8 @@ class Echo(Checker):
     def on_turn_start(self, ev: TurnStart) -> None:
         st = _TurnState(ev)
         params = ev.params
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        raw_meta = params.get("_meta")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         st.legacy_id = params.get("messageId", meta.get("messageId"))
         st.prompt_text = model.blocks_text(params.get("prompt"))
         self.turns[ev.session] = st
