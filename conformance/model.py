@@ -44,6 +44,16 @@ def id_state(update: dict[str, Any]) -> tuple[str, Any]:
     return WRONG_TYPE, value
 
 
+def as_object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (typed for the checker)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_array(value: Any) -> list[Any]:
+    """``value`` when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
 def json_type(value: Any) -> str:
     if value is None:
         return "null"

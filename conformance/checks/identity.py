@@ -303,7 +303,7 @@ class Stability(Checker):
         pres, window = self.tail
         pres[0] += len(seqs)
         pres[2] = seqs[-1]
-        window.extend([(mid, s) for s in seqs[-3:]])  # type: ignore[misc]  # a string ID
+        window.extend([(mid, s) for s in seqs[-3:]])
         del window[:-3]
         if len(seqs) % 2:  # each repeat flips [id] <-> [id, continued]
             if len(ids) == 1:

@@ -28,6 +28,7 @@ The reference client implements it: ``conformance.client.reference:make_client``
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import json
@@ -191,7 +192,7 @@ class AdapterClient:
                     self.transcript.add(self.conn, "agent", "stdout", line)
                     parsed = json.loads(line)
                     self._call(f"receive() while waiting for {what}",
-                               lambda p=parsed: adapter.receive(p))
+                               functools.partial(adapter.receive, parsed))
                 if count > MAX_MESSAGES:
                     self._event("flood", {"limit": MAX_MESSAGES, "waiting_for": what})
                     raise ClientAborted("the client and the agent double exchanged too much")
@@ -205,7 +206,7 @@ class AdapterClient:
                 line = encode_line(m)[:-1]
                 self.transcript.add(self.conn, "agent", "stdout", line)
                 self._call(f"receive() while waiting for {what}",
-                           lambda p=json.loads(line): adapter.receive(p))  # noqa: B008 - bind now
+                           functools.partial(adapter.receive, json.loads(line)))
 
     def _report(self, ev: JsonObject) -> None:
         name, data = ev["event"], ev.get("data") or {}

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import Any
 
-from conformance import __version__
+from conformance import __version__, model
 from conformance.client.script import TurnScript, text_block
 
 PROBE_METHOD = "_acp_mid/ping"
@@ -109,7 +109,7 @@ class DoubleEngine:
                     self.events.append({"event": "probe-answered", "data": {"id": rid}})
                 self._step(msg)
             return
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        params = model.as_object(msg.get("params"))
         if "id" not in msg:
             return  # notifications (session/cancel, ...) change nothing in a scripted turn
         rid = msg["id"]
@@ -150,7 +150,8 @@ class DoubleEngine:
     def _start_next(self) -> None:
         while self._gen is None and self._prompts:
             rid, params = self._prompts.popleft()
-            sid = params.get("sessionId") if isinstance(params.get("sessionId"), str) else "sess-1"
+            given = params.get("sessionId")
+            sid = given if isinstance(given, str) else "sess-1"
             turn = self.next_turn()
             self._gen = self._turn(rid, sid, params, turn)
             self._step(None, first=True)
@@ -180,7 +181,7 @@ class DoubleEngine:
             return ("send", {"jsonrpc": "2.0", "method": "session/update",
                              "params": {"sessionId": sid, "update": u}})
 
-        prompt = params.get("prompt") if isinstance(params.get("prompt"), list) else []
+        prompt = model.as_array(params.get("prompt"))
         self.user_ids += 1
         user_id = f"user-{self.user_ids}"
         if v2:

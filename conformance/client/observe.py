@@ -338,9 +338,9 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
     where: dict[str, list[tuple[int, int]]] = {}
     per_shown: list[list[str]] = []
     for j, s in enumerate(shown):
-        toks = tokenize(s.text, known)
-        per_shown.append([t for _, t in toks])
-        for pos, t in toks:
+        located = tokenize(s.text, known)
+        per_shown.append([t for _, t in located])
+        for pos, t in located:
             where.setdefault(t, []).append((j, pos))
 
     def ids(*es: Expected) -> list[Any]:

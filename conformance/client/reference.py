@@ -44,7 +44,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance import __version__
+from conformance import __version__, model
 
 CLIENT_NAME = "acp-conformance-reference-client"
 CHUNKS = {"user_message_chunk": "user", "agent_message_chunk": "agent",
@@ -207,7 +207,7 @@ class ReferenceClient:
 
     def _on_request(self, rid: Any, method: str, params: Any) -> None:
         if method == "session/request_permission" and isinstance(params, dict):
-            options = params.get("options") if isinstance(params.get("options"), list) else []
+            options = model.as_array(params.get("options"))
             allow = [o for o in options if isinstance(o, dict)
                      and str(o.get("kind", "")).startswith("allow")]
             if allow:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance import __version__
+from conformance import __version__, model
 from conformance.cases import Case
 from conformance.checks import Options, grade
 from conformance.client.profile import Profile
@@ -216,7 +216,7 @@ def _client_info(transcript: Transcript) -> dict[str, Any]:
     for e in transcript.entries:
         m = e.msg
         if e.src == "client" and isinstance(m, dict) and m.get("method") == "initialize":
-            params = m.get("params") if isinstance(m.get("params"), dict) else {}
+            params = model.as_object(m.get("params"))
             info = params.get("clientInfo") or params.get("info")
             if isinstance(info, dict):
                 return {"name": info.get("name"), "version": info.get("version"),

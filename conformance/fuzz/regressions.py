@@ -231,7 +231,7 @@ def expected_fingerprint(reg: Regression) -> str:
     from conformance.results import Outcome
 
     finding = reg.header["finding"]
-    evidence = finding.get("evidence") if isinstance(finding.get("evidence"), dict) else {}
+    evidence = model.as_object(finding.get("evidence"))
     recorded = Finding(reg.requirement, Outcome(finding.get("outcome", "fail")),
                        str(finding.get("message", "")),
                        entries=tuple(int(e) for e in evidence.get("entries", [])))

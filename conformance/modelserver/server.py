@@ -85,7 +85,8 @@ class ModelServer:
         self._httpd.server_close()
 
     def __enter__(self) -> Self:
-        return self.start()
+        self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
