@@ -120,15 +120,10 @@ class Baseline:
 
 def load(path: Path, known_cases: Iterable[str] | None = None) -> Baseline:
     """Read and validate a baseline file; ``known_cases`` turns a typo into an error."""
-    from conformance.cases import CaseError, compose_with_lines
+    from conformance.cases import CaseError, compose_with_lines, read_input
 
     name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BaselineError(f"{name}: cannot read baseline: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise BaselineError(f"{name}:1: baseline is not UTF-8") from None
+    text = read_input(path, "baseline", BaselineError)
     if not text.strip():
         return Baseline(name, [])
     try:

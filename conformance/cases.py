@@ -119,16 +119,21 @@ def _line_of(lines: dict[tuple[Any, ...], int], path: Iterable[Any]) -> int:
     return lines.get(p, 1)
 
 
+def read_input(path: Path, what: str, error: type[Exception] = CaseError) -> str:
+    """The text of one of the suite's input files, or a one-line ``error`` naming it."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}:1: {what} is not UTF-8") from None
+
+
 def load_file(path: Path) -> list[Case]:
     import jsonschema
 
     name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CaseError(f"{name}: cannot read case file: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise CaseError(f"{name}:1: case file is not UTF-8") from None
+    text = read_input(path, "case file")
     data, lines = compose_with_lines(text, name)
     validator = jsonschema.Draft202012Validator(_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))

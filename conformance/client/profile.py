@@ -61,13 +61,9 @@ class Profile:
 
 
 def load(path: Path) -> Profile:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read client profile: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ProfileError(f"{path}:1: client profile is not UTF-8") from None
-    return loads(text, str(path))
+    from conformance.cases import read_input
+
+    return loads(read_input(path, "client profile", ProfileError), str(path))
 
 
 def loads(text: str, name: str = "(profile)") -> Profile:

@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from conformance.cases import CaseError, compose_with_lines
+from conformance.cases import CaseError, compose_with_lines, read_input
 
 SCRIPT_FORMAT = 1
 
@@ -200,12 +200,7 @@ def _replies(items: list[Any], data: dict[str, Any]) -> tuple[Reply, ...]:
 def load_script(path: Path) -> ModelScript:
     """Load a YAML model script; a bad file is a ScriptError naming file and line."""
     name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScriptError(f"{name}: cannot read model script: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ScriptError(f"{name}:1: model script is not UTF-8") from None
+    text = read_input(path, "model script", ScriptError)
     try:
         data, lines = compose_with_lines(text, name)
     except CaseError as exc:
