@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from conformance.profiles import DEFAULT_PROFILE, Profile
@@ -138,15 +139,13 @@ def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = 
     rules = all_rules()
     chosen = [r for r in rules.values() if r.role == role and _selected(r.id, select)]
     sink = Sink(rules)
+    chosen_ids = {r.id for r in chosen}
     checkers = [cls(options, sink) for cls in REGISTRY
-                if any(r in chosen for r in cls.rules)]
+                if any(r.id in chosen_ids for r in cls.rules)]
     handlers: dict[type, list[tuple[EventHandler, bool]]] = defaultdict(list)
     for ch in checkers:
-        for name in dir(ch):
-            if name.startswith("on_"):
-                etype = _EVENT_TYPES.get(name)
-                if etype is not None:
-                    handlers[etype].append((getattr(ch, name), ch.quiet_repeats))
+        for name, etype in _handler_names(type(ch)):
+            handlers[etype].append((getattr(ch, name), ch.quiet_repeats))
     timeline = Timeline(protocol, repeats=repeats)
     _dispatch(entries, timeline, handlers, sink)
     for ch in checkers:
@@ -261,6 +260,12 @@ def _rows(chosen: list[Rule], sink: Sink, versions: set[int]) -> list[Finding]:
         else:
             out.append(Finding(rule.id, Outcome.NOT_APPLICABLE, f"not testable: {rule.untested}"))
     return out
+
+
+@lru_cache(maxsize=None)
+def _handler_names(cls: type[Checker]) -> tuple[tuple[str, type], ...]:
+    """A checker class's event handlers (``on_message`` ...) with their event types."""
+    return tuple((name, _EVENT_TYPES[name]) for name in dir(cls) if name in _EVENT_TYPES)
 
 
 def _selected(rule_id: str, select: Iterable[str] | None) -> bool:
