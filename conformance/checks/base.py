@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, ClassVar
 
 from conformance.profiles import DEFAULT_PROFILE, Profile
@@ -262,10 +261,16 @@ def _rows(chosen: list[Rule], sink: Sink, versions: set[int]) -> list[Finding]:
     return out
 
 
-@lru_cache(maxsize=None)
+_HANDLER_NAMES: dict[type, tuple[tuple[str, type], ...]] = {}
+
+
 def _handler_names(cls: type[Checker]) -> tuple[tuple[str, type], ...]:
     """A checker class's event handlers (``on_message`` ...) with their event types."""
-    return tuple((name, _EVENT_TYPES[name]) for name in dir(cls) if name in _EVENT_TYPES)
+    names = _HANDLER_NAMES.get(cls)
+    if names is None:
+        names = _HANDLER_NAMES[cls] = tuple((name, _EVENT_TYPES[name]) for name in dir(cls)
+                                            if name in _EVENT_TYPES)
+    return names
 
 
 def _selected(rule_id: str, select: Iterable[str] | None) -> bool:
