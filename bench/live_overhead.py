@@ -155,8 +155,8 @@ class RawReplay:
             i = 0
             while i < len(sent):
                 msg = sent[i]
-                params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-                if msg.get("method") == "session/new":
+                params = msg.get("params")
+                if msg.get("method") == "session/new" and isinstance(params, dict):
                     self.recorded_cwd = params.get("cwd")
                 cancel = (i + 1 < len(sent) and sent[i + 1].get("method") == "session/cancel"
                           and msg.get("method") == "session/prompt")
