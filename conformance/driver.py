@@ -306,6 +306,7 @@ class ClientDriver:
                     f" (--turn-timeout {self.turn_timeout:g} s)" if overall else "")) from None
             except TargetExited:
                 rc = proc.wait_exit(min(1.0, self.timeout))
+                proc.drain_stderr(min(0.5, self.timeout))
                 self.transcript.add(self.conn, "harness", "harness", event="early-exit",
                                     data={"waiting_for": waiting_for, "returncode": rc,
                                           "signal": None if rc is None or rc >= 0 else -rc,

@@ -289,6 +289,11 @@ class TargetProcess:
         while self._stderr_tail_len - len(self.stderr_tail[0]) >= STDERR_TAIL:
             self._stderr_tail_len -= len(self.stderr_tail.popleft())
 
+    def drain_stderr(self, timeout: float) -> None:
+        """Give the stderr reader up to ``timeout`` s to reach the end of a dead target's
+        stderr, so its last words are in the tail (a grandchild may hold the pipe)."""
+        self._readers[1].join(timeout)
+
     def stderr_text(self) -> str:
         tail = b"".join(self.stderr_tail)[-STDERR_TAIL:]
         return tail.decode("utf-8", errors="replace")
