@@ -13,6 +13,7 @@ from conformance.checks.timeline import (
     OUT_OF_TURN,
     MessageEvent,
     PromptAccepted,
+    RepeatRun,
     TurnEnd,
     TurnStart,
 )
@@ -58,11 +59,13 @@ class _TurnState:
     echo_ids: list[str] = field(default_factory=list)
     agent_output_seen: bool = False
     accepted: PromptAccepted | None = None
+    echo_text: list[str] = field(default_factory=list)  # the first echo, reduced (App. G)
 
 
 @register
 class Echo(Checker):
-    quiet_repeats = True  # a repeated user chunk is no new echo
+    # A repeated user chunk is no new echo, but it adds to the echo's text: runs are
+    # handed over in bulk (on_repeats) and only user runs are read.
     rules = (
         Rule("MID-A-01/adopted-client-id", "the agent does not adopt a client-supplied ID", W,
              untested="the suite sent no prompt with a legacy client messageId"),
@@ -110,6 +113,8 @@ class Echo(Checker):
         if ev.kind != "user":
             st.agent_output_seen = True
         else:
+            if not st.echoes or ev.mid == st.echoes[0].mid:
+                self._add_echo_text(st, ev)
             if ev.mid is None or ev.mid not in st.echo_ids:
                 first = not st.echoes
                 st.echoes.append(ev)
@@ -212,12 +217,22 @@ class Echo(Checker):
                            actual=[short(i, 40) for i in st.echo_ids[:4]])
         self._response_id(st)
 
+    @staticmethod
+    def _add_echo_text(st: _TurnState, ev: MessageEvent) -> None:
+        """Chunks append, an upsert with content replaces (catalogue Appendix G)."""
+        if ev.form == "chunk":
+            st.echo_text.append(model.block_text(ev.update.get("content")))
+        elif "content" in ev.update:
+            st.echo_text[:] = [model.blocks_text(ev.update.get("content"))]
+
+    def on_repeats(self, run: RepeatRun) -> None:
+        if run.first.kind != "user":
+            return  # more chunks of a message already seen: nothing new for these rules
+        for ev in run.events():
+            self.on_message(ev)
+
     def _echo_text(self, st: _TurnState) -> str:
-        first = st.echoes[0]
-        if first.form == "upsert":
-            return model.blocks_text(first.update.get("content"))
-        return "".join(model.block_text(e.update.get("content")) for e in st.echoes
-                       if e.mid == first.mid)
+        return "".join(st.echo_text)
 
     def _response_id(self, st: _TurnState) -> None:
         acc = st.accepted
