@@ -184,29 +184,25 @@ class AdapterClient:
                     engine.feed(json.loads(raw))
                 except ValueError:
                     pass
-                out, events = engine.take()
-                for ev in events:
-                    self._report(ev)
-                for m in out:
-                    line = encode_line(m)[:-1]
-                    self.transcript.add(self.conn, "agent", "stdout", line)
-                    parsed = json.loads(line)
-                    self._call(f"receive() while waiting for {what}",
-                               functools.partial(adapter.receive, parsed))
+                self._deliver(engine, adapter, what)
                 if count > MAX_MESSAGES:
                     self._event("flood", {"limit": MAX_MESSAGES, "waiting_for": what})
                     raise ClientAborted("the client and the agent double exchanged too much")
             if engine.waiting_for is None:
                 return
             engine.timed_out()  # the client went quiet without answering
-            out, events = engine.take()
-            for ev in events:
-                self._report(ev)
-            for m in out:
-                line = encode_line(m)[:-1]
-                self.transcript.add(self.conn, "agent", "stdout", line)
-                self._call(f"receive() while waiting for {what}",
-                           functools.partial(adapter.receive, json.loads(line)))
+            self._deliver(engine, adapter, what)
+
+    def _deliver(self, engine: DoubleEngine, adapter: ClientAdapter, what: str) -> None:
+        """Hand what the double's engine produced to the client, recording each line."""
+        out, events = engine.take()
+        for ev in events:
+            self._report(ev)
+        for m in out:
+            line = encode_line(m)[:-1]
+            self.transcript.add(self.conn, "agent", "stdout", line)
+            self._call(f"receive() while waiting for {what}",
+                       functools.partial(adapter.receive, json.loads(line)))
 
     def _report(self, ev: JsonObject) -> None:
         name, data = ev["event"], ev.get("data") or {}
