@@ -71,14 +71,8 @@ def _report_outputs(o: Any) -> None:
     o.add_argument("--no-color", action="store_true", help="plain console output")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="acp-conformance",
-        description="Conformance suite for message identity (messageId) in the Agent Client "
-                    "Protocol. Subcommands: demo, check FILE..., list.",
-        epilog="exit codes: 0 no fail, 1 at least one fail, 2 usage or input error, "
-               "3 internal error")
-    t = p.add_argument_group("target")
+def add_target_options(t: Any, *, timeout: float) -> None:
+    """The options that name the target; shared by the suite and the fuzzer."""
     t.add_argument("--agent", metavar="CMD", help="agent command to test, e.g. 'my-agent --acp'")
     t.add_argument("--agent-env", action="append", default=[], metavar="K=V",
                    help="extra environment for the agent (repeatable)")
@@ -91,8 +85,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "without it only wire checks and liveness are graded")
     t.add_argument("--client-adapter", metavar="MODULE:FACTORY",
                    help="test an in-process library client through the adapter API")
-    t.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="longest silence allowed while waiting for the target (default 10)")
+    t.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
+                   help="longest silence allowed while waiting for the target "
+                        f"(default {timeout:g})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="acp-conformance",
+        description="Conformance suite for message identity (messageId) in the Agent Client "
+                    "Protocol. Subcommands: demo, check FILE..., list.",
+        epilog="exit codes: 0 no fail, 1 at least one fail, 2 usage or input error, "
+               "3 internal error")
+    t = p.add_argument_group("target")
+    add_target_options(t, timeout=10.0)
     t.add_argument("--turn-timeout", type=float, default=None, metavar="SECONDS",
                    help="longest any single wait may last even while the target keeps "
                         "writing, e.g. a stream that never ends (default: 6 x --timeout)")

@@ -19,19 +19,7 @@ from conformance.fuzz.settings import DEFAULT_EFFORT, EFFORTS
 
 
 def _target_args(p: argparse.ArgumentParser, *, required_hint: str) -> None:
-    t = p.add_argument_group("target", required_hint)
-    t.add_argument("--agent", metavar="CMD", help="agent command, e.g. 'my-agent --acp'")
-    t.add_argument("--agent-env", action="append", default=[], metavar="K=V",
-                   help="extra environment for the agent (repeatable)")
-    t.add_argument("--client", metavar="CMD",
-                   help="client command; {agent} marks where the suite's agent double goes")
-    t.add_argument("--client-profile", type=Path, metavar="FILE",
-                   help="how to drive the client through a pty and read its messages (YAML); "
-                        "without it only wire checks and liveness are graded")
-    t.add_argument("--client-adapter", metavar="MODULE:FACTORY",
-                   help="an in-process library client, through the adapter API")
-    t.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
-                   help="longest silence allowed while waiting for the target (default 5)")
+    cli.add_target_options(p.add_argument_group("target", required_hint), timeout=5.0)
 
 
 def build_fuzz_parser() -> argparse.ArgumentParser:
