@@ -210,9 +210,7 @@ class ClientDriver:
                 entry = self.proc.receive(min(quiet, remaining))
             except (TargetTimeout, TargetExited):
                 return
-            if entry.error is None and entry.msg is not None:
-                for msg in entry.msg if isinstance(entry.msg, list) else [entry.msg]:
-                    self._dispatch(entry, msg, None)
+            self._handle(entry, None)
         self.note("grace window cut at --turn-timeout: the agent kept writing",
                   {"turn_timeout": self.turn_timeout})
 
@@ -314,11 +312,15 @@ class ClientDriver:
                                           "stderr_tail": proc.stderr_text()[-1000:]})
                 raise DriveAborted(f"target exited while waiting for {waiting_for}") from None
             lines += 1
-            if entry.error is not None or entry.msg is None:
-                continue  # recorded; the framing checker grades it
-            msgs = entry.msg if isinstance(entry.msg, list) else [entry.msg]
-            for msg in msgs:
-                self._dispatch(entry, msg, on_update)
+            self._handle(entry, on_update)
+
+    def _handle(self, entry: Entry,
+                on_update: Callable[[Entry, dict[str, Any]], None] | None) -> None:
+        """Act on every message of one line (a v2 batch holds several)."""
+        if entry.error is not None or entry.msg is None:
+            return  # recorded; the framing checker grades it
+        for msg in entry.msg if isinstance(entry.msg, list) else [entry.msg]:
+            self._dispatch(entry, msg, on_update)
 
     def _dispatch(self, entry: Entry, msg: Any,
                   on_update: Callable[[Entry, dict[str, Any]], None] | None) -> None:
