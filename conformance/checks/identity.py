@@ -37,7 +37,6 @@ class _EpochState:
     by_id: dict[str, _Seen] = field(default_factory=dict)  # id -> first use (any kind)
     replay_turn: int = 0
     last_kind: str | None = None
-    any_id: bool = False
     turns: set[Any] = field(default_factory=set)  # turn keys that carried an ID
 
 
@@ -90,7 +89,6 @@ class Uniqueness(Checker):
         mid = ev.mid
         if mid is None:
             return
-        st.any_id = True
         tk = turn_key(ev, st)
         if tk not in st.turns:
             st.turns.add(tk)

@@ -177,7 +177,6 @@ class _Session:
     replay: str | None = None  # method while replay phase is open
     replay_requested: bool = True
     after_replay: bool = False
-    cancel_requested: bool = False
     epochs: int = 1
 
 
@@ -320,13 +319,10 @@ class Timeline:
             s.turn += 1
             s.turn_open = True
             s.turn_request = (entry.conn, _key(msg["id"]))
-            s.cancel_requested = False
             s.after_replay = False
             s.replay = None
             yield TurnStart(entry.seq, entry.conn, sid, s.epoch, s.turn, msg["id"], params,
                             conn.protocol, entry.fuzz)
-        elif method == "session/cancel" and sid is not None:
-            self._session(sid, entry.conn, entry.seq).cancel_requested = True
         elif method == "session/load" and sid is not None:
             s = self._new_epoch(sid, "load", entry.conn, entry.seq)
             s.replay, s.replay_requested = method, True
