@@ -111,8 +111,14 @@ def test_streams_forever_after_a_cancelled_turn(tmp_path: Path) -> None:
     only(run, "MID-A-09/after-cancel")
     f = only(run, "TARGET/hang")
     assert "lines kept coming" in f["message"]
+    # Which wait the deadline cuts depends on how fast the machine drains the stream:
+    # the grace window after the cancel, or (when the backlog is long) the wait for the
+    # cancelled turn's end. Either way it is one of those two waits, and it ends.
     notes = [e["data"].get("note", "") for e in run.harness_events("note")]
-    assert any("grace window cut at --turn-timeout" in n for n in notes), notes
+    cut_waits = [e["data"].get("waiting_for", "") for e in run.harness_events("timeout")
+                 if e["data"].get("deadline")]
+    assert (any("grace window cut at --turn-timeout" in n for n in notes)
+            or any("prompt" in w for w in cut_waits)), (notes, cut_waits)
     # The grace window after the cancel and the next prompt's wait: two deadlines at most.
     assert_contained(run, waited=2 * turn, grace_rounds=2)
 
