@@ -257,6 +257,51 @@ def test_adapter_that_raises_is_a_crash(tmp_path: Path) -> None:
     assert crash["outcome"] == "fail" and "KeyError" in json.dumps(crash["evidence"])
 
 
+@pytest.mark.parametrize("hangs_in", ["on_chunk", "messages"])
+def test_adapter_that_hangs_is_a_hang_and_the_run_goes_on(tmp_path: Path, hangs_in: str) -> None:
+    """A call into the adapter that never returns is MID-C-08/hang naming the call; the
+    thread stuck in it is given up, the next case runs on a new one, and the run ends
+    within the timeouts even though close() hangs too."""
+    mod = tmp_path / "hanging.py"
+    mod.write_text(textwrap.dedent(f"""
+        import sys, threading
+        sys.path.insert(0, {str(REPO)!r})
+        from conformance.client.reference import ReferenceAdapter, ReferenceClient
+
+        FOREVER = threading.Event()
+
+        class Hangs(ReferenceClient):
+            def on_chunk(self, kind, update):
+                if {hangs_in!r} == "on_chunk":
+                    FOREVER.wait()
+                return super().on_chunk(kind, update)
+
+        class Adapter(ReferenceAdapter):
+            client_class = Hangs
+
+            def messages(self):
+                if {hangs_in!r} == "messages":
+                    FOREVER.wait()
+                return super().messages()
+
+            def close(self):
+                FOREVER.wait()
+
+        def make_client():
+            return Adapter()
+    """), encoding="utf-8")
+    code, report, out = cli("--client-adapter", f"{mod}:make_client", "--case",
+                            "client-grouping", "--case", "client-opacity", "--protocol", "1",
+                            "--timeout", "1", tmp_path=tmp_path)
+    assert code == 1, out
+    hangs = [r for r in report["results"] if r["requirement"] == "MID-C-08/hang"]
+    assert {r["case"] for r in hangs if r["outcome"] == "fail"} == {
+        "client-grouping@v1", "client-opacity@v1"}, hangs
+    waited = json.dumps([r["evidence"] for r in hangs])
+    assert ("receive()" if hangs_in == "on_chunk" else "messages()") in waited
+    assert "Traceback" not in out
+
+
 # --------------------------------------------------------------------------
 # Bad input: one line, exit 2
 # --------------------------------------------------------------------------

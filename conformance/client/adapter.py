@@ -33,10 +33,13 @@ import importlib
 import importlib.util
 import json
 import os
+import queue
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from conformance.client.double import DoubleEngine, encode_line
@@ -113,31 +116,30 @@ class AdapterClient:
         self.sessions = 0
         self.turns_ended = 0
         self.version_asked: Any = None
+        self.observed: str | None = None  # the turn whose observation is recorded
+        self.worker = _Worker(timeout)
 
     # -- running adapter code with a time limit -------------------------------------------
+    def _run(self, step: Callable[[], Any]) -> Any:
+        """Run one step (a start, a turn, a close) on the adapter's thread; a hang in one
+        of its adapter calls is recorded here and ends the step."""
+        try:
+            return self.worker.run(step)
+        except _Hung as hung:
+            self._event("timeout", {"timeout": self.timeout, "waiting_for": hung.what})
+            raise ClientAborted(f"the adapter did not return from {hung.what}") from None
+
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        box: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                box["value"] = fn()
-            except BaseException as exc:  # noqa: BLE001 - a crash of the client under test
-                box["error"] = exc
-                box["trace"] = traceback.format_exc(limit=8)
-
-        t = threading.Thread(target=run, name="client-adapter", daemon=True)
-        t.start()
-        t.join(self.timeout)
-        if t.is_alive():
-            self._event("timeout", {"timeout": self.timeout, "waiting_for": what})
-            raise ClientAborted(f"the adapter did not return from {what}")
-        if "error" in box:
-            exc = box["error"]
+        """One call into adapter code (on the adapter's thread): an exception is a crash."""
+        try:
+            return self.worker.guarded(what, fn)
+        except _Abandoned:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a crash of the client under test
             self._event("early-exit", {"waiting_for": what, "returncode": None,
                                        "exception": f"{type(exc).__name__}: {exc}",
-                                       "output_tail": box["trace"][-2000:]})
-            raise ClientAborted(f"the adapter raised {type(exc).__name__} in {what}")
-        return box.get("value")
+                                       "output_tail": traceback.format_exc(limit=8)[-2000:]})
+            raise ClientAborted(f"the adapter raised {type(exc).__name__} in {what}") from None
 
     def _event(self, event: str, data: JsonObject) -> None:
         data.setdefault("output_tail", "")
@@ -152,6 +154,9 @@ class AdapterClient:
                                    response_message_id=self.response_message_id)
         self.transcript.add(self.conn, "harness", "harness", event="start",
                             data={"pid_role": "client", "adapter": True})
+        self._run(self._start)
+
+    def _start(self) -> None:
         adapter = self._call("the adapter factory", self.factory)
         if not all(callable(getattr(adapter, m, None))
                    for m in ("start", "receive", "prompt", "messages", "close")):
@@ -221,15 +226,20 @@ class AdapterClient:
             self.version_asked = data.get("asked")
 
     def play(self, turn: TurnScript) -> None:
+        self.observed = None
+        try:
+            self._run(functools.partial(self._play, turn))
+        except ClientAborted as exc:
+            if self.observed != turn.name:  # what the client showed: nothing, it is gone
+                self._observe(turn, exited=str(exc))
+            raise
+
+    def _play(self, turn: TurnScript) -> None:
         assert self.adapter is not None
         adapter = self.adapter
         target = self.turns_ended + 1
-        try:
-            self._call(f"prompt() for turn {turn.name}", lambda: adapter.prompt(turn.prompt))
-            self._pump(f"turn {turn.name}")
-        except ClientAborted as exc:
-            self._observe(turn, exited=str(exc))
-            raise
+        self._call(f"prompt() for turn {turn.name}", lambda: adapter.prompt(turn.prompt))
+        self._pump(f"turn {turn.name}")
         if self.turns_ended < target:
             self._observe(turn, exited="the client sent no session/prompt")
             self._event("timeout", {"timeout": 0, "waiting_for": f"a session/prompt for turn "
@@ -248,6 +258,7 @@ class AdapterClient:
             shown = self._call("messages()", adapter.messages)
             data["shown"] = [_shown(m) for m in shown or []]
         self.transcript.add(self.conn, "harness", "harness", event="observed", data=data)
+        self.observed = turn.name
 
     def alive(self) -> bool:
         return self.adapter is not None
@@ -256,11 +267,116 @@ class AdapterClient:
         adapter, self.adapter = self.adapter, None
         if adapter is not None:
             try:
-                self._call("close()", adapter.close)
+                self._run(lambda: self._call("close()", adapter.close))
             except ClientAborted:
                 pass
             self.transcript.add(self.conn, "harness", "harness", event="exit",
                                 data={"pid_role": "client", "adapter": True})
+        self.worker.end()
+
+
+class _Hung(Exception):
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+class _Abandoned(BaseException):
+    """Ends a thread whose adapter call returned after the suite gave up on it."""
+
+
+class _Lane:
+    """One thread that runs adapter code, and the adapter call it is in."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.call: tuple[str, float] | None = None  # (what, started) of the call in progress
+        self.abandoned = False
+        self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self.loop, name="client-adapter", daemon=True)
+        self.thread.start()
+
+    def loop(self) -> None:
+        _here.lane = self
+        while (job := self.jobs.get()) is not None:
+            try:
+                job.value = job.step()
+            except _Abandoned:
+                return
+            except BaseException as exc:  # noqa: BLE001 - handed to the suite's thread
+                job.error = exc
+            job.done.set()
+
+
+@dataclass
+class _Job:
+    step: Callable[[], Any]
+    done: threading.Event = field(default_factory=threading.Event)
+    value: Any = None
+    error: BaseException | None = None
+
+
+_here = threading.local()
+
+
+class _Worker:
+    """Adapter code runs on a thread of its own, so a call that never returns cannot stop
+    the suite. The suite hands over whole steps (a start, a turn, a close) and sleeps
+    until the step ends or the adapter call in progress passes ``timeout``; marking a call
+    costs a lock, not a thread per call. A hung thread cannot be stopped: it is abandoned
+    (if its call ever returns, it ends without touching the transcript) and the next
+    step gets a new thread."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.lane: _Lane | None = None
+
+    def run(self, step: Callable[[], Any]) -> Any:
+        lane = self.lane = self.lane or _Lane()
+        job = _Job(step)
+        lane.jobs.put(job)
+        try:
+            while not job.done.wait(self._left(lane)):
+                with lane.lock:
+                    call = lane.call
+                    if call is not None and time.monotonic() - call[1] >= self.timeout:
+                        lane.abandoned = True
+                        self.lane = None
+                        raise _Hung(call[0])
+        except BaseException:  # a hang, or an interrupt: this thread is not waited for again
+            if not job.done.is_set():
+                with lane.lock:
+                    lane.abandoned = True
+                self.lane = None
+            raise
+        if job.error is not None:
+            raise job.error
+        return job.value
+
+    def _left(self, lane: _Lane) -> float:
+        call = lane.call
+        if call is None:  # the suite's own code between calls: check again after a while
+            return self.timeout
+        return max(0.0, call[1] + self.timeout - time.monotonic())
+
+    @staticmethod
+    def guarded(what: str, fn: Callable[[], Any]) -> Any:
+        """Call ``fn`` on the adapter's thread, marked as the call in progress."""
+        lane: _Lane = _here.lane
+        with lane.lock:
+            lane.call = (what, time.monotonic())
+        try:
+            return fn()
+        finally:
+            with lane.lock:
+                lane.call = None
+                if lane.abandoned:
+                    raise _Abandoned()
+
+    def end(self) -> None:
+        lane, self.lane = self.lane, None
+        if lane is not None:
+            lane.jobs.put(None)
 
 
 def _shown(m: Any) -> JsonObject:

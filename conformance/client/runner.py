@@ -14,6 +14,7 @@ transcript the same way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -121,13 +122,46 @@ def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -
     return result
 
 
+@dataclass
+class Played:
+    """One client case driven: its transcript, and a note when it ended early."""
+
+    transcript: Transcript
+    note: str = ""
+
+
 def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str, *,
                     signals: Any = None) -> CaseResult:
+    """Drive one case, grade it with the case's checks, save its transcript if asked."""
+    name = f"{case.id}@v{protocol}"
+    cr = CaseResult(name, case.description, list(case.requirements), protocol)
+    played = play_client_case(run, case, protocol, target_label, signals=signals)
+    transcript, cr.note = played.transcript, played.note
+    cr.target_info = _client_info(transcript)
+    if cr.note.startswith(f"v{protocol} unsupported"):
+        cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
+                       for r in case.requirements]
+    else:
+        findings = grade(transcript.entries, protocol=protocol, options=run.options,
+                         select=list(case.checks) + list(ALWAYS), role="client")
+        cr.findings = [f.with_case(name) for f in apply_strict(findings, run.strict)]
+    if run.transcripts is not None:
+        from conformance.runner import safe_name
+
+        path = Path(run.transcripts) / f"{safe_name('client-' + name)}.jsonl"
+        transcript.save(path)
+        cr.transcript_path = str(path)
+    return cr
+
+
+def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: str, *,
+                     signals: Any = None) -> Played:
+    """Start the client, play the case's drive steps to it, stop it: the transcript."""
     name = f"{case.id}@v{protocol}"
     transcript = Transcript({"role": "client", "protocol": protocol,
                              "profile": run.options.profile.name, "target": target_label,
                              "case": name})
-    cr = CaseResult(name, case.description, list(case.requirements), protocol)
+    played = Played(transcript)
     ids = new_ids()
     current: list[TurnScript | None] = [None]
 
@@ -136,7 +170,10 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
         return turn
 
     response_id = run.options.profile.response_message_id
-    with tempfile.TemporaryDirectory(prefix="acp-cc-") as tmp:
+    # A client process needs a folder (the double's script, its socket, a working
+    # folder); an adapter runs in this process and needs none.
+    with (tempfile.TemporaryDirectory(prefix="acp-cc-") if run.adapter is None
+          else contextlib.nullcontext("")) as tmp:
         control = None
         client: Any
         if run.adapter is not None:
@@ -179,12 +216,12 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
         except KeyboardInterrupt:
             if signals is None or not signals.enabled:
                 raise
-            cr.note = (f"aborted: interrupted by {signal.Signals(signals.signum or 2).name}; "
-                       "graded what was recorded")
+            played.note = (f"aborted: interrupted by "
+                           f"{signal.Signals(signals.signum or 2).name}; graded what was recorded")
             transcript.add(0, "harness", "harness", event="note",
                            data={"note": "interrupted", "signal": signals.signum})
         except ClientAborted as exc:
-            cr.note = f"aborted: {exc}"
+            played.note = f"aborted: {exc}"
         finally:
             client.stop()
             if control is not None:
@@ -192,23 +229,9 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
                 control.close()
         asked = client.version_asked
         if isinstance(asked, int) and asked < protocol and client.sessions == 0:
-            cr.note = (f"v{protocol} unsupported: the client asked for protocolVersion {asked} "
-                       "and opened no session")
-    cr.target_info = _client_info(transcript)
-    if cr.note.startswith(f"v{protocol} unsupported"):
-        cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
-                       for r in case.requirements]
-    else:
-        findings = grade(transcript.entries, protocol=protocol, options=run.options,
-                         select=list(case.checks) + list(ALWAYS), role="client")
-        cr.findings = [f.with_case(name) for f in apply_strict(findings, run.strict)]
-    if run.transcripts is not None:
-        from conformance.runner import safe_name
-
-        path = Path(run.transcripts) / f"{safe_name('client-' + name)}.jsonl"
-        transcript.save(path)
-        cr.transcript_path = str(path)
-    return cr
+            played.note = (f"v{protocol} unsupported: the client asked for protocolVersion "
+                           f"{asked} and opened no session")
+    return played
 
 
 def _client_info(transcript: Transcript) -> dict[str, Any]:

@@ -16,10 +16,10 @@ fewest messages and chunks that still break that rule.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shlex
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,7 @@ from conformance.checks import Options, all_rules
 from conformance.fuzz.agent_machine import Failure, FuzzResult, grade_run, violations
 from conformance.fuzz.regressions import IdLetters
 from conformance.fuzz.settings import Budget, Effort
-from conformance.transcript import Transcript, load
+from conformance.transcript import Transcript
 
 PROMPT = "Please play the generated turn."
 
@@ -88,10 +88,13 @@ def client_target(ns: argparse.Namespace) -> ClientTarget:
 
 # -- strategies ------------------------------------------------------------------
 
+@functools.cache
 def client_streams(*, protocol: int, interleave: bool = False) -> Any:
     """One turn for the double: a valid stream (in v2 with the upsert patch forms, and
     interleaved messages where the profile allows them), a run of look-alike IDs, or a
-    stream with a malformed ID (shrinks to valid, then to one plain-ID chunk)."""
+    stream with a malformed ID (shrinks to valid, then to one plain-ID chunk). Built once
+    per (protocol, interleave): building and validating a strategy costs far more than a
+    draw from it."""
     from hypothesis import strategies as st
 
     from conformance.fuzz.strategies import chunk_streams, mutated_chunk_streams
@@ -142,7 +145,7 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
                 options: Options, schema_dir: Path | None = None) -> StreamRun:
     """Start the client, play one turn of ``stream``, stop it; grade with every client rule."""
     from conformance.cases import Case
-    from conformance.client.runner import ClientRun, run_client_case
+    from conformance.client.runner import ClientRun, play_client_case
 
     steps = list(stream["steps"])
     turn = {"turn": "fuzz", "prompt": stream.get("prompt", PROMPT), "updates": steps}
@@ -152,19 +155,13 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
                 protocols=(protocol,), role="client", profiles=None,
                 drive=("start", {"play": "fuzz"}), checks=tuple(client_rules()),
                 stream=(turn,), area="fuzz", source="fuzz")
-    with tempfile.TemporaryDirectory(prefix="acp-fuzz-client-") as tmp:
-        run = ClientRun(protocols=(protocol,), options=options, command=target.command,
-                        adapter=target.adapter if not target.command else None,
-                        profile=target.profile, timeout=target.timeout, transcripts=Path(tmp),
-                        env=target.env)
-        cr = run_client_case(run, case, protocol, target.label)
-        assert cr.transcript_path is not None
-        header, entries = load(Path(cr.transcript_path))
-    transcript = Transcript(header)
-    transcript.entries = entries
-    findings = grade_run(entries, protocol=protocol, options=options, role="client",
-                         schema_dir=schema_dir)
-    return StreamRun(transcript, findings, cr.note)
+    run = ClientRun(protocols=(protocol,), options=options, command=target.command,
+                    adapter=target.adapter if not target.command else None,
+                    profile=target.profile, timeout=target.timeout, env=target.env)
+    played = play_client_case(run, case, protocol, target.label)
+    findings = grade_run(played.transcript.entries, protocol=protocol, options=options,
+                         role="client", schema_dir=schema_dir)
+    return StreamRun(played.transcript, findings, played.note)
 
 
 def stream_of(protocol: int, steps: Sequence[Any]) -> dict[str, Any]:
