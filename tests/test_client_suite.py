@@ -217,6 +217,40 @@ def test_client_that_hangs_mid_turn(tmp_path: Path) -> None:
     assert not any(alive(p) for p in pids)
 
 
+def test_send_delay_waits_for_a_client_that_discards_typeahead(tmp_path: Path) -> None:
+    """A client that draws its prompt, then resets the terminal and throws away what was
+    typed meanwhile (TCSAFLUSH, as curses-style programs do) times out when the suite
+    types at once, and passes with the profile's send_delay."""
+    cmd = write(tmp_path, "discards.py", f"""
+        import sys, termios, time
+        sys.path.insert(0, {str(REPO)!r})
+        from conformance.client import reference
+
+        pump = reference.Terminal.pump
+
+        def late_reader(self, until, *, stdin=False):
+            if stdin:
+                time.sleep(0.5)
+                fd = sys.stdin.fileno()
+                termios.tcsetattr(fd, termios.TCSAFLUSH, termios.tcgetattr(fd))
+            return pump(self, until, stdin=stdin)
+
+        reference.Terminal.pump = late_reader
+        sys.exit(reference.main())
+    """) + " --agent-cmd {agent}"
+    base = reference_profile(tmp_path).read_text(encoding="utf-8")
+    outcomes = {}
+    for delay in (0, 2.0):
+        profile = tmp_path / f"delay-{delay}.yaml"
+        profile.write_text(base + f"send_delay: {delay}\n", encoding="utf-8")
+        code, report, out = cli("--client", cmd, "--client-profile", str(profile), "--case",
+                                "client-grouping", "--protocol", "1", "--timeout", "2",
+                                tmp_path=tmp_path, name=f"delay-{delay}")
+        outcomes[delay] = (code, by_requirement(report).get("MID-C-08/hang"), out)
+    assert outcomes[0][0] == 1 and "fail" in outcomes[0][1], outcomes[0]
+    assert outcomes[2.0][0] == 0 and outcomes[2.0][1] == {"pass"}, outcomes[2.0]
+
+
 def test_client_that_floods_its_output(tmp_path: Path) -> None:
     cmd = write(tmp_path, "flood.py", """
         import sys
@@ -315,6 +349,10 @@ def test_adapter_that_hangs_is_a_hang_and_the_run_goes_on(tmp_path: Path, hangs_
      "cumulative or incremental"),
     ("ready: '>'\nsubmit: '{prompt}'\nmesage: '(?P<role>x)(?P<text>y)'\n", 3, "unknown key"),
     ("message: '(?P<role>x)(?P<text>y)'\n", None, "missing key 'ready'"),
+    ("ready: '>'\nsubmit: '{prompt}'\nmessage: '(?P<role>x)(?P<text>y)'\nsend_delay: 9\n", 4,
+     "send_delay"),
+    ("ready: '>'\nsubmit: '{prompt}'\nmessage: '(?P<role>x)(?P<text>y)'\nsend_delay: no\n", 4,
+     "send_delay"),
 ])
 def test_bad_profile_is_a_usage_error(tmp_path: Path, text: str, where: int | None,
                                       says: str) -> None:

@@ -14,6 +14,8 @@ A profile is a small YAML file::
     roles: {You: user, Claude: agent, Thinking: thought}
                                    # optional: the client's role labels -> user/agent/thought
     show: [user, agent]            # optional: the kinds the client shows (default all three)
+    send_delay: 0.05               # optional: seconds between seeing ready and typing, for a
+                                   #   client that shows its prompt before it reads (default 0)
 
 One-shot clients (``{prompt}`` in the client command) need only ``message``
 (``ready`` and ``submit`` are not used). Errors name the file and line.
@@ -30,7 +32,8 @@ from conformance.cases import CaseError, compose_with_lines
 
 ROLES = ("user", "agent", "thought")
 RENDERS = ("cumulative", "incremental")
-KEYS = ("ready", "submit", "message", "render", "quit", "roles", "show")
+KEYS = ("ready", "submit", "message", "render", "quit", "roles", "show", "send_delay")
+MAX_SEND_DELAY = 5.0
 
 
 class ProfileError(Exception):
@@ -47,6 +50,7 @@ class Profile:
     roles: dict[str, str] = field(default_factory=dict)
     show: tuple[str, ...] = ROLES
     source: str = "(profile)"
+    send_delay: float = 0.0
 
     def role_of(self, label: str) -> str:
         label = label.strip()
@@ -134,8 +138,14 @@ def loads(text: str, name: str = "(profile)") -> Profile:
             raise ProfileError(f"{at('show')}: show lists the kinds the client shows "
                                "(user, agent, thought)")
         show = tuple(value)
+    send_delay = data.get("send_delay", 0.0)
+    if (isinstance(send_delay, bool) or not isinstance(send_delay, (int, float))
+            or not 0 <= send_delay <= MAX_SEND_DELAY):
+        raise ProfileError(f"{at('send_delay')}: send_delay is a number of seconds from 0 "
+                           f"to {MAX_SEND_DELAY:g}")
     return Profile(message=message, render=render, ready=regex("ready"), submit=submit,
-                   quit=string("quit"), roles=roles, show=show, source=name)
+                   quit=string("quit"), roles=roles, show=show, source=name,
+                   send_delay=float(send_delay))
 
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")

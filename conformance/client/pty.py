@@ -103,6 +103,11 @@ class PtyClient:
             from conformance.transport import TargetCommandError
 
             raise TargetCommandError(f"cannot start the client: {exc}") from None
+        # pexpect waits 50 ms before every send and 100 ms after closing the pty; the
+        # suite types only once the client shows ready, so it waits only where the
+        # profile asks (send_delay).
+        self.child.delaybeforesend = (self.profile.send_delay or None) if self.profile else None
+        self.child.ptyproc.delayafterclose = self.child.ptyproc.delayafterterminate = 0.0
         self.started.append(self.child.pid)
         self.buf.clear()
         self.eof = False
