@@ -1,23 +1,28 @@
 """Fuzzer throughput and time to first failure, against baselines measured in the same run.
 
-Three parts:
+Four parts:
 
-* **Streams per second through a client.** The same deterministic generated
-  streams (``strategies.example_streams``) are played by the agent double to the
-  reference client, first in-process through the adapter API (the baseline), then
-  to the reference client *process* over real pipes (the double is a process the
-  client spawns; the client is driven through a pty with its profile). Each stream
-  is one fuzz example: start, one turn, observe, stop, grade.
-* **Generated runs per second against the reference agent** (the ci effort), the
-  agent-side baseline: one run starts an agent, opens a session and plays up to
-  ``steps`` rules.
-* **Time to first failure** for every broken agent (fixtures/agents/manifest.yaml)
+* **Streams per second through the in-process reference client.** The same
+  deterministic generated streams (``strategies.example_streams``) are played by
+  the agent double to the reference client through the adapter API, each as one
+  fuzz example (``client_fuzz.play_stream``: start, one turn, observe, stop,
+  grade). Target: at least 200 streams/s. A second pass splits the time between
+  playing (the double, the client, recording) and grading.
+* **The fuzz loop.** ``run_client_fuzz`` against the reference client (the
+  chosen effort; nothing to find) against its baseline: Hypothesis drawing the
+  same examples (same strategy, seed and settings) with a body that does nothing.
+  The ratio is what playing and grading add to Hypothesis's own generation.
+* **Over real pipes.** The same streams through the reference client *process*
+  (the double is a process the client spawns; the client is driven through a pty
+  with its profile), against the floor of two Python processes starting and
+  importing the client and the double.
+* **Generated runs per second against the reference agent** (the ci effort), and
+  **time to first failure** for every broken agent (fixtures/agents/manifest.yaml)
   and broken client (fixtures/clients, through its adapter), with ``strict``, a
-  fixed seed and the dev effort (each run stops at its first broken rule), never
-  told which rule: the seconds until the first violation, the
-  same in baseline runs (how many reference runs' worth of time the search took),
-  the total with shrinking, the rule found and the size of the shrunk
-  counterexample.
+  fixed seed and the chosen effort (each run stops at its first broken rule),
+  never told which rule: the seconds until the first violation, the same in
+  baseline runs, the total with shrinking, the rule found and the size of the
+  shrunk counterexample.
 
     python3 -m bench.fuzz_throughput              # everything (several minutes)
     python3 -m bench.fuzz_throughput --quick      # a smoke run
@@ -40,18 +45,26 @@ from typing import Any
 
 import yaml
 
-from bench.common import REPO_ROOT, ratio_line
+from bench.common import REPO_ROOT, ratio_line, run
 from conformance.checks import Options
 from conformance.cli import reference_agent_command
 from conformance.client.profile import load as load_profile
-from conformance.client.runner import reference_client
-from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
-from conformance.fuzz.client_fuzz import ClientTarget, play_stream, run_client_fuzz, stream_of
-from conformance.fuzz.settings import get_effort
+from conformance.client.runner import ClientRun, play_client_case, reference_client
+from conformance.fuzz.agent_machine import AgentFuzzConfig, grade_run, run_agent_fuzz
+from conformance.fuzz.client_fuzz import (
+    ClientTarget,
+    draw_turn,
+    play_stream,
+    run_client_fuzz,
+    stream_case,
+    stream_of,
+)
+from conformance.fuzz.settings import Effort, get_effort, hypothesis_settings
 from conformance.fuzz.steps import AgentTarget
 from conformance.fuzz.strategies import example_streams
 
 REFERENCE_ADAPTER = "conformance.client.reference:make_client"
+TARGET_STREAMS_PER_S = 200
 SKIP_AGENTS = {"llm_agent"}  # needs --model-server; not a message-ID fault of its own
 
 
@@ -72,6 +85,52 @@ def per_second(target: ClientTarget, items: list[tuple[int, list[Any]]]) -> tupl
         assert not run.note.startswith("aborted"), run.note
     elapsed = time.perf_counter() - start
     return len(items) / elapsed, elapsed / len(items)
+
+
+def split(target: ClientTarget, items: list[tuple[int, list[Any]]]) -> tuple[float, float]:
+    """Mean seconds per stream (playing, grading): play_stream's two halves, timed apart."""
+    options = Options()
+    played = []
+    start = time.perf_counter()
+    for protocol, steps in items:
+        run = ClientRun(protocols=(protocol,), options=options, adapter=target.adapter,
+                        timeout=target.timeout)
+        played.append((protocol, play_client_case(run, stream_case(protocol, stream_of(protocol, steps)), protocol,
+                                                  target.label).transcript))
+    playing = time.perf_counter() - start
+    start = time.perf_counter()
+    for protocol, transcript in played:
+        grade_run(transcript.entries, protocol=protocol, options=options, role="client")
+    grading = time.perf_counter() - start
+    return playing / len(items), grading / len(items)
+
+
+def generation_only(effort: Effort, seed: int) -> tuple[int, float]:
+    """Hypothesis drawing the fuzz loop's examples (same strategy, seed, settings), no play."""
+    from hypothesis import given
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
+
+    count = [0]
+
+    @hypothesis_seed(seed)
+    @hypothesis_settings(effort, shrink=True)
+    @given(st.data())
+    def generate(data: Any) -> None:
+        draw_turn(data, (1, 2), Options().profile.interleave_allowed)
+        count[0] += 1
+
+    start = time.perf_counter()
+    generate()
+    return count[0], time.perf_counter() - start
+
+
+def process_floor(repeats: int = 3) -> float:
+    """Seconds for the two processes of a pty stream to start: the reference client and
+    the agent double, each a Python process importing its module (best of ``repeats``)."""
+    code = ["import conformance.client.reference", "import conformance.client.double"]
+    best_of = [min(run([sys.executable, "-c", c]).wall for _ in range(repeats)) for c in code]
+    return sum(best_of)
 
 
 def expected_rules(name: str) -> set[str]:
@@ -135,17 +194,39 @@ def main(argv: list[str] | None = None) -> int:
     # -- client paths ---------------------------------------------------------------
     items = streams(ns.streams, ns.seed)
     adapter = ClientTarget("reference client (adapter)", adapter=REFERENCE_ADAPTER)
+    per_second(adapter, items[:2])  # imports and first-call caches are not the subject
     rate_adapter, mean_adapter = per_second(adapter, items)
+    playing, grading = split(adapter, items)
+    verdict = "ok" if rate_adapter >= TARGET_STREAMS_PER_S else "UNDER"
+    print(f"rate streams/s, reference client in-process (adapter): {rate_adapter:.0f} "
+          f"(target >= {TARGET_STREAMS_PER_S}) {verdict}  [{mean_adapter * 1000:.1f} ms per "
+          f"stream, {len(items)} streams; playing {playing * 1000:.1f} ms, grading "
+          f"{grading * 1000:.1f} ms]")
+    loop = run_client_fuzz(adapter, effort, ns.seed)
+    assert not loop.failures, [f.requirement for f in loop.failures]
+    generated, gen_elapsed = generation_only(effort, ns.seed)
+    print(f"fuzz loop (run_client_fuzz, effort {effort.name}): {loop.examples} examples in "
+          f"{loop.elapsed:.2f} s, {loop.examples / loop.elapsed:.0f}/s; Hypothesis generating "
+          f"the same {generated} examples alone: {generated / gen_elapsed:.0f}/s")
+    print(ratio_line("fuzz-loop/generation-only", (loop.elapsed / max(1, loop.examples))
+                     / (gen_elapsed / max(1, generated)), None,
+                     "per example; the rest of the loop is Hypothesis's own"))
     command, _ = reference_client()
     profile = load_profile(REPO_ROOT / "fixtures" / "clients" / "reference.yaml")
     pty = ClientTarget("reference client (pty, pipes)", command=command, profile=profile)
     rate_pty, mean_pty = per_second(pty, items[: ns.pty_streams])
-    print(f"streams/s, reference client in-process (adapter): {rate_adapter:.1f} "
-          f"({mean_adapter * 1000:.0f} ms per stream, {len(items)} streams)")
+    floor = process_floor()
     print(f"streams/s, reference client process over pipes (pty): {rate_pty:.2f} "
-          f"({mean_pty * 1000:.0f} ms per stream, {ns.pty_streams} streams)")
+          f"({mean_pty * 1000:.0f} ms per stream, {ns.pty_streams} streams; two processes "
+          f"starting: {floor * 1000:.0f} ms)")
+    print(ratio_line("pty-per-stream/process-start-floor", mean_pty / floor, None))
     print(ratio_line("pty-per-stream/adapter-per-stream", mean_pty / mean_adapter, None))
-    figures["streams_per_s"] = {"adapter": rate_adapter, "pty": rate_pty}
+    figures["streams_per_s"] = {"adapter": rate_adapter, "pty": rate_pty,
+                                "fuzz_loop": loop.examples / loop.elapsed,
+                                "generation_only": generated / gen_elapsed}
+    figures["ms_per_stream"] = {"adapter": mean_adapter * 1000, "playing": playing * 1000,
+                                "grading": grading * 1000, "pty": mean_pty * 1000,
+                                "pty_floor": floor * 1000}
 
     # -- agent baseline -------------------------------------------------------------------
     reference = AgentTarget(reference_agent_command(), "reference agent", env)

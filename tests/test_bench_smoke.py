@@ -66,6 +66,17 @@ def test_live_overhead_on_one_case() -> None:
     assert "where the suite's time goes" in done.stdout
 
 
+def test_fuzz_throughput_on_a_few_streams() -> None:
+    done = bench("bench.fuzz_throughput", "--streams", "3", "--pty-streams", "1", "--effort",
+                 "ci", "--agents", "numeric_id", "--clients", "sorted_by_id")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(ratios(done.stdout)) == 5  # loop/generation, pty twice, agents, clients
+    assert re.search(r"^rate streams/s, reference client in-process \(adapter\): \d+ ",
+                     done.stdout, re.MULTILINE)
+    assert re.search(r"numeric_id .* MID-S-01/type \(\d+ steps\); yes", done.stdout)
+    assert re.search(r"sorted_by_id .* MID-C-02/order", done.stdout)
+
+
 def test_acplint_comparison_skips_cleanly_without_acplint() -> None:
     done = bench("bench.acplint_compare", "--no-install")
     assert done.returncode == 0, done.stderr

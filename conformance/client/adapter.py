@@ -296,6 +296,22 @@ class _Lane:
         self.thread = threading.Thread(target=self.loop, name="client-adapter", daemon=True)
         self.thread.start()
 
+    @classmethod
+    def take(cls) -> _Lane:
+        """An idle thread from earlier clients, or a new one (starting a thread costs
+        about as much as a whole in-process fuzz example)."""
+        with _IDLE_LOCK:
+            if _IDLE:
+                return _IDLE.pop()
+        return cls()
+
+    def give_back(self) -> None:
+        with _IDLE_LOCK:
+            if len(_IDLE) < MAX_IDLE_LANES:
+                _IDLE.append(self)
+                return
+        self.jobs.put(None)  # enough idle ones: this thread ends
+
     def loop(self) -> None:
         _here.lane = self
         while (job := self.jobs.get()) is not None:
@@ -317,6 +333,9 @@ class _Job:
 
 
 _here = threading.local()
+_IDLE: list[_Lane] = []  # threads of ended clients, waiting for the next one
+_IDLE_LOCK = threading.Lock()
+MAX_IDLE_LANES = 2
 
 
 class _Worker:
@@ -325,14 +344,14 @@ class _Worker:
     until the step ends or the adapter call in progress passes ``timeout``; marking a call
     costs a lock, not a thread per call. A hung thread cannot be stopped: it is abandoned
     (if its call ever returns, it ends without touching the transcript) and the next
-    step gets a new thread."""
+    step gets another thread. The thread of a client that ended waits for the next one."""
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self.lane: _Lane | None = None
 
     def run(self, step: Callable[[], Any]) -> Any:
-        lane = self.lane = self.lane or _Lane()
+        lane = self.lane = self.lane or _Lane.take()
         job = _Job(step)
         lane.jobs.put(job)
         try:
@@ -340,13 +359,12 @@ class _Worker:
                 with lane.lock:
                     call = lane.call
                     if call is not None and time.monotonic() - call[1] >= self.timeout:
-                        lane.abandoned = True
-                        self.lane = None
                         raise _Hung(call[0])
         except BaseException:  # a hang, or an interrupt: this thread is not waited for again
             if not job.done.is_set():
                 with lane.lock:
                     lane.abandoned = True
+                lane.jobs.put(None)  # if it ever gets back to its queue, it ends there
                 self.lane = None
             raise
         if job.error is not None:
@@ -376,7 +394,7 @@ class _Worker:
     def end(self) -> None:
         lane, self.lane = self.lane, None
         if lane is not None:
-            lane.jobs.put(None)
+            lane.give_back()
 
 
 def _shown(m: Any) -> JsonObject:

@@ -128,6 +128,15 @@ def look_alike_streams() -> Any:
     return build()
 
 
+def draw_turn(data: Any, protocols: Sequence[int], interleave: bool) -> tuple[int, list[Any]]:
+    """One fuzz example's draws from ``st.data()``: a protocol version, then its stream."""
+    from hypothesis import strategies as st
+
+    protocol = data.draw(st.sampled_from(tuple(protocols)), label="protocol")
+    steps = data.draw(client_streams(protocol=protocol, interleave=interleave), label="stream")
+    return protocol, steps
+
+
 # -- one example -------------------------------------------------------------------
 
 @dataclass
@@ -141,20 +150,26 @@ def client_rules() -> list[str]:
     return sorted(r for r, rule in all_rules().items() if rule.role == "client")
 
 
-def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], *,
-                options: Options, schema_dir: Path | None = None) -> StreamRun:
-    """Start the client, play one turn of ``stream``, stop it; grade with every client rule."""
+def stream_case(protocol: int, stream: Mapping[str, Any]) -> Any:
+    """A client case of one turn that plays ``stream``: start, the turn, stop."""
     from conformance.cases import Case
-    from conformance.client.runner import ClientRun, play_client_case
 
-    steps = list(stream["steps"])
-    turn = {"turn": "fuzz", "prompt": stream.get("prompt", PROMPT), "updates": steps}
+    turn = {"turn": "fuzz", "prompt": stream.get("prompt", PROMPT),
+            "updates": list(stream["steps"])}
     if "echo" in stream:
         turn["echo"] = bool(stream["echo"])
-    case = Case(id="fuzz", description="a generated stream", requirements=(),
+    return Case(id="fuzz", description="a generated stream", requirements=(),
                 protocols=(protocol,), role="client", profiles=None,
                 drive=("start", {"play": "fuzz"}), checks=tuple(client_rules()),
                 stream=(turn,), area="fuzz", source="fuzz")
+
+
+def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], *,
+                options: Options, schema_dir: Path | None = None) -> StreamRun:
+    """Start the client, play one turn of ``stream``, stop it; grade with every client rule."""
+    from conformance.client.runner import ClientRun, play_client_case
+
+    case = stream_case(protocol, stream)
     run = ClientRun(protocols=(protocol,), options=options, command=target.command,
                     adapter=target.adapter if not target.command else None,
                     profile=target.profile, timeout=target.timeout, env=target.env)
@@ -197,12 +212,9 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
     @hypothesis_settings(effort, shrink=True, multiple=max_failures != 1)
     @given(st.data())
     def fuzz(data: Any) -> None:
-        protocol = data.draw(st.sampled_from(tuple(protocols)), label="protocol")
         if budget.spent() and not smallest:
             raise StopFuzzing()
-        steps = data.draw(client_streams(protocol=protocol,
-                                         interleave=options.profile.interleave_allowed),
-                          label="stream")
+        protocol, steps = draw_turn(data, protocols, options.profile.interleave_allowed)
         budget.example_started()
         budget.processes += 0 if target.adapter else 1
         stream = stream_of(protocol, steps)
@@ -399,5 +411,5 @@ def describe_stream(stream: Mapping[str, Any]) -> str:
             + "; ".join(shown))
 
 
-__all__ = ["ClientTarget", "client_streams", "client_target", "describe_stream",
-           "play_stream", "replay_client", "run_client_fuzz", "stream_shape"]
+__all__ = ["ClientTarget", "client_streams", "client_target", "describe_stream", "draw_turn",
+           "play_stream", "replay_client", "run_client_fuzz", "stream_case", "stream_shape"]
