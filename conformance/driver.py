@@ -30,6 +30,13 @@ class DriveAborted(Exception):
     """The target hung or died: the case stops; what was recorded is still graded."""
 
 
+NO_HANDSHAKE = "the agent never answered initialize"
+
+
+class NoHandshake(DriveAborted):
+    """The agent's first process let the initialize request time out: every case would."""
+
+
 class NotTestable(Exception):
     """The target cannot take this case (v2 unsupported, no session/load, manual auth)."""
 
@@ -92,7 +99,12 @@ class ClientDriver:
                                                     "writeTextFile": False},
                                              "terminal": False},
                       "clientInfo": {"name": TOOL_NAME, "version": __version__}}
-        result = self.request("initialize", params, waiting_for="the initialize response")
+        try:
+            result = self.request("initialize", params, waiting_for="the initialize response")
+        except DriveAborted as exc:
+            if self.conn == 0 and str(exc).startswith("timeout"):
+                raise NoHandshake(f"{NO_HANDSHAKE} ({exc})") from None
+            raise
         if not isinstance(result, dict):
             raise DriveAborted("initialize failed")
         pv = result.get("protocolVersion")

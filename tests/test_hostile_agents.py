@@ -123,6 +123,28 @@ def test_streams_forever_after_a_cancelled_turn(tmp_path: Path) -> None:
     assert_contained(run, waited=2 * turn, grace_rounds=2)
 
 
+def test_agent_mute_to_v2_costs_one_timeout_not_one_per_case(tmp_path: Path) -> None:
+    cases = ["prompt-lifecycle", "ids-across-turns", "wire-shapes"]
+    run = run_agent("mute_to_v2", tmp_path, timeout=TIMEOUT, protocol="both",
+                    case=cases[0], extra=[a for c in cases[1:] for a in ("--case", c)])
+    assert run.returncode == 1, run.stderr
+    by_case: dict[str, dict[str, set[str]]] = {}
+    for r in run.report["results"]:
+        by_case.setdefault(r["case"], {}).setdefault(r["outcome"], set()).add(r["requirement"])
+    [hang] = run.findings("TARGET/hang", "fail")  # the first v2 case in run order
+    assert hang["case"].endswith("@v2") and "initialize" in hang["message"]
+    others = [f"{c}@v2" for c in cases if f"{c}@v2" != hang["case"]]
+    assert len(others) == 2
+    for case in others:
+        assert set(by_case[case]) == {"not_applicable"}, by_case[case]
+        said = {r["message"] for r in run.report["results"] if r["case"] == case}
+        assert said == {f"not testable: not run: the agent did not answer the v2 initialize "
+                        f"in {hang['case']}"}, said
+    for case in cases:  # v1 is untouched
+        assert "fail" not in by_case[f"{case}@v1"], by_case[f"{case}@v1"]
+    assert_contained(run, waited=TIMEOUT)  # one wait, not one per v2 case
+
+
 def test_writes_100mb_line_without_newline(tmp_path: Path) -> None:
     run = run_agent("huge_line", tmp_path, timeout=TIMEOUT)
     assert run.returncode == 1, run.stderr
