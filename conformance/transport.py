@@ -33,6 +33,8 @@ DEFAULT_MAX_STDERR = 256 * 1024  # bytes of stderr kept in the transcript per co
 DEFAULT_MAX_ENTRIES = 20_000  # lines (stdout and stderr) recorded per connection
 AFTER_CLOSE_LINES = 200  # stdout lines still recorded once the suite has stopped waiting
 DEFAULT_MAX_RECORDED = 64 * 1024 * 1024  # bytes of stdout lines recorded per connection
+DEFAULT_MAX_QUEUED = 8 * 1024 * 1024  # bytes of read lines waiting for the suite (see _queue)
+ENTRY_COST = 512  # what a queued line costs beyond its text, for that budget
 DEFAULT_GRACE = 2.0  # seconds to exit after stdin closes, and again after SIGTERM
 STDERR_TAIL = 4096
 EXIT_SETTLE = 0.5  # seconds the output may stay open after the target process exits
@@ -41,6 +43,10 @@ _POLL = 0.5  # how often a blocked reader checks whether the suite has let go
 
 
 _LIVE: set[TargetProcess] = set()  # started and not yet closed (see close_all)
+
+
+def _cost(entry: Entry) -> int:
+    return ENTRY_COST + len(entry.raw or entry.raw_b64 or "")
 
 
 def close_all(grace: float) -> None:
@@ -102,7 +108,8 @@ class TargetProcess:
                  max_line: int = DEFAULT_MAX_LINE, max_stderr: int = DEFAULT_MAX_STDERR,
                  max_entries: int = DEFAULT_MAX_ENTRIES,
                  max_recorded: int = DEFAULT_MAX_RECORDED, grace: float = DEFAULT_GRACE,
-                 write_timeout: float | None = None) -> None:
+                 write_timeout: float | None = None,
+                 max_queued: int = DEFAULT_MAX_QUEUED) -> None:
         self.transcript = transcript
         self.conn = conn
         self.src = src  # who the target is: "agent" or "client"
@@ -114,6 +121,11 @@ class TargetProcess:
         self.grace = grace
         self.write_timeout = write_timeout
         self.inbox: queue.Queue[Entry | None] = queue.Queue()
+        self.max_queued = max_queued
+        self.queued = 0  # bytes of the lines in the inbox (ENTRY_COST each plus their text)
+        self.queued_peak = 0
+        self.held_back = threading.Event()  # the reader has waited for the suite to catch up
+        self._room = threading.Condition()
         self.stderr_tail: deque[bytes] = deque()
         self._stderr_tail_len = 0
         self.stderr_bytes = 0  # everything the target wrote to stderr
@@ -242,8 +254,22 @@ class TargetProcess:
             problems.append("no newline before end of output")
         if problems:
             entry.error = "; ".join(problems)
-        if not self._closing.is_set():
-            self.inbox.put(entry)
+        self._queue(entry)
+
+    def _queue(self, entry: Entry) -> None:
+        """Hand a line to the suite. Lines the suite has not taken yet are bounded by
+        ``max_queued`` bytes: past it the reader waits, so the target's writes block on a
+        full pipe instead of a flood filling this process's memory."""
+        cost = _cost(entry)
+        with self._room:
+            while self.queued > self.max_queued and not self._closing.is_set():
+                self.held_back.set()
+                self._room.wait(_POLL)
+            if self._closing.is_set():
+                return
+            self.queued += cost
+            self.queued_peak = max(self.queued_peak, self.queued)
+        self.inbox.put(entry)
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -331,6 +357,9 @@ class TargetProcess:
         if item is None:
             self.inbox.put(None)  # keep reporting the end to later callers
             raise TargetExited()
+        with self._room:
+            self.queued -= _cost(item)
+            self._room.notify()
         return item
 
     # -- writing -----------------------------------------------------------
@@ -395,6 +424,8 @@ class TargetProcess:
             return self.exit_info
         grace = self.grace if grace is None else grace
         self._closing.set()
+        with self._room:  # a reader waiting for room goes back to reading (and dropping)
+            self._room.notify_all()
         ended_by = "exit" if self.proc.poll() is not None else "stdin-eof"
         try:
             if self.proc.stdin is not None:

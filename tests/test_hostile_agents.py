@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hosti
 from harness import Run, group_alive, run_agent
 
 from conformance import transcript as tmod
-from conformance.transport import TargetProcess, TargetTimeout
+from conformance.transport import TargetExited, TargetProcess, TargetTimeout
 
 # --timeout of every run: long enough for a well-behaved start on a busy machine (the
 # hostile part must be what ends the wait). The close grace is min(2 s, --timeout).
@@ -138,8 +138,9 @@ def test_agent_mute_to_v2_costs_one_timeout_not_one_per_case(tmp_path: Path) -> 
     for case in others:
         assert set(by_case[case]) == {"not_applicable"}, by_case[case]
         said = {r["message"] for r in run.report["results"] if r["case"] == case}
-        assert said == {f"not testable: not run: the agent did not answer the v2 initialize "
-                        f"in {hang['case']}"}, said
+        expected = ("not testable: not run: the agent did not answer the v2 initialize "
+                    f"in {hang['case']}")
+        assert said == {expected}, said
     for case in cases:  # v1 is untouched
         assert "fail" not in by_case[f"{case}@v1"], by_case[f"{case}@v1"]
     assert_contained(run, waited=TIMEOUT)  # one wait, not one per v2 case
@@ -288,6 +289,34 @@ def test_target_that_stops_reading_cannot_block_a_write(tmp_path: Path) -> None:
     finally:
         info = proc.close()
     assert info.ended_by in ("sigterm", "stdin-eof")
+    assert not group_alive(proc.pgid)
+
+
+def test_lines_the_suite_has_not_taken_are_bounded(tmp_path: Path) -> None:
+    """A target that writes faster than the suite reads fills its pipe, not our memory:
+    the reader holds back at the byte budget, and once the suite reads on, every line
+    arrives, in order."""
+    lines, budget = 30_000, 256 * 1024
+    code = (f"import sys\nfor i in range({lines}):\n"
+            "    sys.stdout.write('{\"n\": %d, \"pad\": \"%s\"}\\n' % (i, 'x' * 1000))\n")
+    transcript = tmod.Transcript()
+    proc = TargetProcess([sys.executable, "-c", code], transcript, conn=0, src="agent",
+                         grace=2.0, max_queued=budget)
+    try:
+        assert proc.held_back.wait(60), "the reader never reached the budget"
+        one_line = 512 + 1100
+        assert proc.queued <= budget + one_line
+        seen = []
+        while True:
+            try:
+                seen.append(proc.receive(60).msg["n"])
+            except TargetExited:
+                break
+        assert seen == list(range(lines))
+        assert proc.queued_peak <= budget + one_line
+    finally:
+        info = proc.close()
+    assert info.returncode == 0
     assert not group_alive(proc.pgid)
 
 
