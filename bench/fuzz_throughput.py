@@ -62,6 +62,8 @@ from conformance.fuzz.client_fuzz import (
 from conformance.fuzz.settings import Effort, get_effort, hypothesis_settings
 from conformance.fuzz.steps import AgentTarget
 from conformance.fuzz.strategies import example_streams
+from conformance.profiles import DEFAULT_PROFILE
+from conformance.profiles import get as get_profile
 
 REFERENCE_ADAPTER = "conformance.client.reference:make_client"
 TARGET_STREAMS_PER_S = 200
@@ -133,18 +135,39 @@ def process_floor(repeats: int = 3) -> float:
     return sum(best_of)
 
 
+def _fixture(name: str) -> dict[str, Any]:
+    manifest = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
+    return next(f for f in manifest["fixtures"] if f["name"] == name)
+
+
 def expected_rules(name: str) -> set[str]:
     """What the agent manifest says a fixture trips (expected or on the way)."""
-    manifest = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
-    fx = next(f for f in manifest["fixtures"] if f["name"] == name)
+    fx = _fixture(name)
     out: set[str] = set()
     for version in fx["expect"].values():
         for group in (version["profiles"].values() if "profiles" in version else [version]):
-            for rules in group.values():
-                out.update(rules)
+            for key in ("fail", "warn"):
+                out.update(group.get(key, ()))
     for rules in (fx.get("may_also") or {}).values():
         out.update(rules)
     return out
+
+
+def fuzz_setup(name: str) -> tuple[tuple[int, ...], str | None]:
+    """The protocol versions a fixture breaks a rule in, and the rule profile it breaks
+    it under (None: the default). A fixture that breaks nothing (a positive control)
+    gets every version it speaks and the default profile: nothing should be found."""
+    fx = _fixture(name)
+    versions, profile = [], None
+    for version, expect in fx["expect"].items():
+        groups = expect.get("profiles", {DEFAULT_PROFILE: expect})
+        breaking = [p for p, g in groups.items() if g.get("fail") or g.get("warn")]
+        if breaking:
+            versions.append(int(version.lstrip("v")))
+            if DEFAULT_PROFILE not in breaking:
+                profile = breaking[0]
+    spoken = tuple(fx.get("protocols", (1, 2)))
+    return (tuple(versions) or spoken), profile
 
 
 def named(found: set[str], rules: set[str]) -> bool:
@@ -244,17 +267,24 @@ def main(argv: list[str] | None = None) -> int:
     for name in broken_agents(ns.agents.split(",") if ns.agents else None):
         target = AgentTarget([sys.executable, str(REPO_ROOT / "fixtures" / "agents" /
                                                   f"{name}.py")], name, env)
-        r = run_agent_fuzz(AgentFuzzConfig(target, strict=True, max_failures=1), effort, ns.seed)
+        protocols, profile = fuzz_setup(name)
+        options = Options(profile=get_profile(profile)) if profile else Options()
+        control = not expected_rules(name)
+        r = run_agent_fuzz(AgentFuzzConfig(target, protocols=protocols, options=options,
+                                           strict=True, max_failures=1), effort, ns.seed)
         first = r.time_to_first_failure
-        found = "nothing"
+        found = "nothing" + (" (positive control: right)" if control else "")
         if r.failures:
             f = r.failures[0]
             hit = named({x.requirement for x in f.findings}, expected_rules(name))
-            found = f"{f.requirement} ({len(f.steps)} steps); {'yes' if hit else 'NO'}"
+            found = (f"{f.requirement} ({len(f.steps)} steps); "
+                     f"{'POSITIVE CONTROL FAILED' if control else 'yes' if hit else 'NO'}")
         shown = f"{first:7.2f}" if first is not None else "      -"
         runs = f"{first / per_run:6.1f}" if first is not None else "     -"
-        print(f"  {name:<32} {shown} {runs} {r.elapsed:7.2f}  {found}")
-        figures["agents"][name] = {"first": first, "total": r.elapsed, "found": found}
+        where = "v" + "/".join(map(str, protocols)) + (f" {profile}" if profile else "")
+        print(f"  {name:<32} {shown} {runs} {r.elapsed:7.2f}  {found}  [{where}]")
+        figures["agents"][name] = {"first": first, "total": r.elapsed, "found": found,
+                                   "control": control}
     # -- time to first failure: clients ------------------------------------------------------
     print("\ntime to first failure, broken clients through the adapter (strict):")
     print(f"  {'client':<32} {'first':>7} {'x play':>6} {'total':>7}  found (shrunk steps)")
@@ -269,13 +299,14 @@ def main(argv: list[str] | None = None) -> int:
         plays = f"{first / mean_adapter:6.1f}" if first is not None else "     -"
         print(f"  {name:<32} {shown} {plays} {r.elapsed:7.2f}  {found}")
         figures["clients"][name] = {"first": first, "total": r.elapsed, "found": found}
-    found_agents = [n for n, f in figures["agents"].items() if f["first"] is not None]
+    broken = [n for n, f in figures["agents"].items() if not f["control"]]
+    found_agents = [n for n in broken if figures["agents"][n]["first"] is not None]
     found_clients = [n for n, f in figures["clients"].items() if f["first"] is not None]
     if figures["agents"]:
         ttff = (statistics.median(figures["agents"][n]["first"] for n in found_agents)
                 if found_agents else float("nan"))
         print(ratio_line("median-agent-first-failure/reference-run", ttff / per_run, None,
-                         f"{len(found_agents)}/{len(figures['agents'])} agents found"))
+                         f"{len(found_agents)}/{len(broken)} broken agents found"))
     if figures["clients"]:
         ttff_c = (statistics.median(figures["clients"][n]["first"] for n in found_clients)
                   if found_clients else float("nan"))
