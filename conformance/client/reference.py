@@ -40,6 +40,7 @@ import selectors
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -477,13 +478,23 @@ class Terminal:
                 self.turn(line.rstrip("\r\n"))
 
     def close(self) -> None:
+        """Close the agent's input and give it 2 s to exit (then kill it). The end of its
+        output tells when it has gone; Popen.wait(timeout) would poll in steps of up to
+        50 ms."""
         try:
             if self.agent.stdin is not None:
                 self.agent.stdin.close()
         except OSError:
             pass
+        deadline = time.monotonic() + 2.0
+        while (left := deadline - time.monotonic()) > 0 and self.sel.select(left):
+            try:
+                if not os.read(self.agent_fd, 65536):
+                    break
+            except OSError:
+                break
         try:
-            self.agent.wait(timeout=2.0)
+            self.agent.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.agent.kill()
             self.agent.wait()
