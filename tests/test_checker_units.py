@@ -60,3 +60,74 @@ def test_v2_echo_content_is_the_reduced_message(echo: list[Any], warned: bool) -
     outcomes = {f.outcome.value for f in findings}
     assert ("warn" in outcomes) is warned, findings
     assert outcomes <= {"warn", "pass"}
+
+
+def _prompt(rid: int, words: str) -> tuple[str, dict[str, Any]]:
+    return ("client", {"jsonrpc": "2.0", "id": rid, "method": "session/prompt",
+                       "params": {"sessionId": "s", "prompt": [text(words)]}})
+
+
+def _state(state: str, **rest: Any) -> tuple[str, dict[str, Any]]:
+    return ("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": "s", "update": {"sessionUpdate": "state_update", "state": state, **rest}}})
+
+
+def _v2_turn(rid: int, words: str, user: str, agent: str | None) -> list[Any]:
+    lines = [_prompt(rid, words), ("agent", {"jsonrpc": "2.0", "id": rid, "result": {}}),
+             update("user_message", user, content=[text(words)])]
+    if agent is not None:
+        lines.append(update("agent_message_chunk", agent, content=text(f"re: {words}")))
+    return [*lines, _state("idle", stopReason="end_turn" if agent else "cancelled")]
+
+
+def _v1_turn(rid: int, words: str, user: str, agent: str | None) -> list[Any]:
+    lines = [_prompt(rid, words), update("user_message_chunk", user, content=text(words))]
+    if agent is not None:
+        lines.append(update("agent_message_chunk", agent, content=text(f"re: {words}")))
+    stop = "end_turn" if agent else "cancelled"
+    return [*lines, ("agent", {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})]
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_a_turn_with_only_its_echo_keeps_the_replay_aligned(protocol: int) -> None:
+    """Live: a turn cancelled before any output (its echo only), then two turns with the
+    same prompt. The replay repeats every ID. The replayed turns must line up with the
+    live ones: a turn with only a user message is a turn of its own, so the second
+    'Again' is not compared with the first (which would read as a replayed ID taken from
+    a different live message)."""
+    turn = _v2_turn if protocol >= 2 else _v1_turn
+    live = [("u0", None), ("u1", "a1"), ("u2", "a2")]
+    words = ["Stop", "Again", "Again"]
+    lines: list[Any] = [
+        ("client", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": protocol}}),
+        ("agent", {"jsonrpc": "2.0", "id": 0, "result": {
+            "protocolVersion": protocol,
+            "agentCapabilities": {"loadSession": True}, "capabilities": {"session": {}}}}),
+        ("client", {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {}}),
+        ("agent", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s"}}),
+    ]
+    for i, ((user, agent), w) in enumerate(zip(live, words)):
+        lines += turn(2 + i, w, user, agent)
+    if protocol >= 2:
+        lines.append(("client", {"jsonrpc": "2.0", "id": 9, "method": "session/resume",
+                                 "params": {"sessionId": "s", "replayFrom": {"type": "start"}}}))
+        for (user, agent), w in zip(live, words):
+            lines.append(update("user_message", user, content=[text(w)]))
+            if agent:
+                lines.append(update("agent_message", agent, content=[text(f"re: {w}")]))
+    else:
+        lines.append(("client", {"jsonrpc": "2.0", "id": 9, "method": "session/load",
+                                 "params": {"sessionId": "s"}}))
+        for (user, agent), w in zip(live, words):
+            lines.append(update("user_message_chunk", user, content=text(w)))
+            if agent:
+                lines.append(update("agent_message_chunk", agent, content=text(f"re: {w}")))
+    lines.append(("agent", {"jsonrpc": "2.0", "id": 9, "result": {}}))
+    findings = grade(transcript(protocol, lines).entries, protocol=protocol, options=Options(),
+                     select=["MID-A-08", "MID-A-03/replay-crosscheck"])
+    by_rule = {f.requirement: f for f in findings}
+    assert by_rule["MID-A-08/collides-other-epoch"].outcome.value == "pass", findings
+    assert by_rule["MID-A-03/replay-crosscheck"].outcome.value == "pass", findings
+    stability = by_rule["MID-A-08/stability"]
+    assert stability.outcome.value == "info" and "stable" in stability.message, stability

@@ -97,6 +97,7 @@ class _Replay:
     runs: dict[tuple[str, str], int] = field(default_factory=dict)
     upserted: dict[tuple[str, str], int] = field(default_factory=dict)
     last_kind: str | None = None
+    last_user_mid: str | None = None
 
 
 @register
@@ -202,11 +203,16 @@ class Replay(Checker):
                 self.found("MID-V2-06/no-id", f"a replayed {ev.update_type} without a string ID",
                            entries=[ev.seq], expected="a unique opaque messageId",
                            actual=ev.id_state)
-        if ev.kind == "user" and rep.last_kind not in (None, "user"):
-            rep.turns.append(Turn())
-        if not rep.turns:
+        # A replayed turn starts at its user message: after other output, or where a user
+        # message with another ID follows one (a turn that had only its echo, e.g. one
+        # cancelled before any output). ID-less user chunks in a row are one message.
+        if not rep.turns or (ev.kind == "user" and (
+                rep.last_kind != "user"
+                or (ev.mid is not None and ev.mid != rep.last_user_mid))):
             rep.turns.append(Turn())
         rep.last_kind = ev.kind
+        if ev.kind == "user":
+            rep.last_user_mid = ev.mid
         msg = rep.turns[-1].apply(ev)
         if ev.mid is None:
             return  # an ID-less chunk is a gap (MID-A-03), not another message
