@@ -127,6 +127,28 @@ def generation_only(effort: Effort, seed: int) -> tuple[int, float]:
     return count[0], time.perf_counter() - start
 
 
+def memory_growth(counts: list[int], seed: int) -> dict[str, dict[int, float]]:
+    """Peak memory (MB) of the client fuzz loop and of Hypothesis generating the same
+    examples alone, each in a process of its own, at each example count."""
+    loop = ("from conformance.fuzz.client_fuzz import ClientTarget, run_client_fuzz\n"
+            "from conformance.fuzz.settings import get_effort\n"
+            f"r = run_client_fuzz(ClientTarget('ref', adapter={REFERENCE_ADAPTER!r}), "
+            f"get_effort('deep', max_examples={{n}}), {seed})\n"
+            "assert r.examples >= {n} and not r.failures, (r.examples, r.failures)\n")
+    alone = ("from bench.fuzz_throughput import generation_only\n"
+             "from conformance.fuzz.settings import get_effort\n"
+             f"assert generation_only(get_effort('deep', max_examples={{n}}), {seed})[0] == {{n}}\n")
+    out: dict[str, dict[int, float]] = {"loop": {}, "generation": {}}
+    for n in counts:
+        for name, code in (("loop", loop), ("generation", alone)):
+            sample = run([sys.executable, "-c", code.format(n=n)], peak=True)
+            assert sample.returncode == 0, sample.stdout
+            out[name][n] = sample.max_rss_mb
+        print(f"peak memory at {n} examples: fuzz loop {out['loop'][n]:.1f} MB, Hypothesis "
+              f"generating alone {out['generation'][n]:.1f} MB")
+    return out
+
+
 def process_floor(repeats: int = 3) -> float:
     """Seconds for the two processes of a pty stream to start: the reference client and
     the agent double, each a Python process importing its module (best of ``repeats``)."""
@@ -200,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
                         "broken rule; default dev)")
     p.add_argument("--agents", help="comma-separated broken agents (default: all)")
     p.add_argument("--clients", help="comma-separated broken clients (default: all)")
+    p.add_argument("--memory", metavar="N,N", help="also measure the peak memory of the fuzz "
+                   "loop and of generation alone at these example counts (e.g. 300,3000)")
     p.add_argument("--json", type=Path, help="also write the figures here")
     ns = p.parse_args(argv)
     if ns.quick:
@@ -312,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
                   if found_clients else float("nan"))
         print(ratio_line("median-client-first-failure/reference-play", ttff_c / mean_adapter,
                          None, f"{len(found_clients)}/{len(figures['clients'])} clients found"))
+    if ns.memory:
+        figures["memory_mb"] = memory_growth([int(n) for n in ns.memory.split(",")], ns.seed)
     if ns.json:
         ns.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -68,8 +68,10 @@ def test_live_overhead_on_one_case() -> None:
 
 def test_fuzz_throughput_on_a_few_streams() -> None:
     done = bench("bench.fuzz_throughput", "--streams", "3", "--pty-streams", "1", "--effort",
-                 "ci", "--agents", "numeric_id", "--clients", "sorted_by_id")
+                 "ci", "--agents", "numeric_id", "--clients", "sorted_by_id", "--memory", "20")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^peak memory at 20 examples: fuzz loop [\d.]+ MB, Hypothesis generating "
+                     r"alone [\d.]+ MB$", done.stdout, re.MULTILINE)
     assert len(ratios(done.stdout)) == 5  # loop/generation, pty twice, agents, clients
     assert re.search(r"^rate streams/s, reference client in-process \(adapter\): \d+ ",
                      done.stdout, re.MULTILINE)
