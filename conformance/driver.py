@@ -31,10 +31,22 @@ class DriveAborted(Exception):
 
 
 NO_HANDSHAKE = "the agent never answered initialize"
+V1_TURN_END = ("the agent negotiated v2 but ended the turn the v1 way (stopReason in the "
+               "session/prompt response, no idle state_update)")
+#: Aborts that every later case of the same protocol version would repeat, waiting out the
+#: same timeout: the runner reports those cases as not run, saying why.
+SAME_FOR_EVERY_CASE = {
+    NO_HANDSHAKE: "the agent did not answer the v{protocol} initialize",
+    V1_TURN_END: "the agent answered protocolVersion 2, then ended a turn the v1 way",
+}
 
 
 class NoHandshake(DriveAborted):
     """The agent's first process let the initialize request time out: every case would."""
+
+
+class V1TurnEnd(DriveAborted):
+    """A v2 turn answered with a v1 prompt response and never reported idle."""
 
 
 class NotTestable(Exception):
@@ -202,6 +214,13 @@ class ClientDriver:
             self.pump(done, on_update=on_update, waiting_for=(
                 "the prompt to end (idle state_update)" if self.protocol >= 2
                 else "the session/prompt response"))
+        except DriveAborted as exc:
+            result = response[0].msg.get("result") if response and isinstance(
+                response[0].msg, dict) else None
+            if (self.protocol >= 2 and isinstance(result, dict) and "stopReason" in result
+                    and str(exc).startswith("timeout")):
+                raise V1TurnEnd(f"{V1_TURN_END} ({exc})") from None
+            raise
         finally:
             self.cancelled.discard(sid)
         self.responses.pop(rid, None)

@@ -17,7 +17,13 @@ from typing import Any
 from conformance import __version__
 from conformance.cases import Case
 from conformance.checks import Options, grade
-from conformance.driver import NO_HANDSHAKE, ClientDriver, DriveAborted, NotTestable, _RpcError
+from conformance.driver import (
+    SAME_FOR_EVERY_CASE,
+    ClientDriver,
+    DriveAborted,
+    NotTestable,
+    _RpcError,
+)
 from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
 from conformance.transcript import Transcript
 from conformance.transport import close_all
@@ -106,11 +112,14 @@ def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> 
             result.cases.append(cr)
             if cr.note.startswith(("v2 unsupported", "v1 unsupported")):
                 unsupported[protocol] = cr.note
-            elif cr.note.startswith(f"aborted: {NO_HANDSHAKE}"):
-                # Every case starts with the same handshake: an agent that let it time out
-                # would cost each of them the whole wait. The fail is on this case.
-                unsupported[protocol] = (f"not run: the agent did not answer the "
-                                         f"v{protocol} initialize in {cr.case}")
+            else:
+                # Every case starts with the same handshake and turn: an agent that let one
+                # of them time out would cost each case the whole wait. The fail is on this
+                # case; the others say why they were not run.
+                for prefix, why in SAME_FOR_EVERY_CASE.items():
+                    if cr.note.startswith(f"aborted: {prefix}"):
+                        unsupported[protocol] = (f"not run: {why.format(protocol=protocol)} "
+                                                 f"in {cr.case}")
     if result.target_info == {}:
         result.target_info = _target_info(result)
     if signals.signum:

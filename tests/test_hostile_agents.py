@@ -123,24 +123,28 @@ def test_streams_forever_after_a_cancelled_turn(tmp_path: Path) -> None:
     assert_contained(run, waited=2 * turn, grace_rounds=2)
 
 
-def test_agent_mute_to_v2_costs_one_timeout_not_one_per_case(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name, waited_for, why", [
+    ("mute_to_v2", "initialize", "the agent did not answer the v2 initialize"),
+    ("claims_v2_speaks_v1", "idle state_update",
+     "the agent answered protocolVersion 2, then ended a turn the v1 way"),
+])
+def test_a_v2_fault_every_case_repeats_costs_one_timeout(tmp_path: Path, name: str,
+                                                         waited_for: str, why: str) -> None:
     cases = ["prompt-lifecycle", "ids-across-turns", "wire-shapes"]
-    run = run_agent("mute_to_v2", tmp_path, timeout=TIMEOUT, protocol="both",
+    run = run_agent(name, tmp_path, timeout=TIMEOUT, protocol="both",
                     case=cases[0], extra=[a for c in cases[1:] for a in ("--case", c)])
     assert run.returncode == 1, run.stderr
     by_case: dict[str, dict[str, set[str]]] = {}
     for r in run.report["results"]:
         by_case.setdefault(r["case"], {}).setdefault(r["outcome"], set()).add(r["requirement"])
     [hang] = run.findings("TARGET/hang", "fail")  # the first v2 case in run order
-    assert hang["case"].endswith("@v2") and "initialize" in hang["message"]
+    assert hang["case"].endswith("@v2") and waited_for in hang["message"], hang
     others = [f"{c}@v2" for c in cases if f"{c}@v2" != hang["case"]]
     assert len(others) == 2
     for case in others:
         assert set(by_case[case]) == {"not_applicable"}, by_case[case]
         said = {r["message"] for r in run.report["results"] if r["case"] == case}
-        expected = ("not testable: not run: the agent did not answer the v2 initialize "
-                    f"in {hang['case']}")
-        assert said == {expected}, said
+        assert said == {f"not testable: not run: {why} in {hang['case']}"}, said
     for case in cases:  # v1 is untouched
         assert "fail" not in by_case[f"{case}@v1"], by_case[f"{case}@v1"]
     assert_contained(run, waited=TIMEOUT)  # one wait, not one per v2 case
