@@ -11,6 +11,9 @@ one more turn after the load. Grading it yields no fail.
 the ID of an agent message of the first turn, which the suite must report
 (MID-A-02/cross-turn-reuse, and MID-A-07/replay-duplicate when it is replayed).
 
+``--no-ids`` writes what many real v1 agents send: no ``messageId`` at all
+(allowed in v1), and the echo of each long prompt streamed a word a chunk.
+
     python3 -m bench.gen_transcript --updates 1000000 -o big.jsonl
 """
 
@@ -98,17 +101,19 @@ class Writer:
                                "params": {"sessionId": sid, "update": update}})
         self.stats.updates += 1
 
-    def chunks(self, sid: str, msg: Message) -> None:
+    def chunks(self, sid: str, msg: Message, *, ids: bool = True) -> None:
         """Many chunk lines of one message, from a per-message template (the hot path)."""
         kind = {"user": "user_message_chunk", "agent": "agent_message_chunk",
                 "thought": "agent_thought_chunk"}[msg.kind]
+        raw_id, msg_id = (f'"messageId":"{msg.mid}",', f'"messageId": "{msg.mid}", ') if ids \
+            else ("", "")
         head = (f'{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{sid}",'
-                f'"update":{{"sessionUpdate":"{kind}","messageId":"{msg.mid}",'
+                f'"update":{{"sessionUpdate":"{kind}",{raw_id}'
                 '"content":{"type":"text","text":')
         raw_head, raw_tail = _esc(head), _esc("}}}}")
         msg_head = (f'"msg": {{"jsonrpc": "2.0", "method": "session/update", "params": '
                     f'{{"sessionId": "{sid}", "update": {{"sessionUpdate": "{kind}", '
-                    f'"messageId": "{msg.mid}", "content": {{"type": "text", "text": ')
+                    f'{msg_id}"content": {{"type": "text", "text": ')
         write = self.out.write
         for text in msg.chunks:
             text_json = json.dumps(text, ensure_ascii=False)
@@ -128,12 +133,18 @@ def _texts(n: int, seed: int) -> list[str]:
     return out
 
 
-def _turn_messages(plan: Plan, turn: int, ids: Iterator[str],
-                   reuse: str | None) -> tuple[str, list[Message]]:
-    """The prompt text and the messages (echo first) of one live turn."""
-    prompt = f"Prompt number {turn + 1}: tell me a long story."
-    msgs = [Message("user", next(ids), [prompt])]
-    budget = plan.per_turn - 3  # echo, tool_call, tool_call_update
+def _turn_messages(plan: Plan, turn: int, ids: Iterator[str], reuse: str | None,
+                   long_prompt: bool = False) -> tuple[str, list[Message]]:
+    """The prompt text and the messages (echo first) of one live turn. A long prompt is
+    echoed a word a chunk."""
+    if long_prompt:
+        echo = _texts(plan.chunks_per_message, turn)
+        prompt = "".join(echo)
+    else:
+        prompt = f"Prompt number {turn + 1}: tell me a long story."
+        echo = [prompt]
+    msgs = [Message("user", next(ids), echo)]
+    budget = plan.per_turn - len(echo) - 2  # echo, tool_call, tool_call_update
     kind = "thought"
     while budget > 0:
         n = min(plan.chunks_per_message, budget)
@@ -149,15 +160,19 @@ def _turn_messages(plan: Plan, turn: int, ids: Iterator[str],
 
 
 def write_transcript(out: TextIO, *, updates: int, turns: int = 8,
-                     chunks_per_message: int = 300, violation: str = "none") -> Stats:
+                     chunks_per_message: int = 300, violation: str = "none",
+                     no_ids: bool = False) -> Stats:
     if violation not in VIOLATIONS:
         raise ValueError(f"unknown violation {violation!r}; choose from {', '.join(VIOLATIONS)}")
+    if no_ids and violation != "none":
+        raise ValueError(f"--violation {violation} reuses an ID: it needs IDs (not --no-ids)")
     plan = Plan(updates, max(1, turns), max(1, chunks_per_message))
     header = {"format": FORMAT, "version": FORMAT_VERSION, "tool": f"{TOOL_NAME} {__version__}",
               "role": "agent", "protocol": 1, "profile": "acp-sdk-2.4.0",
               "target": "bench/gen_transcript.py (synthetic conformant agent)",
               "case": f"bench-{updates}-updates" + ("" if violation == "none" else
-                                                    f"-{violation}")}
+                                                    f"-{violation}") + ("-no-ids" if no_ids
+                                                                        else "")}
     out.write(json.dumps(header, ensure_ascii=False) + "\n")
     w = Writer(out)
     sid = "sess_0123456789abcdef0123456789abcdef"
@@ -180,12 +195,12 @@ def write_transcript(out: TextIO, *, updates: int, turns: int = 8,
     agent_rids = iter(range(10**9))
 
     def turn(index: int, reuse: str | None) -> list[Message]:
-        prompt, msgs = _turn_messages(plan, index, ids, reuse)
+        prompt, msgs = _turn_messages(plan, index, ids, reuse, long_prompt=no_ids)
         prid = w.request("session/prompt", {"sessionId": sid,
                                             "prompt": [{"type": "text", "text": prompt}]})
         half = len(msgs) // 2 + 1
         for m in msgs[:half]:
-            w.chunks(sid, m)
+            w.chunks(sid, m, ids=not no_ids)
         call = f"call_{index:08d}"
         perm = next(agent_rids)
         w.message("agent", {"jsonrpc": "2.0", "id": perm, "method": "session/request_permission",
@@ -200,7 +215,7 @@ def write_transcript(out: TextIO, *, updates: int, turns: int = 8,
         w.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": call,
                        "status": "completed"})
         for m in msgs[half:]:
-            w.chunks(sid, m)
+            w.chunks(sid, m, ids=not no_ids)
         w.respond(prid, {"stopReason": "end_turn"})
         w.stats.messages += len(msgs)
         history.append((prompt, msgs))
@@ -215,7 +230,7 @@ def write_transcript(out: TextIO, *, updates: int, turns: int = 8,
     rid = w.request("session/load", {"sessionId": sid, "cwd": "/project", "mcpServers": []})
     for _prompt, msgs in history:
         for m in msgs:
-            w.chunks(sid, m)
+            w.chunks(sid, m, ids=not no_ids)
     w.respond(rid, {})
     turn(plan.turns, None)
     w.entry("harness", "harness", event="exit",
@@ -239,10 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turns", type=int, default=8, help="live turns before the load")
     p.add_argument("--chunks-per-message", type=int, default=300)
     p.add_argument("--violation", choices=VIOLATIONS, default="none")
+    p.add_argument("--no-ids", action="store_true",
+                   help="no messageId at all (allowed in v1); long prompts echoed in chunks")
     p.add_argument("-o", "--output", type=Path, required=True)
     ns = p.parse_args(argv)
+    if ns.no_ids and ns.violation != "none":
+        p.error("--violation needs IDs: it cannot go with --no-ids")
     stats = generate(ns.output, updates=ns.updates, turns=ns.turns,
-                     chunks_per_message=ns.chunks_per_message, violation=ns.violation)
+                     chunks_per_message=ns.chunks_per_message, violation=ns.violation,
+                     no_ids=ns.no_ids)
     print(f"{ns.output}: {stats.lines} lines, {stats.updates} updates, "
           f"{stats.messages} messages")
     return 0

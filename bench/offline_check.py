@@ -14,6 +14,7 @@ planted violation still fails on the expected rule at the same size.
     python3 -m bench.offline_check                       # 10k, 100k, 1M updates
     python3 -m bench.offline_check --sizes 2000 --repeats 1   # a smoke run
     python3 -m bench.offline_check --breakdown          # where the time goes, in-process
+    python3 -m bench.offline_check --no-ids             # an agent that sends no IDs (v1)
 """
 
 from __future__ import annotations
@@ -50,10 +51,12 @@ def _label(n: int) -> str:
         else str(n)
 
 
-def measure_size(workdir: Path, updates: int, repeats: int, chunks_per_message: int) -> bool:
+def measure_size(workdir: Path, updates: int, repeats: int, chunks_per_message: int,
+                 no_ids: bool = False) -> bool:
     path = workdir / f"transcript-{updates}.jsonl"
     t0 = time.perf_counter()
-    stats = generate(path, updates=updates, chunks_per_message=chunks_per_message)
+    stats = generate(path, updates=updates, chunks_per_message=chunks_per_message,
+                     no_ids=no_ids)
     size_mb = path.stat().st_size / 1e6
     print(f"\n{_label(updates)} updates: {stats.lines} lines, {stats.updates} updates, "
           f"{stats.messages} messages, {size_mb:.0f} MB "
@@ -86,6 +89,8 @@ def measure_size(workdir: Path, updates: int, repeats: int, chunks_per_message: 
           + ("" if updates < 1_000_000 else
              f" (target <= {TARGET_RSS_MB:g} MB) {'ok' if rss_ok else 'OVER'}"))
     path.unlink()
+    if no_ids:  # the planted violation reuses an ID
+        return ok
 
     bad = workdir / f"transcript-{updates}-violation.jsonl"
     generate(bad, updates=updates, chunks_per_message=chunks_per_message,
@@ -155,12 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--breakdown", action="store_true",
                    help="also split the cost in-process at the largest size")
     p.add_argument("--workdir", type=Path, help="where transcripts go (default: a temp dir)")
+    p.add_argument("--no-ids", action="store_true",
+                   help="transcripts of an agent that sends no messageId (allowed in v1)")
     ns = p.parse_args(argv)
     sizes = [_size(s) for s in ns.sizes.split(",") if s.strip()]
     print(f"offline grading: acp-conformance check vs a bare json.loads loop, "
           f"best of {ns.repeats}, fresh processes ({sys.executable})")
     with tempfile.TemporaryDirectory(prefix="acp-bench-", dir=ns.workdir) as tmp:
-        results = [measure_size(Path(tmp), n, ns.repeats, ns.chunks_per_message)
+        results = [measure_size(Path(tmp), n, ns.repeats, ns.chunks_per_message, ns.no_ids)
                    for n in sizes]  # every size runs, even after a failed one
         ok = all(results)
         if ns.breakdown:

@@ -131,3 +131,40 @@ def test_a_turn_with_only_its_echo_keeps_the_replay_aligned(protocol: int) -> No
     assert by_rule["MID-A-03/replay-crosscheck"].outcome.value == "pass", findings
     stability = by_rule["MID-A-08/stability"]
     assert stability.outcome.value == "info" and "stable" in stability.message, stability
+
+
+def test_user_chunks_without_id_first_five_shown_the_rest_counted() -> None:
+    """Two v1 sessions whose agent uses IDs; twelve echo chunks without an ID, the two
+    sessions taking turns. The first five by position are the evidence, the other seven
+    are counted, exactly as if every one had been kept."""
+    lines: list[Any] = [
+        ("client", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": 1}}),
+        ("agent", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}),
+    ]
+    for rid, sid in ((1, "s"), (2, "t")):
+        lines += [("client", {"jsonrpc": "2.0", "id": rid, "method": "session/new",
+                              "params": {}}),
+                  ("agent", {"jsonrpc": "2.0", "id": rid, "result": {"sessionId": sid}})]
+    for rid, sid in ((3, "s"), (4, "t")):
+        lines.append(("client", {"jsonrpc": "2.0", "id": rid, "method": "session/prompt",
+                                 "params": {"sessionId": sid, "prompt": [text("Hi")]}}))
+    echoes = []
+    for i in range(12):
+        sid = "st"[i % 2]
+        echoes.append(len(lines))
+        lines.append(("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
+            "sessionId": sid, "update": {"sessionUpdate": "user_message_chunk",
+                                         "content": text(f"e{i} ")}}}))
+    for rid, sid in ((3, "s"), (4, "t")):
+        lines += [("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
+            "sessionId": sid, "update": {"sessionUpdate": "agent_message_chunk",
+                                         "messageId": f"a-{sid}", "content": text("Yo")}}}),
+                  ("agent", {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})]
+    findings = grade(transcript(1, lines).entries, protocol=1, options=Options(),
+                     select=["MID-A-06/user-chunk-without-id"])
+    shown = [f for f in findings if f.entries]
+    assert [f.entries for f in shown] == [(seq,) for seq in echoes[:5]], findings
+    [counted] = [f for f in findings if not f.entries]
+    assert counted.message == "7 more occurrence(s) of the above"
+    assert all(f.outcome.value == "warn" for f in findings), findings

@@ -61,8 +61,10 @@ class Checker:
         self._sink = sink
 
     def found(self, rule: str, message: str, *, entries: Iterable[int] = (),
-              expected: Any = None, actual: Any = None, outcome: Outcome | None = None) -> None:
-        self._sink.add(rule, outcome, message, tuple(entries), expected, actual)
+              expected: Any = None, actual: Any = None, outcome: Outcome | None = None,
+              times: int = 1) -> None:
+        """Report a breach (``times`` occurrences of it: past the first few, only counted)."""
+        self._sink.add(rule, outcome, message, tuple(entries), expected, actual, times)
 
     def exercised(self, rule: str, protocol: int | None = None) -> None:
         self._sink.exercised(rule, protocol)
@@ -105,15 +107,16 @@ class Sink:
         self.reasons: dict[str, str] = {}
 
     def add(self, rule_id: str, outcome: Outcome | None, message: str,
-            entries: tuple[int, ...], expected: Any, actual: Any) -> None:
-        self.added += 1
+            entries: tuple[int, ...], expected: Any, actual: Any, times: int = 1) -> None:
+        self.added += times
         rule = self.rules[rule_id]
         out = outcome if outcome is not None else rule.outcome
         bucket = self.findings[rule_id]
         if len(bucket) < MAX_FINDINGS_PER_RULE:
             bucket.append(Finding(rule_id, out, message, expected, actual, entries))
-        else:
-            self.extra[rule_id] += 1
+            times -= 1
+        if times > 0:
+            self.extra[rule_id] += times
         self.seen[rule_id].add(-1)
 
     def exercised(self, rule_id: str, protocol: int | None) -> None:

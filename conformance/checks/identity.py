@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import model
-from conformance.checks.base import Checker, Rule, register
+from conformance.checks.base import MAX_FINDINGS_PER_RULE, Checker, Rule, register
 from conformance.checks.timeline import REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
 from conformance.checks.wire import short
 from conformance.results import Outcome
@@ -200,7 +200,10 @@ class Stability(Checker):
         self.recent: dict[tuple[str, int, int, str], list[tuple[str, int]]] = {}
         self.presence: dict[tuple[str, int, int, str], list[int]] = {}
         self.gap_reported: set[tuple[str, int, int, str]] = set()
-        self.ownerless_user: list[tuple[str, int]] = []
+        # v1 user chunks without ID, per session: the first few seqs (evidence) and a count
+        # of the rest, so memory does not grow with chunks
+        self.ownerless_user: dict[str, list[int]] = {}
+        self.ownerless_more: dict[str, int] = {}
         self.user_sessions: set[str] = set()  # v1 sessions with user chunks
         # presence counters and window of the last chunk's (session, epoch, turn, kind)
         self.tail: tuple[list[int], list[tuple[str, int]]] | None = None
@@ -253,7 +256,11 @@ class Stability(Checker):
         if ev.kind == "user" and ev.protocol < 2:
             self.user_sessions.add(ev.session)
             if ev.mid is None:
-                self.ownerless_user.append((ev.session, ev.seq))
+                kept = self.ownerless_user.setdefault(ev.session, [])
+                if len(kept) < MAX_FINDINGS_PER_RULE:
+                    kept.append(ev.seq)
+                else:
+                    self.ownerless_more[ev.session] = self.ownerless_more.get(ev.session, 0) + 1
         self._run_step(ev)
 
     def _repeat(self, ev: MessageEvent) -> None:
@@ -367,11 +374,14 @@ class Stability(Checker):
             self.found("MID-A-05/no-ids", "the agent sent no messageId at all in this session "
                        "(allowed in v1; features that need IDs will not work)",
                        entries=[self.first_chunk[session]], actual="no IDs", outcome=grade)
-        for session, seq in self.ownerless_user:
-            if session in self.id_mode:
-                self.exercised("MID-A-06/user-chunk-without-id")
-                self.found("MID-A-06/user-chunk-without-id",
-                           "a user_message_chunk without ID in a session whose agent uses IDs",
-                           entries=[seq], expected="an agent-generated messageId", actual="absent")
+        # In transcript order: the first few as evidence, the rest counted.
+        matching = [s for s in self.ownerless_user if s in self.id_mode]
+        more = sum(self.ownerless_more.get(s, 0) for s in matching)
+        for i, seq in enumerate(sorted(q for s in matching for q in self.ownerless_user[s])):
+            self.exercised("MID-A-06/user-chunk-without-id")
+            self.found("MID-A-06/user-chunk-without-id",
+                       "a user_message_chunk without ID in a session whose agent uses IDs",
+                       entries=[seq], expected="an agent-generated messageId", actual="absent",
+                       times=1 if i else 1 + more)
         if self.user_sessions & self.id_mode:
             self.exercised("MID-A-06/user-chunk-without-id")

@@ -18,6 +18,8 @@ from conformance.checks.timeline import (
     TurnStart,
 )
 from conformance.checks.wire import short
+
+ECHOES_KEPT = 4  # ID-less echo chunks kept per turn as evidence (findings show four)
 from conformance.results import Outcome
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
@@ -115,7 +117,10 @@ class Echo(Checker):
         else:
             if not st.echoes or ev.mid == st.echoes[0].mid:
                 self._add_echo_text(st, ev)
-            if ev.mid is None or ev.mid not in st.echo_ids:
+            # Every echo with an ID of its own is kept (few: one a message); of the ID-less
+            # chunks only the first few, for evidence: memory must not grow with chunks.
+            if (ev.mid is None and len(st.echoes) < ECHOES_KEPT) or (
+                    ev.mid is not None and ev.mid not in st.echo_ids):
                 first = not st.echoes
                 st.echoes.append(ev)
                 if ev.mid is not None:
@@ -222,6 +227,8 @@ class Echo(Checker):
         """Chunks append, an upsert with content replaces (catalogue Appendix G)."""
         if ev.form == "chunk":
             st.echo_text.append(model.block_text(ev.update.get("content")))
+            if len(st.echo_text) >= ECHOES_KEPT * 16:
+                st.echo_text[:] = ["".join(st.echo_text)]
         elif "content" in ev.update:
             st.echo_text[:] = [model.blocks_text(ev.update.get("content"))]
 
