@@ -18,11 +18,10 @@ from conformance.checks.timeline import (
     TurnStart,
 )
 from conformance.checks.wire import short
-
-ECHOES_KEPT = 4  # ID-less echo chunks kept per turn as evidence (findings show four)
 from conformance.results import Outcome
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
+ECHOES_KEPT = 4  # ID-less echo chunks kept per turn as evidence (findings show four)
 
 
 @register
