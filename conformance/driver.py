@@ -30,23 +30,17 @@ class DriveAborted(Exception):
     """The target hung or died: the case stops; what was recorded is still graded."""
 
 
-NO_HANDSHAKE = "the agent never answered initialize"
-V1_TURN_END = ("the agent negotiated v2 but ended the turn the v1 way (stopReason in the "
-               "session/prompt response, no idle state_update)")
-#: Aborts that every later case of the same protocol version would repeat, waiting out the
-#: same timeout: the runner reports those cases as not run, saying why.
-SAME_FOR_EVERY_CASE = {
-    NO_HANDSHAKE: "the agent did not answer the v{protocol} initialize",
-    V1_TURN_END: "the agent answered protocolVersion 2, then ended a turn the v1 way",
-}
+class DriveTimeout(DriveAborted):
+    """The target went silent (or never stopped writing) past the wait's limit."""
 
 
-class NoHandshake(DriveAborted):
-    """The agent's first process let the initialize request time out: every case would."""
+class SameForEveryCase(DriveAborted):
+    """An abort every later case of this protocol version would repeat, each waiting out
+    the same timeout; ``reason`` says why, for the cases the runner then does not run."""
 
-
-class V1TurnEnd(DriveAborted):
-    """A v2 turn answered with a v1 prompt response and never reported idle."""
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class NotTestable(Exception):
@@ -113,10 +107,12 @@ class ClientDriver:
                       "clientInfo": {"name": TOOL_NAME, "version": __version__}}
         try:
             result = self.request("initialize", params, waiting_for="the initialize response")
-        except DriveAborted as exc:
-            if self.conn == 0 and str(exc).startswith("timeout"):
-                raise NoHandshake(f"{NO_HANDSHAKE} ({exc})") from None
-            raise
+        except DriveTimeout as exc:
+            if self.conn != 0:
+                raise
+            raise SameForEveryCase(
+                f"the agent never answered initialize ({exc})",
+                f"the agent did not answer the v{self.protocol} initialize") from None
         if not isinstance(result, dict):
             raise DriveAborted("initialize failed")
         pv = result.get("protocolVersion")
@@ -214,12 +210,15 @@ class ClientDriver:
             self.pump(done, on_update=on_update, waiting_for=(
                 "the prompt to end (idle state_update)" if self.protocol >= 2
                 else "the session/prompt response"))
-        except DriveAborted as exc:
+        except DriveTimeout as exc:
             result = response[0].msg.get("result") if response and isinstance(
                 response[0].msg, dict) else None
-            if (self.protocol >= 2 and isinstance(result, dict) and "stopReason" in result
-                    and str(exc).startswith("timeout")):
-                raise V1TurnEnd(f"{V1_TURN_END} ({exc})") from None
+            if self.protocol >= 2 and isinstance(result, dict) and "stopReason" in result:
+                raise SameForEveryCase(
+                    "the agent negotiated v2 but ended the turn the v1 way (stopReason in the "
+                    f"session/prompt response, no idle state_update) ({exc})",
+                    "the agent answered protocolVersion 2, then ended a turn the v1 way"
+                ) from None
             raise
         finally:
             self.cancelled.discard(sid)
@@ -291,7 +290,7 @@ class ClientDriver:
         try:
             self.proc.send(msg, fuzz=fuzz)
         except TargetTimeout:  # recorded by the transport as a timeout event
-            raise DriveAborted("timeout: the target stopped reading its input") from None
+            raise DriveTimeout("timeout: the target stopped reading its input") from None
 
     def request(self, method: str, params: Any, *, waiting_for: str) -> Any:
         rid = self._send_request(method, params)
@@ -331,7 +330,7 @@ class ClientDriver:
                                           "deadline": self.turn_timeout if overall else None,
                                           "lines": lines,
                                           "stderr_tail": proc.stderr_text()[-1000:]})
-                raise DriveAborted(f"timeout waiting for {waiting_for}" + (
+                raise DriveTimeout(f"timeout waiting for {waiting_for}" + (
                     f" (--turn-timeout {self.turn_timeout:g} s)" if overall else "")) from None
             except TargetExited:
                 rc = proc.wait_exit(min(1.0, self.timeout))

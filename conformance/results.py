@@ -102,6 +102,7 @@ class CaseResult:
     stderr_tail: str = ""
     note: str = ""  # e.g. "v2 unsupported by target"
     target_info: dict[str, Any] = field(default_factory=dict)
+    every_case: str = ""  # why every later case of this protocol version would abort alike
 
     @property
     def outcome(self) -> Outcome:

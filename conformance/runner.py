@@ -18,10 +18,10 @@ from conformance import __version__
 from conformance.cases import Case
 from conformance.checks import Options, grade
 from conformance.driver import (
-    SAME_FOR_EVERY_CASE,
     ClientDriver,
     DriveAborted,
     NotTestable,
+    SameForEveryCase,
     _RpcError,
 )
 from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
@@ -112,14 +112,11 @@ def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> 
             result.cases.append(cr)
             if cr.note.startswith(("v2 unsupported", "v1 unsupported")):
                 unsupported[protocol] = cr.note
-            else:
+            elif cr.every_case:
                 # Every case starts with the same handshake and turn: an agent that let one
                 # of them time out would cost each case the whole wait. The fail is on this
                 # case; the others say why they were not run.
-                for prefix, why in SAME_FOR_EVERY_CASE.items():
-                    if cr.note.startswith(f"aborted: {prefix}"):
-                        unsupported[protocol] = (f"not run: {why.format(protocol=protocol)} "
-                                                 f"in {cr.case}")
+                unsupported[protocol] = f"not run: {cr.every_case} in {cr.case}"
     if result.target_info == {}:
         result.target_info = _target_info(result)
     if signals.signum:
@@ -177,6 +174,8 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
             cr.note = str(exc)
         except DriveAborted as exc:
             cr.note = f"aborted: {exc}"
+            if isinstance(exc, SameForEveryCase):
+                cr.every_case = exc.reason
         except _RpcError as exc:
             cr.note = f"aborted: the agent answered a step with {exc}"
             transcript.add(max(driver.conn, 0), "harness", "harness", event="note",
