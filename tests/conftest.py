@@ -45,6 +45,16 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subpro
                           text=True, cwd=cwd or REPO_ROOT, env=cli_env(), timeout=timeout)
 
 
+def cli_report(*args: str, tmp_path: Path, name: str = "report",
+               timeout: float = 240) -> tuple[int, dict[str, Any], str]:
+    """The real command line with a JSON report: (exit code, the report or {} when none was
+    written, stdout and stderr together)."""
+    report = tmp_path / f"{name}.json"
+    proc = run_cli(*args, "--json", str(report), "--no-color", timeout=timeout)
+    data = load_json(report) if report.exists() else {}
+    return proc.returncode, data, proc.stdout + proc.stderr
+
+
 def outcomes(report: dict[str, Any]) -> dict[str, set[str]]:
     """{outcome: {requirement, ...}} of a JSON report."""
     out: dict[str, set[str]] = {}

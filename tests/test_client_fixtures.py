@@ -5,20 +5,18 @@ a profile, as a one-shot client, in-process through the adapter API, or on the w
 
 from __future__ import annotations
 
-import json
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from conftest import cli_report
 
 REPO = Path(__file__).resolve().parents[1]
 CLIENTS = REPO / "fixtures" / "clients"
 MANIFEST = yaml.safe_load((CLIENTS / "manifest.yaml").read_text(encoding="utf-8"))["clients"]
-RUN_TIMEOUT = 240  # seconds for one CLI run; only reached when something hangs
 
 
 def client_args(entry: dict[str, Any]) -> list[str]:
@@ -31,16 +29,6 @@ def client_args(entry: dict[str, Any]) -> list[str]:
     if entry["run"] != "wire":
         args += ["--client-profile", str(CLIENTS / entry["profile"])]
     return args
-
-
-def run_cli(args: list[str], tmp_path: Path, name: str = "report") -> tuple[int, dict[str, Any],
-                                                                          str]:
-    report = tmp_path / f"{name}.json"
-    proc = subprocess.run([sys.executable, "-m", "conformance", *args, "--json", str(report),
-                           "--no-color"], check=False, cwd=REPO, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT)
-    data = json.loads(report.read_text(encoding="utf-8")) if report.exists() else {}
-    return proc.returncode, data, proc.stdout + proc.stderr
 
 
 def outcomes(report: dict[str, Any], protocol: int) -> dict[str, set[str]]:
@@ -67,7 +55,7 @@ def test_broken_client_is_caught(entry: dict[str, Any], tmp_path: Path) -> None:
                                  str(protocols[0]), "--timeout", "20"]
     for case in entry["cases"]:
         args += ["--case", case]
-    code, report, output = run_cli(args, tmp_path)
+    code, report, output = cli_report(*args, tmp_path=tmp_path)
     assert report, output
     any_fail = False
     for version, expect in entry["expect"].items():
@@ -93,7 +81,7 @@ def test_broken_client_is_caught(entry: dict[str, Any], tmp_path: Path) -> None:
 
 def test_warn_level_breach_fails_under_strict(tmp_path: Path) -> None:
     entry = next(e for e in MANIFEST if e["file"] == "type_change_only.py")
-    code, report, output = run_cli(client_args(entry) + ["--protocol", "1", "--case",
-                                                         "client-grouping", "--strict"], tmp_path)
+    code, report, output = cli_report(*client_args(entry), "--protocol", "1", "--case",
+                                      "client-grouping", "--strict", tmp_path=tmp_path)
     assert code == 1, output
     assert "fail" in outcomes(report, 1)["MID-C-03/merged"]

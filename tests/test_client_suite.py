@@ -9,29 +9,17 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import cli_report as cli
 
 from conformance.client.runner import reference_client
 
 REPO = Path(__file__).resolve().parents[1]
-RUN_TIMEOUT = 240
-
-
-def cli(*args: str, tmp_path: Path, name: str = "report") -> tuple[int, dict[str, Any], str]:
-    report = tmp_path / f"{name}.json"
-    proc = subprocess.run([sys.executable, "-m", "conformance", *args, "--json", str(report),
-                           "--no-color"], check=False, cwd=REPO, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT)
-    data = json.loads(report.read_text(encoding="utf-8")) if report.exists() else {}
-    return proc.returncode, data, proc.stdout + proc.stderr
-
-
 def by_requirement(report: dict[str, Any]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for r in report["results"]:
