@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from conformance.client.double import DoubleEngine, encode_line
+from conformance.client.double import DoubleEngine, DoubleTally, encode_line
 from conformance.client.pty import ClientAborted
 from conformance.client.script import TurnScript
 from conformance.transcript import Transcript
@@ -97,12 +97,13 @@ def load_factory(spec: str) -> Callable[[], ClientAdapter]:
     return factory  # type: ignore[no-any-return]
 
 
-class AdapterClient:
+class AdapterClient(DoubleTally):
     """Drives one in-process client through the double's engine (same interface as PtyClient)."""
 
     def __init__(self, factory: Callable[[], ClientAdapter], *, transcript: Transcript,
                  protocol: int, timeout: float, response_message_id: bool,
                  next_turn: Callable[[int], TurnScript | None]) -> None:
+        super().__init__()
         self.factory = factory
         self.transcript = transcript
         self.protocol = protocol
@@ -113,9 +114,6 @@ class AdapterClient:
         self.adapter: ClientAdapter | None = None
         self.engine: DoubleEngine | None = None
         self.outbox: deque[Any] = deque()
-        self.sessions = 0
-        self.turns_ended = 0
-        self.version_asked: Any = None
         self.observed: str | None = None  # the turn whose observation is recorded
         self.worker = _Worker(timeout)
 
@@ -218,12 +216,7 @@ class AdapterClient:
             return
         self.transcript.add(self.conn, "harness", "harness", event="note",
                             data={"note": name, **data})
-        if name == "session":
-            self.sessions += 1
-        elif name == "turn-end":
-            self.turns_ended += 1
-        elif name == "version-mismatch":
-            self.version_asked = data.get("asked")
+        self.count(name, data)
 
     def play(self, turn: TurnScript) -> None:
         self.observed = None

@@ -97,8 +97,6 @@ class DoubleConn:
     conn: int
     pid: int | None
     closed: bool = False
-    turns_ended: int = 0
-    sessions: int = 0
 
 
 @dataclass
@@ -214,10 +212,6 @@ class SuiteSide:
         else:
             self.transcript.add(dc.conn, "harness", "harness", event="note",
                                 data={"note": name, **data})
-        if name == "turn-end":
-            dc.turns_ended += 1
-        elif name == "session":
-            dc.sessions += 1
         self._emit(Event(dc.conn, name, data))
 
     def drain_wake(self) -> None:

@@ -48,6 +48,24 @@ def encode_line(message: Any) -> bytes:
         return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
 
 
+class DoubleTally:
+    """What a client driver learns from the double's events: sessions opened, turns
+    ended, and the protocol version a client asked for when it was not the double's."""
+
+    def __init__(self) -> None:
+        self.sessions = 0
+        self.turns_ended = 0
+        self.version_asked: Any = None
+
+    def count(self, name: str, data: JsonObject) -> None:
+        if name == "session":
+            self.sessions += 1
+        elif name == "turn-end":
+            self.turns_ended += 1
+        elif name == "version-mismatch":
+            self.version_asked = data.get("asked")
+
+
 class DoubleEngine:
     """The scripted agent as a state machine: feed it client messages, read ``out``.
 

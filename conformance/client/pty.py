@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.client.channel import SuiteSide
+from conformance.client.double import DoubleTally
 from conformance.client.profile import Profile, parse_messages, screen_lines, strip_ansi
 from conformance.client.script import TurnScript
 from conformance.driver import TURN_TIMEOUT_FACTOR
@@ -63,13 +64,14 @@ class Template:
         return out
 
 
-class PtyClient:
+class PtyClient(DoubleTally):
     """One client under test, driven through a pty."""
 
     def __init__(self, template: Template, *, agent: str, profile: Profile | None,
                  control: SuiteSide, transcript: Transcript, protocol: int, timeout: float,
                  env: Mapping[str, str] | None = None, cwd: str | None = None,
                  max_output: int = DEFAULT_MAX_OUTPUT, turn_timeout: float | None = None) -> None:
+        super().__init__()
         self.template = template
         self.agent = agent
         self.profile = profile
@@ -87,9 +89,6 @@ class PtyClient:
         self.buf = bytearray()
         self.eof = False
         self.read_bytes = 0
-        self.turns_ended = 0
-        self.sessions = 0
-        self.version_asked: Any = None  # set when the client asked for another version
         self.started: list[int] = []  # pids of every client process started
 
     # -- process ---------------------------------------------------------------
@@ -180,12 +179,7 @@ class PtyClient:
             if wake in ready:
                 self.control.drain_wake()
                 while (ev := self.control.next_event(0)) is not None:
-                    if ev.name == "turn-end":
-                        self.turns_ended += 1
-                    elif ev.name == "session":
-                        self.sessions += 1
-                    elif ev.name == "version-mismatch":
-                        self.version_asked = ev.data.get("asked")
+                    self.count(ev.name, ev.data)
                 deadline = time.monotonic() + silence
             if self.child is not None and not self.eof and self.child.child_fd in ready:
                 try:
