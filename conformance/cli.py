@@ -490,14 +490,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
     from conformance.results import CaseResult, RunResult, apply_strict
 
     _check_run_options(ns)
-    files: list[Path] = []
-    for f in ns.files:
-        if f.is_dir():
-            files.extend(sorted(f.glob("*.jsonl")))
-        elif f.exists():
-            files.append(f)
-        else:
-            raise UsageError(f"{f}: no such transcript")
+    files = tmod.jsonl_files(ns.files, lambda f: UsageError(f"{f}: no such transcript"))
     if not files:
         raise UsageError("no transcript files given")
     headers = [tmod.read_header(f) for f in files]

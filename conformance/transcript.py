@@ -26,7 +26,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,6 +223,20 @@ def write_atomic(path: Path, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def jsonl_files(paths: Iterable[Path], missing: Callable[[Path], Exception]) -> list[Path]:
+    """The files named, and the ``*.jsonl`` files of the folders named (sorted); a path
+    that does not exist raises ``missing(path)``."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(p.glob("*.jsonl")))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise missing(p)
+    return out
 
 
 def read_header(path: Path) -> dict[str, Any]:

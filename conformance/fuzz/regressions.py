@@ -36,7 +36,7 @@ from typing import Any
 from conformance import model
 from conformance.checks import Options
 from conformance.results import Finding
-from conformance.transcript import Entry, TranscriptError, load, write_atomic
+from conformance.transcript import Entry, TranscriptError, jsonl_files, load, write_atomic
 
 DEFAULT_DIR = Path("fixtures") / "regressions"
 PORTABLE_CWD = "/project"
@@ -249,16 +249,8 @@ def expected_fingerprint(reg: Regression) -> str:
 
 def files(paths: Iterable[Path]) -> list[Path]:
     """Regression files named by the user: files, and the *.jsonl in folders."""
-    out: list[Path] = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            out.extend(sorted(p.glob("*.jsonl")))
-        elif p.exists():
-            out.append(p)
-        else:
-            raise RegressionError(f"{p}: no such regression file or folder")
-    return out
+    return jsonl_files(paths, lambda p: RegressionError(f"{p}: no such regression file or "
+                                                        "folder"))
 
 
 # -- replaying -----------------------------------------------------------------
