@@ -97,31 +97,43 @@ class AgentRun:
 def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> RunResult:
     result = RunResult(__version__, target_label, "agent", list(run.protocols),
                        run.options.profile.name, run.strict)
-    plan = agent_plan(run, cases)
     unsupported: dict[int, str] = {}
-    with _Signals(run.handle_signals) as signals:
+
+    def play(protocol: int, case: Case, signals: _Signals) -> CaseResult:
+        if protocol in unsupported:  # one negotiation answer settles it for the version
+            return _not_testable(case, protocol, unsupported[protocol])
+        cr = run_agent_case(run, case, protocol, signals=signals)
+        if cr.note.startswith(("v2 unsupported", "v1 unsupported")):
+            unsupported[protocol] = cr.note
+        elif cr.every_case:
+            # Every case starts with the same handshake and turn: an agent that let one of
+            # them time out would cost each case the whole wait. The fail is on this case;
+            # the others say why they were not run.
+            unsupported[protocol] = f"not run: {cr.every_case} in {cr.case}"
+        return cr
+
+    signum = run_plan(result, agent_plan(run, cases), play, handle_signals=run.handle_signals,
+                      progress=run.progress)
+    if result.target_info == {}:
+        result.target_info = _target_info(result)
+    if signum:
+        raise RunInterrupted(result, signum)
+    return result
+
+
+def run_plan(result: RunResult, plan: Sequence[tuple[int, Case]],
+             play: Callable[[int, Case, _Signals], CaseResult], *, handle_signals: bool,
+             progress: Callable[[int, int, str], None] | None) -> int | None:
+    """Play each (protocol, case) of ``plan`` into ``result.cases``, in order, until done or
+    until SIGINT/SIGTERM (with ``handle_signals``); returns the signal that ended it."""
+    with _Signals(handle_signals) as signals:
         for i, (protocol, case) in enumerate(plan):
             if signals.signum:
                 break
-            if run.progress:
-                run.progress(i, len(plan), f"{case.id} v{protocol}")
-            if protocol in unsupported:  # one negotiation answer settles it for the version
-                result.cases.append(_not_testable(case, protocol, unsupported[protocol]))
-                continue
-            cr = run_agent_case(run, case, protocol, signals=signals)
-            result.cases.append(cr)
-            if cr.note.startswith(("v2 unsupported", "v1 unsupported")):
-                unsupported[protocol] = cr.note
-            elif cr.every_case:
-                # Every case starts with the same handshake and turn: an agent that let one
-                # of them time out would cost each case the whole wait. The fail is on this
-                # case; the others say why they were not run.
-                unsupported[protocol] = f"not run: {cr.every_case} in {cr.case}"
-    if result.target_info == {}:
-        result.target_info = _target_info(result)
-    if signals.signum:
-        raise RunInterrupted(result, signals.signum)
-    return result
+            if progress:
+                progress(i, len(plan), f"{case.id} v{protocol}")
+            result.cases.append(play(protocol, case, signals))
+    return signals.signum
 
 
 def agent_plan(run: AgentRun, cases: Sequence[Case]) -> list[tuple[int, Case]]:

@@ -103,22 +103,18 @@ def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -
     for c in client_cases:
         check_case(c)
     plan = [(p, c) for p in run.protocols for c in client_cases if c.applies_to(p, profile_name)]
-    from conformance.runner import RunInterrupted, _Signals
+    from conformance.runner import RunInterrupted, run_plan
 
-    with _Signals(run.handle_signals) as signals:
-        for i, (protocol, case) in enumerate(plan):
-            if signals.signum:
-                break
-            if run.progress:
-                run.progress(i, len(plan), f"{case.id} v{protocol}")
-            result.cases.append(run_client_case(run, case, protocol, target_label,
-                                                signals=signals))
+    signum = run_plan(result, plan,
+                      lambda protocol, case, signals: run_client_case(
+                          run, case, protocol, target_label, signals=signals),
+                      handle_signals=run.handle_signals, progress=run.progress)
     for done in result.cases:
         if done.target_info:
             result.target_info = dict(done.target_info)
             break
-    if signals.signum:
-        raise RunInterrupted(result, signals.signum)
+    if signum:
+        raise RunInterrupted(result, signum)
     return result
 
 
