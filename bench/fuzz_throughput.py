@@ -34,6 +34,7 @@ It prints lines and ratios only; it writes nothing (``--json PATH`` to keep them
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -157,9 +158,15 @@ def process_floor(repeats: int = 3) -> float:
     return sum(best_of)
 
 
+@functools.cache
+def _agent_fixtures() -> tuple[dict[str, Any], ...]:
+    """The broken agents' manifest entries (read once)."""
+    path = REPO_ROOT / "fixtures" / "agents" / "manifest.yaml"
+    return tuple(yaml.safe_load(path.read_text())["fixtures"])
+
+
 def _fixture(name: str) -> dict[str, Any]:
-    manifest = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
-    return next(f for f in manifest["fixtures"] if f["name"] == name)
+    return next(f for f in _agent_fixtures() if f["name"] == name)
 
 
 def expected_rules(name: str) -> set[str]:
@@ -197,8 +204,7 @@ def named(found: set[str], rules: set[str]) -> bool:
 
 
 def broken_agents(only: list[str] | None) -> list[str]:
-    manifest = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
-    names = [fx["name"] for fx in manifest["fixtures"]
+    names = [fx["name"] for fx in _agent_fixtures()
              if (REPO_ROOT / "fixtures" / "agents" / f"{fx['name']}.py").is_file()
              and fx["name"] not in SKIP_AGENTS]
     return [n for n in names if only is None or n in only]

@@ -286,8 +286,7 @@ class _Lane:
         self.call: tuple[str, float] | None = None  # (what, started) of the call in progress
         self.abandoned = False
         self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self.loop, name="client-adapter", daemon=True)
-        self.thread.start()
+        threading.Thread(target=self.loop, name="client-adapter", daemon=True).start()
 
     @classmethod
     def take(cls) -> _Lane:
