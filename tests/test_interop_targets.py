@@ -1,6 +1,7 @@
 """The interop matrix's own data and logic (fast: no installs, no real targets).
 
-The matrix itself runs with ``tox -e interop``; these tests keep its files honest:
+The matrix itself runs with ``tox -e interop`` (pytest items, ``interop/test_matrix.py``);
+these tests keep its files honest:
 every target is pinned, has a baseline for every run, and its command line is
 complete; the comparison with a baseline reports exactly the differences.
 """
@@ -15,10 +16,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("interop_run", ROOT / "interop" / "run.py")
+_spec = importlib.util.spec_from_file_location("interop_matrix", ROOT / "interop" / "matrix.py")
 assert _spec is not None and _spec.loader is not None
 interop = importlib.util.module_from_spec(_spec)
-sys.modules["interop_run"] = interop
+sys.modules["interop_matrix"] = interop
 _spec.loader.exec_module(interop)
 
 TARGETS = interop.load_targets([])
@@ -58,6 +59,9 @@ def test_command_line_is_complete(target: interop.Target, tmp_path: Path) -> Non
         out = tmp_path / run.name
         out.mkdir()
         argv = interop.conformance_command(target, run, inst, out)
+        for proto in interop.protocols_of(run):  # one matrix item per version
+            narrowed = interop.conformance_command(target, run, inst, out, proto)
+            assert narrowed[narrowed.index("--protocol") + 1] == proto[1:]
         text = " ".join(argv)
         leftover = set(re.findall(r"\{(\w+)\}", text)) - {"model_url", "agent", "prompt"}
         assert not leftover, f"unfilled placeholders {leftover}"
@@ -87,15 +91,41 @@ def test_compare_reports_each_difference(tmp_path: Path) -> None:
     run = interop.Run("r")
     target = interop.Target(**{**target.__dict__, "expect": {"r": {"v1": {
         "MID-A-02": "pass", "MID-A-03": ["pass", "warn"], "MID-A-05": "info"}}}})
-    res = interop.RunResult(target, run, 1.0, {"v1": {
+    res = interop.RunResult(target, run, "v1", 1.0, {"v1": {
         "MID-A-02": "fail", "MID-A-03": "warn", "MID-S-01": "pass"}})
     assert interop.compare(res) == [
         "v1 MID-A-02: expected pass, got fail",
         "v1 MID-A-05: expected info, got absent",
         "v1 MID-S-01: expected absent, got pass",
     ]
+    assert interop.compare(interop.RunResult(target, run, "v2", 1.0, {})) == [
+        "no baseline recorded for v2 (run with --update)"]
     res.error = "exit 3: boom"
     assert interop.compare(res) == ["run failed: exit 3: boom"]
+
+
+def test_update_rewrites_one_protocol_of_one_run_and_keeps_the_rest(tmp_path: Path) -> None:
+    """--update from one matrix item touches only its (run, protocol) baseline; a list of
+    allowed outcomes survives when the new verdict is one of them; the file stays loadable."""
+    source = next(t for t in TARGETS if t.name == "codex-acp").path
+    path = tmp_path / source.name
+    path.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    target = interop.load_target(path)
+    before = target.expect
+    verdicts = dict(before["suite"]["v2"])
+    verdicts["MID-A-02/interleave"] = "fail"
+    verdicts["TARGET/shutdown"] = "warn"  # the baseline allows [pass, warn]
+    interop.update_baseline(interop.RunResult(target, interop.Run("suite"), "v2", 1.0,
+                                              {"v2": verdicts}), tmp_path / "locks")
+    after = interop.load_target(path).expect
+    assert after["suite"]["v2"]["MID-A-02/interleave"] == "fail"
+    assert after["suite"]["v2"]["TARGET/shutdown"] == ["pass", "warn"]
+    assert after["suite"]["v1"] == before["suite"]["v1"]
+    assert after["provider-repeats-ids"] == before["provider-repeats-ids"]
+    text = path.read_text(encoding="utf-8")
+    assert text.count(interop.BASELINE_NOTE[0]) == 1 and "interop/run.py" not in text
+    head = source.read_text(encoding="utf-8").split("\n# Verdicts per run", 1)[0]
+    assert text.startswith(head)
 
 
 def test_a_bad_target_file_is_one_line(tmp_path: Path) -> None:

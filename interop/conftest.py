@@ -1,0 +1,32 @@
+"""pytest options and fixtures of the interop matrix (``tox -e interop``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # the conformance package of this checkout
+sys.path.insert(0, str(HERE))
+
+import matrix  # after the path set-up above
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("interop", "the interop matrix")
+    group.addoption("--update", action="store_true",
+                    help="record the verdicts seen as the new baselines (review with git diff)")
+    group.addoption("--install-only", action="store_true",
+                    help="install the selected targets and run nothing (the items skip)")
+    group.addoption("--cache", metavar="DIR",
+                    help="the install and run cache (default: $ACP_INTEROP_CACHE, else "
+                         "$XDG_CACHE_HOME/acp-conformance-interop)")
+
+
+@pytest.fixture(scope="session")
+def installer(pytestconfig: pytest.Config) -> matrix.Installer:
+    """One installer per pytest process; installs are locked per target in the cache, so
+    xdist workers that need the same target install it once."""
+    return matrix.Installer(matrix.cache_root(pytestconfig.getoption("--cache")), verbose=False)
