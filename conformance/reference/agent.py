@@ -30,227 +30,63 @@ Sessions are kept as JSON files under ``$ACP_REFERENCE_STATE_DIR`` (default:
 ``<tempdir>/acp-reference-agent-<uid>``), so a fresh process can load them.
 
 The class is built from small methods so that a deliberately broken fixture
-(``fixtures/agents/*.py``) can override exactly one behaviour.
+(``fixtures/agents/*.py``) can override exactly one behaviour. The wire helpers
+(``wire.py``), the sessions and their store (``sessions.py``) and the JSON-RPC
+connection (``connection.py``) live beside it; this module stays one class of
+about 570 lines on purpose: every behaviour a broken fixture overrides is a
+method of it, in the order a turn runs, and a reader follows a turn top to
+bottom without jumping between mixins.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import queue
-import re
 import sys
-import tempfile
-import threading
 import uuid
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-JsonObject = dict[str, Any]
-RequestId = int | str | None
-# One wire line carries a single message or (v2) a batch array of messages.
-WireMessage = JsonObject | list[Any]
+from conformance.reference.connection import Connection, Handler
+from conformance.reference.sessions import Session, SessionStore, Turn
+from conformance.reference.wire import (
+    AGENT_NAME,
+    AGENT_VERSION,
+    CHUNK_UPDATES,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    LONG_PROMPT,
+    MESSAGE_UPDATES,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    RESOURCE_NOT_FOUND,
+    SUPPORTED_VERSIONS,
+    JsonObject,
+    RequestId,
+    RpcError,
+    WireMessage,
+    decode_line,
+    encode_line,
+    joined_text,
+    now_iso,
+    text_block,
+)
 
-AGENT_NAME = "acp-conformance-reference-agent"
-AGENT_VERSION = "0.1.0"
-SUPPORTED_VERSIONS = (1, 2)
-
-# JSON-RPC / ACP error codes ($defs.ErrorCode in both schemas).
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-RESOURCE_NOT_FOUND = -32002
-
-# Message kinds ("user", "agent", "thought") and their update kinds.
-CHUNK_UPDATES = {
-    "user": "user_message_chunk",
-    "agent": "agent_message_chunk",
-    "thought": "agent_thought_chunk",
-}
-# v2 only: whole-message upserts.
-MESSAGE_UPDATES = {"user": "user_message", "agent": "agent_message", "thought": "agent_thought"}
-# A prompt containing the word "long" gets a long, cancellable reply.
-LONG_PROMPT = re.compile(r"\blong\b", re.IGNORECASE)
+# Fixtures import these from here; the agent is the reference target's one public module.
+__all__ = [
+    "AGENT_NAME", "AGENT_VERSION", "CHUNK_UPDATES", "INTERNAL_ERROR", "INVALID_PARAMS",
+    "INVALID_REQUEST", "LONG_PROMPT", "MESSAGE_UPDATES", "METHOD_NOT_FOUND", "PARSE_ERROR",
+    "RESOURCE_NOT_FOUND", "SUPPORTED_VERSIONS", "JsonObject", "ReferenceAgent", "RequestId",
+    "RpcError", "Session", "SessionStore", "Turn", "WireMessage", "decode_line", "encode_line",
+    "joined_text", "main", "now_iso", "text_block",
+]
 
 log = logging.getLogger("acp-reference-agent")
 
 
-class RpcError(Exception):
-    """A JSON-RPC error answer to the request being handled."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-
-def text_block(text: str) -> JsonObject:
-    return {"type": "text", "text": text}
-
-
-def joined_text(blocks: list[JsonObject]) -> str:
-    return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-
-
-def decode_line(raw: bytes) -> Any:
-    """Parse one line as strict JSON (no NaN or Infinity)."""
-
-    def reject(constant: str) -> Any:
-        raise ValueError(f"{constant} is not JSON")
-
-    return json.loads(raw.decode("utf-8"), parse_constant=reject)
-
-
-def encode_line(message: WireMessage) -> bytes:
-    """One compact UTF-8 JSON line. Falls back to ASCII escapes for strings
-    that cannot be encoded as UTF-8 (lone surrogates echoed from a prompt)."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    try:
-        return (text + "\n").encode("utf-8")
-    except UnicodeEncodeError:
-        return (json.dumps(message, separators=(",", ":")) + "\n").encode("ascii")
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# --------------------------------------------------------------------------
-# Persistent sessions
-# --------------------------------------------------------------------------
-
-
-@dataclass
-class Session:
-    """A conversation and its full history, in the order the client saw it.
-
-    History entries are plain JSON objects:
-    ``{"type": "message", "kind": "user|agent|thought", "messageId": str,
-    "content": [ContentBlock, ...]}`` and ``{"type": "tool_call",
-    "toolCallId": str, "title": str, "kind": str, "status": str,
-    "rawInput": {...}, "content": [ToolCallContent, ...]}``.
-    """
-
-    session_id: str
-    cwd: str
-    protocol_version: int
-    history: list[JsonObject] = field(default_factory=list)
-    title: str | None = None
-    updated_at: str = ""
-
-    def to_json(self) -> JsonObject:
-        return {
-            "sessionId": self.session_id,
-            "cwd": self.cwd,
-            "protocolVersion": self.protocol_version,
-            "title": self.title,
-            "updatedAt": self.updated_at,
-            "history": self.history,
-        }
-
-    @classmethod
-    def from_json(cls, data: JsonObject) -> Session:
-        return cls(
-            session_id=data["sessionId"],
-            cwd=data["cwd"],
-            protocol_version=int(data.get("protocolVersion", 1)),
-            history=list(data.get("history", [])),
-            title=data.get("title"),
-            updated_at=data.get("updatedAt", ""),
-        )
-
-
-class SessionStore:
-    """One JSON file per session, replaced atomically after every change."""
-
-    SESSION_ID = re.compile(r"sess_[0-9a-f]{32}\Z")
-
-    def __init__(self, directory: str | None = None) -> None:
-        self.directory = directory or self.default_directory()
-        os.makedirs(self.directory, mode=0o700, exist_ok=True)
-
-    @staticmethod
-    def default_directory() -> str:
-        configured = os.environ.get("ACP_REFERENCE_STATE_DIR")
-        if configured:
-            return configured
-        try:
-            owner = str(os.getuid())
-        except AttributeError:  # not POSIX
-            import getpass
-
-            owner = getpass.getuser()
-        return os.path.join(tempfile.gettempdir(), f"acp-reference-agent-{owner}")
-
-    def path(self, session_id: str) -> str | None:
-        # Session IDs come from the client: never let one name a path.
-        if not isinstance(session_id, str) or not self.SESSION_ID.match(session_id):
-            return None
-        return os.path.join(self.directory, session_id + ".json")
-
-    def load(self, session_id: str) -> Session | None:
-        path = self.path(session_id)
-        if path is None or not os.path.exists(path):
-            return None
-        with open(path, encoding="utf-8") as f:
-            return Session.from_json(json.load(f))
-
-    def save(self, session: Session) -> None:
-        path = self.path(session.session_id)
-        assert path is not None, "the agent only creates well-formed session IDs"
-        session.updated_at = now_iso()
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(session.to_json(), f)  # ASCII escapes: always encodable
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-
-    def all(self) -> list[Session]:
-        sessions = []
-        for name in sorted(os.listdir(self.directory)):
-            if name.endswith(".json") and not name.startswith("."):
-                session = self.load(name[: -len(".json")])
-                if session is not None:
-                    sessions.append(session)
-        return sessions
-
-
-# --------------------------------------------------------------------------
-# The agent
-# --------------------------------------------------------------------------
-
-
-@dataclass
-class Turn:
-    """One prompt being worked on (v1: until the response; v2: until idle)."""
-
-    session: Session
-    request_id: RequestId
-    prompt: list[JsonObject]
-    user_message_id: str = ""
-    cancelled: bool = False
-    # (kind, messageId) -> the history entry being filled by this turn.
-    records: dict[tuple[str, str], JsonObject] = field(default_factory=dict)
-    last_message_id: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def text(self) -> str:
-        return joined_text(self.prompt)
-
-
-class ReferenceAgent:
+class ReferenceAgent(Connection):
     """A conformant ACP agent. Override one method to break one rule."""
 
     # The scripted output of a turn. Chunk texts are fragments of sentences,
@@ -270,210 +106,21 @@ class ReferenceAgent:
         stdout: BinaryIO | None = None,
         store: SessionStore | None = None,
     ) -> None:
-        self._stdin = stdin if stdin is not None else sys.stdin.buffer
-        self._stdout = stdout if stdout is not None else sys.stdout.buffer
+        super().__init__(stdin, stdout)
         self.store = store if store is not None else SessionStore()
         self.protocol_version: int | None = None  # fixed by initialize
         self.sessions: dict[str, Session] = {}  # sessions open on this connection
-        self.turn: Turn | None = None
-        self.eof = False
-        self._inbox: queue.Queue[bytes | None] = queue.Queue()
-        self._backlog: deque[JsonObject] = deque()  # requests that arrived mid-turn
-        self._next_request_id = 0
-        self._awaiting: set[int] = set()  # our requests without an answer yet
-        self._answers: dict[int, JsonObject] = {}
-        self._abandoned: set[int] = set()
 
     @property
     def v2(self) -> bool:
         return self.protocol_version == 2
 
-    # ---- main loop -------------------------------------------------------
+    # ---- request dispatch
 
-    def run(self) -> int:
-        """Serve until stdin closes. Returns the process exit status."""
-        reader = threading.Thread(target=self._read_stdin, name="stdin-reader", daemon=True)
-        reader.start()
-        try:
-            while True:
-                if self._backlog:
-                    self.dispatch_request(self._backlog.popleft())
-                    continue
-                if self.eof:
-                    return 0
-                line = self._inbox.get()
-                if line is None:
-                    self.eof = True
-                    continue
-                self.receive_line(line)
-        except BrokenPipeError:
-            log.info("client closed our stdout")
-            return 0
-
-    def _read_stdin(self) -> None:
-        """Reader thread: feeds raw lines to the queue, None at end of input."""
-        try:
-            for line in self._stdin:
-                self._inbox.put(line)
-        finally:
-            self._inbox.put(None)
-
-    def receive_line(self, raw: bytes) -> None:
-        text = raw.rstrip(b"\r\n")
-        if not text.strip():
-            return
-        try:
-            message = decode_line(text)
-        except (UnicodeDecodeError, ValueError) as exc:
-            self.respond_error(None, PARSE_ERROR, "Parse error", str(exc))
-            return
-        if isinstance(message, list):  # a JSON-RPC batch: entries in order
-            if not message:
-                self.respond_error(None, INVALID_REQUEST, "Invalid request: empty batch")
-            for entry in message:
-                self.receive(entry)
-        else:
-            self.receive(message)
-
-    def receive(self, message: Any) -> None:
-        """Route one incoming message: answers to our requests, notifications
-        (handled at once, even mid-turn) and requests (queued while a turn
-        runs, so turns never nest)."""
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            request_id = message.get("id") if isinstance(message, dict) else None
-            if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
-                request_id = None
-            self.respond_error(request_id, INVALID_REQUEST, "Invalid request")
-            return
-        method = message.get("method")
-        if method is None:
-            if "id" in message and ("result" in message or "error" in message):
-                self.on_answer(message)
-            else:
-                self.respond_error(None, INVALID_REQUEST, "Invalid request")
-        elif not isinstance(method, str):
-            self.respond_error(message.get("id"), INVALID_REQUEST, "Invalid request")
-        elif "id" not in message:
-            self.on_notification(method, message.get("params"))
-        elif self.turn is not None:
-            if method == "session/close" and self._names_turn_session(message.get("params")):
-                self.turn.cancelled = True  # close cancels the work, as session/cancel
-            self._backlog.append(message)
-        else:
-            self.dispatch_request(message)
-
-    def on_answer(self, message: JsonObject) -> None:
-        request_id = message["id"]
-        if not isinstance(request_id, int):
-            log.warning("answer with an id we never use: %r", request_id)
-        elif request_id in self._awaiting:
-            self._awaiting.discard(request_id)
-            self._answers[request_id] = message
-        elif request_id in self._abandoned:
-            self._abandoned.discard(request_id)  # a late answer to an abandoned request
-        else:
-            log.warning("answer to a request we never sent: %r", request_id)
-
-    def on_notification(self, method: str, params: Any) -> None:
-        if method == "session/cancel":
-            if self._names_turn_session(params):
-                assert self.turn is not None
-                self.turn.cancelled = True
-        elif method == "$/cancel_request":
-            # The client gave up on its session/prompt: end the turn as cancelled.
-            if (
-                self.turn is not None
-                and isinstance(params, dict)
-                and params.get("requestId") == self.turn.request_id
-            ):
-                self.turn.cancelled = True
-        else:
-            log.info("ignoring notification %s", method)
-
-    def _names_turn_session(self, params: Any) -> bool:
-        return (
-            self.turn is not None
-            and isinstance(params, dict)
-            and params.get("sessionId") == self.turn.session.session_id
-        )
-
-    def pump(self, timeout: float | None = 0.0) -> None:
-        """While a turn runs: handle the input that is already there, waiting
-        up to ``timeout`` seconds (None: until something arrives) for the
-        first line. Returns early once the turn is cancelled."""
-        wait: float | None = timeout
-        while not self.eof and not (self.turn is not None and self.turn.cancelled):
-            try:
-                if wait is None or wait > 0:
-                    line = self._inbox.get(timeout=wait)
-                else:
-                    line = self._inbox.get_nowait()
-            except queue.Empty:
-                return
-            wait = 0.0  # after the first line, only drain what is already there
-            if line is None:
-                self.eof = True
-                if self.turn is not None:
-                    self.turn.cancelled = True  # the client is gone
-                return
-            self.receive_line(line)
-
-    # ---- the wire --------------------------------------------------------
-
-    def send(self, message: WireMessage) -> None:
-        """The single place that serialises a message: one compact JSON line."""
-        self.write_line(encode_line(message))
-
-    def write_line(self, data: bytes) -> None:
-        """Write raw bytes to stdout and flush (nothing else writes there)."""
-        self._stdout.write(data)
-        self._stdout.flush()
-
-    def respond(self, request_id: RequestId, result: Any) -> None:
-        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-    def respond_error(
-        self, request_id: RequestId, code: int, message: str, data: Any = None
-    ) -> None:
-        error: JsonObject = {"code": code, "message": message}
-        if data is not None:
-            error["data"] = data
-        self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
-
-    def notify(self, method: str, params: JsonObject) -> None:
-        self.send({"jsonrpc": "2.0", "method": method, "params": params})
-
-    def send_update(self, session: Session, update: JsonObject) -> None:
-        self.notify("session/update", {"sessionId": session.session_id, "update": update})
-
-    def request(self, method: str, params: JsonObject) -> int:
-        """Send a request to the client; wait for it with :meth:`wait_for_answer`."""
-        self._next_request_id += 1
-        request_id = self._next_request_id
-        self._awaiting.add(request_id)
-        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        return request_id
-
-    def wait_for_answer(self, request_id: int) -> JsonObject | None:
-        """Block until the client answers, or return None if the turn is
-        cancelled first (the request is then abandoned with
-        ``$/cancel_request`` and a late answer is dropped)."""
-        while request_id not in self._answers:
-            if self.eof or (self.turn is not None and self.turn.cancelled):
-                self._awaiting.discard(request_id)
-                self._abandoned.add(request_id)
-                if not self.eof:
-                    self.notify("$/cancel_request", {"requestId": request_id})
-                return None
-            self.pump(timeout=None)
-        return self._answers.pop(request_id)
-
-    # ---- request dispatch ------------------------------------------------
-
-    def request_handlers(self) -> dict[str, Callable[[RequestId, JsonObject], JsonObject | None]]:
+    def request_handlers(self) -> dict[str, Handler]:
         """Methods this agent answers. A handler returns the result to send,
         or None when it has answered the request itself."""
-        handlers: dict[str, Callable[[RequestId, JsonObject], JsonObject | None]] = {
+        handlers: dict[str, Handler] = {
             "initialize": self.handle_initialize,
             "session/new": self.handle_session_new,
             "session/resume": self.handle_session_resume,
@@ -484,31 +131,6 @@ class ReferenceAgent:
         if not self.v2:
             handlers["session/load"] = self.handle_session_load  # v2 has no session/load
         return handlers
-
-    def dispatch_request(self, message: JsonObject) -> None:
-        request_id = message.get("id")
-        if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
-            self.respond_error(None, INVALID_REQUEST, "Invalid request: bad id")
-            return
-        handler = self.request_handlers().get(message["method"])
-        if handler is None:
-            self.respond_error(request_id, METHOD_NOT_FOUND, "Method not found")
-            return
-        params = message.get("params", {})
-        try:
-            if not isinstance(params, dict):
-                raise RpcError(INVALID_PARAMS, "Invalid params: expected an object")
-            result = handler(request_id, params)
-        except RpcError as exc:
-            self.respond_error(request_id, exc.code, exc.message, exc.data)
-        except BrokenPipeError:
-            raise
-        except Exception as exc:  # our own bug: say so, keep serving
-            log.exception("internal error in %s", message["method"])
-            self.respond_error(request_id, INTERNAL_ERROR, "Internal error", str(exc))
-        else:
-            if result is not None:
-                self.respond(request_id, result)
 
     # ---- initialize and sessions ------------------------------------------
 

@@ -1,0 +1,265 @@
+"""The reference agent's JSON-RPC connection: reading stdin, routing messages, answering.
+
+This is the transport half of :class:`conformance.reference.agent.ReferenceAgent`:
+one compact JSON object per line on stdout, strict JSON in, batches taken entry by
+entry, requests queued while a turn runs (turns never nest), notifications handled at
+once, and the agent's own requests to the client with their answers. Which methods
+exist and what they do is the agent's business (``request_handlers``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+from conformance.reference.sessions import Session, Turn
+from conformance.reference.wire import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    JsonObject,
+    RequestId,
+    RpcError,
+    WireMessage,
+    decode_line,
+    encode_line,
+)
+
+log = logging.getLogger("acp-reference-agent")
+
+Handler = Callable[[RequestId, JsonObject], "JsonObject | None"]
+
+
+class Connection:
+    """Serves one client over stdin/stdout. Subclasses say which requests they answer."""
+
+    def __init__(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        self._stdin = stdin if stdin is not None else sys.stdin.buffer
+        self._stdout = stdout if stdout is not None else sys.stdout.buffer
+        self.turn: Turn | None = None  # the prompt being worked on, if any
+        self.eof = False
+        self._inbox: queue.Queue[bytes | None] = queue.Queue()
+        self._backlog: deque[JsonObject] = deque()  # requests that arrived mid-turn
+        self._next_request_id = 0
+        self._awaiting: set[int] = set()  # our requests without an answer yet
+        self._answers: dict[int, JsonObject] = {}
+        self._abandoned: set[int] = set()
+
+    def request_handlers(self) -> dict[str, Handler]:
+        """Methods this agent answers. A handler returns the result to send,
+        or None when it has answered the request itself."""
+        return {}
+
+    # ---- main loop -------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve until stdin closes. Returns the process exit status."""
+        reader = threading.Thread(target=self._read_stdin, name="stdin-reader", daemon=True)
+        reader.start()
+        try:
+            while True:
+                if self._backlog:
+                    self.dispatch_request(self._backlog.popleft())
+                    continue
+                if self.eof:
+                    return 0
+                line = self._inbox.get()
+                if line is None:
+                    self.eof = True
+                    continue
+                self.receive_line(line)
+        except BrokenPipeError:
+            log.info("client closed our stdout")
+            return 0
+
+    def _read_stdin(self) -> None:
+        """Reader thread: feeds raw lines to the queue, None at end of input."""
+        try:
+            for line in self._stdin:
+                self._inbox.put(line)
+        finally:
+            self._inbox.put(None)
+
+    def receive_line(self, raw: bytes) -> None:
+        text = raw.rstrip(b"\r\n")
+        if not text.strip():
+            return
+        try:
+            message = decode_line(text)
+        except (UnicodeDecodeError, ValueError) as exc:
+            self.respond_error(None, PARSE_ERROR, "Parse error", str(exc))
+            return
+        if isinstance(message, list):  # a JSON-RPC batch: entries in order
+            if not message:
+                self.respond_error(None, INVALID_REQUEST, "Invalid request: empty batch")
+            for entry in message:
+                self.receive(entry)
+        else:
+            self.receive(message)
+
+    def receive(self, message: Any) -> None:
+        """Route one incoming message: answers to our requests, notifications
+        (handled at once, even mid-turn) and requests (queued while a turn
+        runs, so turns never nest)."""
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            request_id = message.get("id") if isinstance(message, dict) else None
+            if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+                request_id = None
+            self.respond_error(request_id, INVALID_REQUEST, "Invalid request")
+            return
+        method = message.get("method")
+        if method is None:
+            if "id" in message and ("result" in message or "error" in message):
+                self.on_answer(message)
+            else:
+                self.respond_error(None, INVALID_REQUEST, "Invalid request")
+        elif not isinstance(method, str):
+            self.respond_error(message.get("id"), INVALID_REQUEST, "Invalid request")
+        elif "id" not in message:
+            self.on_notification(method, message.get("params"))
+        elif self.turn is not None:
+            if method == "session/close" and self._names_turn_session(message.get("params")):
+                self.turn.cancelled = True  # close cancels the work, as session/cancel
+            self._backlog.append(message)
+        else:
+            self.dispatch_request(message)
+
+    def on_answer(self, message: JsonObject) -> None:
+        request_id = message["id"]
+        if not isinstance(request_id, int):
+            log.warning("answer with an id we never use: %r", request_id)
+        elif request_id in self._awaiting:
+            self._awaiting.discard(request_id)
+            self._answers[request_id] = message
+        elif request_id in self._abandoned:
+            self._abandoned.discard(request_id)  # a late answer to an abandoned request
+        else:
+            log.warning("answer to a request we never sent: %r", request_id)
+
+    def on_notification(self, method: str, params: Any) -> None:
+        if method == "session/cancel":
+            if self._names_turn_session(params):
+                assert self.turn is not None
+                self.turn.cancelled = True
+        elif method == "$/cancel_request":
+            # The client gave up on its session/prompt: end the turn as cancelled.
+            if (
+                self.turn is not None
+                and isinstance(params, dict)
+                and params.get("requestId") == self.turn.request_id
+            ):
+                self.turn.cancelled = True
+        else:
+            log.info("ignoring notification %s", method)
+
+    def _names_turn_session(self, params: Any) -> bool:
+        return (
+            self.turn is not None
+            and isinstance(params, dict)
+            and params.get("sessionId") == self.turn.session.session_id
+        )
+
+    def pump(self, timeout: float | None = 0.0) -> None:
+        """While a turn runs: handle the input that is already there, waiting
+        up to ``timeout`` seconds (None: until something arrives) for the
+        first line. Returns early once the turn is cancelled."""
+        wait: float | None = timeout
+        while not self.eof and not (self.turn is not None and self.turn.cancelled):
+            try:
+                if wait is None or wait > 0:
+                    line = self._inbox.get(timeout=wait)
+                else:
+                    line = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            wait = 0.0  # after the first line, only drain what is already there
+            if line is None:
+                self.eof = True
+                if self.turn is not None:
+                    self.turn.cancelled = True  # the client is gone
+                return
+            self.receive_line(line)
+
+    # ---- the wire --------------------------------------------------------
+
+    def send(self, message: WireMessage) -> None:
+        """The single place that serialises a message: one compact JSON line."""
+        self.write_line(encode_line(message))
+
+    def write_line(self, data: bytes) -> None:
+        """Write raw bytes to stdout and flush (nothing else writes there)."""
+        self._stdout.write(data)
+        self._stdout.flush()
+
+    def respond(self, request_id: RequestId, result: Any) -> None:
+        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def respond_error(
+        self, request_id: RequestId, code: int, message: str, data: Any = None
+    ) -> None:
+        error: JsonObject = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+    def notify(self, method: str, params: JsonObject) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def send_update(self, session: Session, update: JsonObject) -> None:
+        self.notify("session/update", {"sessionId": session.session_id, "update": update})
+
+    def request(self, method: str, params: JsonObject) -> int:
+        """Send a request to the client; wait for it with :meth:`wait_for_answer`."""
+        self._next_request_id += 1
+        request_id = self._next_request_id
+        self._awaiting.add(request_id)
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id
+
+    def wait_for_answer(self, request_id: int) -> JsonObject | None:
+        """Block until the client answers, or return None if the turn is
+        cancelled first (the request is then abandoned with
+        ``$/cancel_request`` and a late answer is dropped)."""
+        while request_id not in self._answers:
+            if self.eof or (self.turn is not None and self.turn.cancelled):
+                self._awaiting.discard(request_id)
+                self._abandoned.add(request_id)
+                if not self.eof:
+                    self.notify("$/cancel_request", {"requestId": request_id})
+                return None
+            self.pump(timeout=None)
+        return self._answers.pop(request_id)
+
+    # ---- request dispatch ------------------------------------------------
+
+    def dispatch_request(self, message: JsonObject) -> None:
+        request_id = message.get("id")
+        if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+            self.respond_error(None, INVALID_REQUEST, "Invalid request: bad id")
+            return
+        handler = self.request_handlers().get(message["method"])
+        if handler is None:
+            self.respond_error(request_id, METHOD_NOT_FOUND, "Method not found")
+            return
+        params = message.get("params", {})
+        try:
+            if not isinstance(params, dict):
+                raise RpcError(INVALID_PARAMS, "Invalid params: expected an object")
+            result = handler(request_id, params)
+        except RpcError as exc:
+            self.respond_error(request_id, exc.code, exc.message, exc.data)
+        except BrokenPipeError:
+            raise
+        except Exception as exc:  # our own bug: say so, keep serving
+            log.exception("internal error in %s", message["method"])
+            self.respond_error(request_id, INTERNAL_ERROR, "Internal error", str(exc))
+        else:
+            if result is not None:
+                self.respond(request_id, result)

@@ -1,0 +1,129 @@
+"""The reference agent's sessions: the stored conversation and its history, the store of
+one JSON file per session (so a fresh process can load it), and the turn in progress."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+
+from conformance.reference.wire import JsonObject, RequestId, joined_text, now_iso
+
+
+@dataclass
+class Session:
+    """A conversation and its full history, in the order the client saw it.
+
+    History entries are plain JSON objects:
+    ``{"type": "message", "kind": "user|agent|thought", "messageId": str,
+    "content": [ContentBlock, ...]}`` and ``{"type": "tool_call",
+    "toolCallId": str, "title": str, "kind": str, "status": str,
+    "rawInput": {...}, "content": [ToolCallContent, ...]}``.
+    """
+
+    session_id: str
+    cwd: str
+    protocol_version: int
+    history: list[JsonObject] = field(default_factory=list)
+    title: str | None = None
+    updated_at: str = ""
+
+    def to_json(self) -> JsonObject:
+        return {
+            "sessionId": self.session_id,
+            "cwd": self.cwd,
+            "protocolVersion": self.protocol_version,
+            "title": self.title,
+            "updatedAt": self.updated_at,
+            "history": self.history,
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> Session:
+        return cls(
+            session_id=data["sessionId"],
+            cwd=data["cwd"],
+            protocol_version=int(data.get("protocolVersion", 1)),
+            history=list(data.get("history", [])),
+            title=data.get("title"),
+            updated_at=data.get("updatedAt", ""),
+        )
+
+
+class SessionStore:
+    """One JSON file per session, replaced atomically after every change."""
+
+    SESSION_ID = re.compile(r"sess_[0-9a-f]{32}\Z")
+
+    def __init__(self, directory: str | None = None) -> None:
+        self.directory = directory or self.default_directory()
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+
+    @staticmethod
+    def default_directory() -> str:
+        configured = os.environ.get("ACP_REFERENCE_STATE_DIR")
+        if configured:
+            return configured
+        try:
+            owner = str(os.getuid())
+        except AttributeError:  # not POSIX
+            import getpass
+
+            owner = getpass.getuser()
+        return os.path.join(tempfile.gettempdir(), f"acp-reference-agent-{owner}")
+
+    def path(self, session_id: str) -> str | None:
+        # Session IDs come from the client: never let one name a path.
+        if not isinstance(session_id, str) or not self.SESSION_ID.match(session_id):
+            return None
+        return os.path.join(self.directory, session_id + ".json")
+
+    def load(self, session_id: str) -> Session | None:
+        path = self.path(session_id)
+        if path is None or not os.path.exists(path):
+            return None
+        with open(path, encoding="utf-8") as f:
+            return Session.from_json(json.load(f))
+
+    def save(self, session: Session) -> None:
+        path = self.path(session.session_id)
+        assert path is not None, "the agent only creates well-formed session IDs"
+        session.updated_at = now_iso()
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(session.to_json(), f)  # ASCII escapes: always encodable
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def all(self) -> list[Session]:
+        sessions = []
+        for name in sorted(os.listdir(self.directory)):
+            if name.endswith(".json") and not name.startswith("."):
+                session = self.load(name[: -len(".json")])
+                if session is not None:
+                    sessions.append(session)
+        return sessions
+
+
+@dataclass
+class Turn:
+    """One prompt being worked on (v1: until the response; v2: until idle)."""
+
+    session: Session
+    request_id: RequestId
+    prompt: list[JsonObject]
+    user_message_id: str = ""
+    cancelled: bool = False
+    # (kind, messageId) -> the history entry being filled by this turn.
+    records: dict[tuple[str, str], JsonObject] = field(default_factory=dict)
+    last_message_id: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return joined_text(self.prompt)
