@@ -11,21 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from conftest import REPO_ROOT, run_cli
-
-V1_ONLY = """\
-import sys
-sys.path.insert(0, {root!r})
-from conformance.reference.agent import ReferenceAgent, main
-
-
-class V1Only(ReferenceAgent):
-    def handle_initialize(self, request_id, params):
-        return super().handle_initialize(request_id, dict(params, protocolVersion=1))
-
-
-sys.exit(main(agent_class=V1Only))
-"""
+from conftest import run_cli, v1_only_agent
 
 
 def row(stdout: str, requirement: str) -> list[str]:
@@ -70,8 +56,7 @@ def test_a_failure_in_one_version_shows_in_its_column(tmp_path: Path) -> None:
 
 
 def test_an_unsupported_version_is_said_once_in_the_header(tmp_path: Path) -> None:
-    agent = tmp_path / "v1_only.py"
-    agent.write_text(V1_ONLY.format(root=str(REPO_ROOT)), encoding="utf-8")
+    agent = v1_only_agent(tmp_path)
     proc = run_cli("--agent", f"{sys.executable} {agent}", "--case", "prompt-lifecycle",
                    "--case", "ids-across-turns", "--json", str(tmp_path / "r.json"),
                    "--no-color", "--agent-env", f"ACP_REFERENCE_STATE_DIR={tmp_path}")
@@ -89,8 +74,7 @@ def test_an_unsupported_version_is_said_once_in_the_header(tmp_path: Path) -> No
 
 
 def test_only_an_unsupported_version_leaves_no_table(tmp_path: Path) -> None:
-    agent = tmp_path / "v1_only.py"
-    agent.write_text(V1_ONLY.format(root=str(REPO_ROOT)), encoding="utf-8")
+    agent = v1_only_agent(tmp_path)
     proc = run_cli("--agent", f"{sys.executable} {agent}", "--protocol", "2",
                    "--case", "prompt-lifecycle", "--json", str(tmp_path / "r.json"),
                    "--no-color")
