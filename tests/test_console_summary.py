@@ -82,3 +82,18 @@ def test_only_an_unsupported_version_leaves_no_table(tmp_path: Path) -> None:
     assert "v2: not supported by the target" in proc.stdout
     assert "requirement" not in proc.stdout
     assert "summary: no protocol version was tested" in proc.stdout
+
+
+def test_cases_not_run_after_a_hang_are_one_note_not_rows(tmp_path: Path) -> None:
+    """The first v2 case hangs at initialize; the other v2 cases are not run. They are one
+    note in the header; their not-testable findings make no rows."""
+    proc = run_cli("--agent", f"{sys.executable} fixtures/hostile/agents/mute_to_v2.py",
+                   "--timeout", "2", "--case", "ids-across-turns", "--case", "prompt-lifecycle",
+                   "--case", "wire-shapes", "--json", str(tmp_path / "r.json"), "--no-color")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert ("  note: prompt-lifecycle@v2 and 1 more: not run: the agent did not answer the v2 "
+            "initialize in ids-across-turns@v2") in proc.stdout
+    v1, v2 = row(proc.stdout, "TARGET/hang")
+    assert v1 == "PASS 3 pass" and v2 == "FAIL 1 fail"
+    assert not re.search(r"^MID-[A-Z0-9-]+ ", proc.stdout, re.MULTILINE)  # no bare IDs
+    assert "MID-V2-05/no-echo" not in proc.stdout  # a v2 rule of a case not run: no row

@@ -77,6 +77,14 @@ def _rule_versions() -> dict[str, tuple[int, ...]]:
     return {rid: tuple(rule.versions) for rid, rule in all_rules().items()}
 
 
+def not_run(case: CaseResult) -> bool:
+    """A case the run skipped: every finding is "not testable: <the case's note>" (e.g. after
+    the first case of a version hung). Its note is in the header; its rows would say nothing."""
+    return bool(case.note and case.findings) and all(
+        f.outcome is Outcome.NOT_APPLICABLE and f.message.endswith(case.note)
+        for f in case.findings)
+
+
 def _observed(findings: list[Finding]) -> bool:
     return any(f.outcome is not Outcome.NOT_APPLICABLE for f in findings)
 
@@ -93,7 +101,7 @@ def _rows(result: RunResult, versions: list[int]) -> dict[str, dict[int, list[Fi
     rules = _rule_versions()
     rows: dict[str, dict[int, list[Finding]]] = defaultdict(lambda: {p: [] for p in versions})
     for c in result.cases:
-        for f in c.findings if c.protocol in versions else ():
+        for f in c.findings if c.protocol in versions and not not_run(c) else ():
             if c.protocol in rules.get(f.requirement, versions) or _observed([f]):
                 rows[f.requirement][c.protocol].append(f)
     return rows
