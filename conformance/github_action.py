@@ -1,7 +1,8 @@
 """The steps of the GitHub Action (``action.yml`` at the top of the repository).
 
-The action runs this file by its path, before the package is installed, so it uses
-the standard library only:
+The action runs this file by its path (``python -I``: the file's own folder, the
+working directory and PYTHON* variables stay out of ``sys.path``), before the package is
+installed, so it uses the standard library only:
 
 * ``install``: make a virtualenv under ``$RUNNER_TEMP`` and install acp-conformance
   from the action's own checkout (``$GITHUB_ACTION_PATH``) into it; with the input
@@ -60,8 +61,8 @@ def set_output(env: Mapping[str, str], name: str, value: str) -> None:
 def install(env: Mapping[str, str]) -> int:
     """Install from the action's checkout into a fresh virtualenv; step output ``python``."""
     if not _flag(env, "install", "true"):
-        found = subprocess.run([sys.executable, "-c", "import conformance"], check=False,
-                               capture_output=True)
+        found = subprocess.run([sys.executable, "-I", "-c", "import conformance"],
+                               check=False, capture_output=True)
         if found.returncode != 0:
             raise ActionError(f"input install is false, but {sys.executable} cannot import "
                               "acp-conformance")
@@ -126,7 +127,9 @@ def run(env: Mapping[str, str]) -> int:
     for path in (out / name for name in REPORTS.values()):  # no stale report of an old run
         path.unlink(missing_ok=True)
     print("$ acp-conformance " + shlex.join(argv), flush=True)
-    status = subprocess.run([sys.executable, "-m", "conformance", *argv], check=False).returncode
+    # -I: a folder named conformance in the working directory is not the suite
+    status = subprocess.run([sys.executable, "-I", "-m", "conformance", *argv],
+                            check=False).returncode
     verdict = VERDICTS.get(status, "error")
     written = {name: out / file for name, file in REPORTS.items() if (out / file).is_file()}
     _finish(env, verdict, written, f"the suite could not run (exit {status}); the step log "

@@ -191,7 +191,12 @@ def test_reference_agent_is_green(tmp_path: Path) -> None:
 
 
 def test_broken_agent_is_red(tmp_path: Path) -> None:
+    decoy = tmp_path / "workspace" / "conformance"  # a vendor's own folder of that name
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("raise SystemExit('the decoy was imported')\n")
+    (decoy / "github_action.py").write_text("raise SystemExit('the decoy was imported')\n")
     run = run_action(tmp_path, local(agent=BROKEN, protocol="1", args=CASES))
+    assert "decoy" not in run.log
     assert run.status == 1, run.log
     assert run.outputs["verdict"] == "fail"
     assert "FAIL" in run.summary and "MID-A-02" in run.summary
