@@ -171,7 +171,8 @@ def test_every_input_the_script_reads_is_passed() -> None:
 
 
 def test_reference_agent_is_green(tmp_path: Path) -> None:
-    run = run_action(tmp_path, local(agent=reference_agent(), args=CASES))
+    run = run_action(tmp_path, local(agent=reference_agent(), args=CASES,
+                                     profile="acp-repo-2026-08-22"))
     assert run.status == 0, run.log
     assert set(run.outputs) == {"verdict", "json", "junit", "html", "markdown"}
     assert run.outputs["verdict"] == "pass"
@@ -179,6 +180,7 @@ def test_reference_agent_is_green(tmp_path: Path) -> None:
     assert run.outputs["json"] == str(out / "acp-conformance.json")
     report = json.loads(Path(run.outputs["json"]).read_text(encoding="utf-8"))
     assert report["summary"]["verdict"] == "pass" and report["summary"]["fail"] == 0
+    assert report["profile"] == "acp-repo-2026-08-22" and report["protocols"] == [1, 2]
     assert {c["case"] for c in report["cases"]} == {
         "ids-across-turns@v1", "ids-across-turns@v2", "prompt-lifecycle@v1",
         "prompt-lifecycle@v2"}
@@ -220,6 +222,17 @@ def test_a_baseline_turns_known_failures_green(tmp_path: Path) -> None:
     assert run.outputs["verdict"] == "pass"
     assert "verdict with baseline: PASS" in run.log
     assert "Baseline" in run.summary or "baseline" in run.summary
+
+
+def test_model_server_serves_an_llm_backed_agent(tmp_path: Path) -> None:
+    llm = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'agents' / 'llm_agent.py'}"
+    run = run_action(tmp_path, local(agent=llm, protocol="1", **{"model-server": "true"},
+                                     args="--case ids-across-turns --timeout 20"))
+    assert run.status == 0, run.log
+    transcript = (tmp_path / "workspace" / "acp-conformance-reports" / "transcripts"
+                  / "ids-across-turns@v1.jsonl")
+    header = json.loads(transcript.read_text(encoding="utf-8").split("\n", 1)[0])
+    assert header["model_url"].startswith("http://127.0.0.1:") and header["model_requests"]
 
 
 def test_a_client_with_its_profile(tmp_path: Path) -> None:
