@@ -174,7 +174,8 @@ def test_reference_agent_is_green(tmp_path: Path) -> None:
     run = run_action(tmp_path, local(agent=reference_agent(), args=CASES,
                                      profile="acp-repo-2026-08-22"))
     assert run.status == 0, run.log
-    assert set(run.outputs) == {"verdict", "json", "junit", "html", "markdown"}
+    assert set(run.steps["run"]) == set(ACTION["outputs"])  # the step sets every output
+    assert all(run.outputs.values())
     assert run.outputs["verdict"] == "pass"
     out = tmp_path / "workspace" / "acp-conformance-reports"
     assert run.outputs["json"] == str(out / "acp-conformance.json")
@@ -266,6 +267,7 @@ def test_bad_inputs_are_one_error_and_exit_2(tmp_path: Path, inputs: dict[str, s
     assert "::error title=acp-conformance::" in run.log and message in run.log, run.log
     assert run.outputs == {"verdict": "error", "json": "", "junit": "", "html": "",
                            "markdown": ""}
+    assert set(run.steps["run"]) == set(ACTION["outputs"])
     assert "the action's inputs cannot be used" in run.summary
 
 
