@@ -135,7 +135,7 @@ class RunResult:
         return any(f.outcome is Outcome.FAIL for f in self.all_findings())
 
 
-def a(word: object) -> str:
+def with_article(word: object) -> str:
     """``word`` with its indefinite article, for finding texts built from values:
     "an agent message", "a user_message_chunk", "an 8-character messageId"."""
     text = str(word)

@@ -15,7 +15,7 @@ from conftest import REPO_ROOT, cli_report, run_cli
 
 from conformance.cli import SUBCOMMANDS
 from conformance.client.runner import absolute_paths
-from conformance.results import a
+from conformance.results import with_article
 
 MODEL_DIR = REPO_ROOT / "cases" / "model"
 
@@ -109,7 +109,7 @@ def test_which_client_words_become_absolute(tmp_path: Path) -> None:
     (1024, "a 1024"), (11000, "an 11000"), (110, "a 110"),
 ])
 def test_indefinite_article(word: object, expected: str) -> None:
-    assert a(word) == expected
+    assert with_article(word) == expected
 
 
 SLIP = re.compile(r"\b[Aa] (?!us|uni|one\b)[aeiouAEIOU8]|\b[Aa]n (?![aeiouAEIOU8]|11|18)\w")
