@@ -72,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             results = data.get("results", [])
             failed = sum(1 for r in results if r.get("status") == "FAIL")
             verdict = f"{data.get('conformance_level')}, {failed} of {len(results)} failed"
-        summary = [line for line in ours.stdout.splitlines() if line.startswith("summary:")]
+        lines = ours.stdout.splitlines()  # "summary: v1 ...", then one line per version
+        first = next((i for i, line in enumerate(lines) if line.startswith("summary:")), None)
+        summary = [] if first is None else ["; ".join(
+            line.strip() for line in lines[first:] if not line.startswith("verdict:"))]
         print(f"  {version or PACKAGE:<24} wall {peer.wall:7.2f} s  cpu {peer.cpu:6.2f} s  "
               f"exit {peer.returncode}  ({verdict})")
         print(f"  {'acp-conformance':<24} wall {ours.wall:7.2f} s  cpu {ours.cpu:6.2f} s  "

@@ -96,7 +96,7 @@ def measure_size(workdir: Path, updates: int, repeats: int, chunks_per_message: 
     generate(bad, updates=updates, chunks_per_message=chunks_per_message,
              violation="cross-turn-reuse")
     caught = run(conformance_cli() + ["check", str(bad)])
-    found = any(line.startswith("FAIL") and VIOLATION_RULE in line
+    found = any(line.startswith(VIOLATION_RULE + " ") and " FAIL " in line
                 for line in caught.stdout.splitlines())
     print(f"violation {_label(updates)}: exit {caught.returncode}, {VIOLATION_RULE} "
           f"{'reported' if found else 'NOT reported'} (cpu {caught.cpu:.2f} s)")

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-SUBCOMMANDS = ("demo", "check", "list", "lint-cases", "report", "fuzz", "replay")
+SUBCOMMANDS = {  # name: what it does, for --help (one line each; each has its own --help)
+    "demo": "the suite against the bundled reference agent and client",
+    "check": "grade recorded transcripts (files or folders) offline",
+    "list": "cases, rules and bundled model scripts (--traceability)",
+    "lint-cases": "lint the case files against the requirement catalogue",
+    "report": "rebuild a run's reports from its JSON report (--from FILE)",
+    "fuzz": "generated sessions or streams until a rule breaks; shrunk, saved",
+    "replay": "replay saved regression files: FIXED or STILL FAILING",
+}
 
 
 class UsageError(Exception):
@@ -90,11 +98,24 @@ def add_target_options(t: Any, *, timeout: float) -> None:
                         f"(default {timeout:g})")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _model_script(value: str) -> Path:
+    from conformance.modelserver.cases import find_script
+
+    return find_script(value)
+
+
+def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
+    """The suite's options; ``subcommand="demo"`` for ``demo --help``."""
+    commands = "\n".join(f"  {name:<11} {what}" for name, what in SUBCOMMANDS.items())
     p = _Parser(
-        prog="acp-conformance",
-        description="Conformance suite for message identity (messageId) in the Agent Client "
-                    "Protocol. Subcommands: demo, check FILE..., list.",
+        prog="acp-conformance" + (f" {subcommand}" if subcommand else ""),
+        usage=None if subcommand else (
+            "%(prog)s --agent CMD | --client CMD | --client-adapter M:F [options]\n"
+            "       %(prog)s SUBCOMMAND [options]"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=SUBCOMMANDS[subcommand].capitalize() + "." if subcommand else
+        "Conformance suite for message identity (messageId) in the Agent Client "
+        "Protocol.\n\nsubcommands (acp-conformance SUBCOMMAND --help):\n" + commands,
         epilog="exit codes: 0 no fail, 1 at least one fail, 2 usage or input error, "
                "3 internal error")
     t = p.add_argument_group("target")
@@ -111,8 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the agent gets OPENAI_BASE_URL, ANTHROPIC_BASE_URL, "
                         "GOOGLE_GEMINI_BASE_URL and dummy keys; {model_url} is filled in the "
                         "command, --agent-env values and --agent-config templates")
-    m.add_argument("--model-script", type=Path, metavar="FILE",
-                   help="play this model script (YAML) in every case instead of the case's own "
+    m.add_argument("--model-script", type=_model_script, metavar="NAME|FILE",
+                   help="play this model script (a YAML file, or the name of a bundled one: "
+                        "see 'acp-conformance list') in every case instead of the case's own "
                         "(implies --model-server)")
     m.add_argument("--agent-config", action="append", default=[], metavar="TEMPLATE=DEST",
                    help="write TEMPLATE to DEST with {model_url} filled in (repeatable)")
@@ -171,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return (commands.cmd_fuzz if args[0] == "fuzz" else commands.cmd_replay)(args[1:])
         if args and args[0] == "demo":
-            ns = build_parser().parse_args(args[1:])
+            ns = build_parser("demo").parse_args(args[1:])
             _default_outputs(ns)
             return cmd_demo(ns)
         ns = build_parser().parse_args(args)
@@ -541,7 +563,17 @@ def cmd_list(ns: argparse.Namespace) -> int:
     for rid, rule in sorted(all_rules().items()):
         versions = "/".join(f"v{p}" for p in rule.versions)
         print(f"  {rid:<40} {rule.outcome.value:<5} {versions:<6} {rule.role:<6} {rule.title}")
+    _list_model_scripts()
     return EXIT_OK
+
+
+def _list_model_scripts() -> None:
+    from conformance.modelserver.cases import bundled_scripts
+    from conformance.modelserver.script import load_script
+
+    print("\nModel scripts (--model-script NAME):")
+    for name, path in bundled_scripts().items():
+        print(f"  {name:<32} {load_script(path).description}")
 
 
 def cmd_lint_cases(ns: argparse.Namespace) -> int:

@@ -65,3 +65,25 @@ def outcomes(report: dict[str, Any]) -> dict[str, set[str]]:
 
 def load_json(path: Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+V1_ONLY = """\
+import sys
+sys.path.insert(0, {root!r})
+from conformance.reference.agent import ReferenceAgent, main
+
+
+class V1Only(ReferenceAgent):
+    def handle_initialize(self, request_id, params):
+        return super().handle_initialize(request_id, dict(params, protocolVersion=1))
+
+
+sys.exit(main(agent_class=V1Only))
+"""
+
+
+def v1_only_agent(folder: Path) -> Path:
+    """The reference agent, except that it answers every initialize with protocolVersion 1."""
+    script = folder / "v1_only.py"
+    script.write_text(V1_ONLY.format(root=str(REPO_ROOT)), encoding="utf-8")
+    return script

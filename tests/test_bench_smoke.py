@@ -48,7 +48,7 @@ def test_generated_transcripts_pass_and_the_planted_violation_fails(tmp_path: Pa
     assert "MID-A-08/stability" in passed.stdout  # the replay was compared with the live turns
     failed = run_cli("check", str(bad))
     assert failed.returncode == 1
-    assert re.search(r"^FAIL\s+MID-A-02/cross-turn-reuse", failed.stdout, re.MULTILINE)
+    assert re.search(r"^MID-A-02/cross-turn-reuse\s+FAIL \d+ fail", failed.stdout, re.MULTILINE)
 
 
 def test_startup() -> None:

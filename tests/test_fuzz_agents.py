@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, run_cli
+from conftest import REPO_ROOT, run_cli, v1_only_agent
 
 from conformance.checks import Options
 from conformance.cli import main, reference_agent_command
@@ -115,24 +115,8 @@ def test_a_seed_repeats_the_run(tmp_path: Path) -> None:
     assert [f.steps for f in runs[0].failures] == [f.steps for f in runs[1].failures]
 
 
-V1_ONLY = """\
-import sys
-sys.path.insert(0, {root!r})
-from conformance.reference.agent import ReferenceAgent, main
-
-
-class V1Only(ReferenceAgent):
-    def handle_initialize(self, request_id, params):
-        return super().handle_initialize(request_id, dict(params, protocolVersion=1))
-
-
-sys.exit(main(agent_class=V1Only))
-"""
-
-
 def test_a_refused_version_is_noted_not_failed(tmp_path: Path) -> None:
-    script = tmp_path / "v1_only.py"
-    script.write_text(V1_ONLY.format(root=str(REPO_ROOT)))
+    script = v1_only_agent(tmp_path)
     target = AgentTarget([sys.executable, str(script)], "v1 only",
                          {"ACP_REFERENCE_STATE_DIR": str(tmp_path)})
     result = run_agent_fuzz(AgentFuzzConfig(target, strict=True),

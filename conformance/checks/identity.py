@@ -17,7 +17,7 @@ from conformance import model
 from conformance.checks.base import MAX_FINDINGS_PER_RULE, Checker, Rule, register
 from conformance.checks.timeline import REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
 from conformance.checks.wire import short
-from conformance.results import Outcome
+from conformance.results import Outcome, with_article
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
 SENTENCE_END = (".", "!", "?", "\n", ":", ";")
@@ -126,8 +126,8 @@ class Uniqueness(Checker):
             self.exercised("MID-A-02/cross-kind-reuse")
             if other is not None and other.kind != ev.kind:
                 self.found("MID-A-02/cross-kind-reuse",
-                           f"ID {short(mid)!r} names a {other.kind} message and a {ev.kind} "
-                           f"message", entries=[other.seq, ev.seq],
+                           f"ID {short(mid)!r} names {with_article(other.kind)} message and "
+                           f"{with_article(ev.kind)} message", entries=[other.seq, ev.seq],
                            expected="one ID per message across kinds", actual=short(mid))
         # Rule 4: A..B..A within one turn.
         tkey = (ev.session, ev.epoch.index, tk, ev.kind)
@@ -249,7 +249,7 @@ class Stability(Checker):
                     and window[0][0] != "\0absent"):
                 self.gap_reported.add(key)
                 self.found("MID-A-03/gap",
-                           f"a {ev.kind} chunk without ID sits between two chunks of "
+                           f"{with_article(ev.kind)} chunk without ID sits between two chunks of "
                            f"{short(window[0][0])!r}", entries=[s for _, s in window],
                            expected=f"messageId {short(window[0][0])!r} on the middle chunk",
                            actual="absent")

@@ -27,7 +27,7 @@ from conformance.checks.timeline import (
     ReplayStart,
 )
 from conformance.checks.wire import short
-from conformance.results import Outcome
+from conformance.results import Outcome, with_article
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
 
@@ -181,7 +181,7 @@ class Replay(Checker):
         v2 = ev.protocol >= 2
         if ev.phase == UNREQUESTED and v2:
             self.found("MID-V2-06/unrequested-replay",
-                       f"a {ev.update_type} arrives for a resume without replayFrom",
+                       f"{with_article(ev.update_type)} arrives for a resume without replayFrom",
                        entries=[ev.seq], expected="no message-history updates",
                        actual=ev.update_type)
             return

@@ -18,7 +18,7 @@ from conformance.checks.timeline import (
     TurnStart,
 )
 from conformance.checks.wire import short
-from conformance.results import Outcome
+from conformance.results import Outcome, with_article
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
 ECHOES_KEPT = 4  # ID-less echo chunks kept per turn as evidence (findings show four)
@@ -42,13 +42,13 @@ class Cancellation(Checker):
     def on_message(self, ev: MessageEvent) -> None:
         if ev.phase == AFTER_CANCEL:
             self.found("MID-A-09/after-cancel",
-                       f"a {ev.update_type} arrives after the turn ended as cancelled",
+                       f"{with_article(ev.update_type)} arrives after the turn ended as cancelled",
                        entries=[ev.seq], expected="every update before the cancelled response",
                        actual=ev.update_type)
         elif ev.phase == OUT_OF_TURN:
             self.found("MID-A-09/out-of-turn",
-                       f"a {ev.update_type} arrives after the turn ended", entries=[ev.seq],
-                       actual=ev.update_type)
+                       f"{with_article(ev.update_type)} arrives after the turn ended",
+                       entries=[ev.seq], actual=ev.update_type)
 
 
 @dataclass
@@ -140,7 +140,7 @@ class Echo(Checker):
         if self.profile.id_space == "per-kind":
             return  # separate ID spaces per kind: allowed
         self.found("MID-V2-05/echo-id-reused",
-                   f"the echo's ID {short(ev.mid)!r} already names a {kind} message",
+                   f"the echo's ID {short(ev.mid)!r} already names {with_article(kind)} message",
                    entries=[seq, ev.seq], expected="a fresh ID", actual=short(ev.mid))
 
     def on_accepted(self, ev: PromptAccepted) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
 from conformance.checks.timeline import ConnEnd, Frame, MessageEvent, OtherUpdate, TurnEnd
-from conformance.results import Outcome
+from conformance.results import Outcome, with_article
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
 
@@ -92,7 +92,8 @@ class IdShape(Checker):
         v2 = ev.protocol >= 2
         if ev.id_state == model.WRONG_TYPE:
             self.found("MID-S-01/type",
-                       f"{ev.update_type} carries a {model.json_type(ev.raw_id)} messageId",
+                       f"{ev.update_type} carries "
+                       f"{with_article(model.json_type(ev.raw_id))} messageId",
                        entries=[ev.seq], expected="a JSON string", actual=short(ev.raw_id))
         if ev.id_state in (model.ABSENT, model.NULL):
             near = [k for k in model.NEAR_MISS_KEYS if k in u]
@@ -109,7 +110,7 @@ class IdShape(Checker):
                            entries=[ev.seq], expected="a non-empty opaque string", actual="")
             elif len(ev.mid) > model.LONG_ID:
                 self.found("MID-S-01/long-id",
-                           f"{ev.update_type} has a {len(ev.mid)}-character messageId",
+                           f"{ev.update_type} has {with_article(len(ev.mid))}-character messageId",
                            entries=[ev.seq], expected=f"at most {model.LONG_ID} characters",
                            actual=short(ev.mid))
         if not v2:
@@ -123,21 +124,23 @@ class IdShape(Checker):
         if ev.form == "chunk":
             self.exercised("MID-V2-01")
             if ev.id_state != model.STRING:
-                self.found("MID-V2-01", f"v2 {ev.update_type} with a {ev.id_state} messageId",
+                self.found("MID-V2-01",
+                           f"v2 {ev.update_type} with {with_article(ev.id_state)} messageId",
                            entries=[ev.seq], expected="a non-null string messageId",
                            actual=short(ev.raw_id) if ev.id_state != model.ABSENT else "absent")
             return
         self.exercised("MID-V2-02/missing-id")
         if ev.id_state != model.STRING:
             self.found("MID-V2-02/missing-id",
-                       f"v2 {ev.update_type} upsert with a {ev.id_state} messageId",
+                       f"v2 {ev.update_type} upsert with {with_article(ev.id_state)} messageId",
                        entries=[ev.seq], expected="a string messageId",
                        actual=short(ev.raw_id) if ev.id_state != model.ABSENT else "absent")
         if "content" in u:
             self.exercised("MID-V2-02/content-shape")
             if u["content"] is not None and not isinstance(u["content"], list):
                 self.found("MID-V2-02/content-shape",
-                           f"v2 {ev.update_type} content is a {model.json_type(u['content'])}",
+                           f"v2 {ev.update_type} content is "
+                           f"{with_article(model.json_type(u['content']))}",
                            entries=[ev.seq], expected="an array of content blocks or null",
                            actual=short(repr(u["content"])))
 

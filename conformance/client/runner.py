@@ -70,13 +70,31 @@ def template_of(command: str, profile: Profile | None) -> Template:
     if not any("{agent}" in w for w in words):
         raise ClientSetupError("--client: the command must say where the agent command goes, "
                                "with {agent} (e.g. 'my-editor --agent-cmd {agent}')")
-    t = Template(words)
+    t = Template(absolute_paths(words, os.getcwd()))
     if profile is not None and not t.one_shot:
         profile.require_interactive()
     from conformance.transport import split_command
 
     split_command([words[0]])  # a missing executable is a usage error, not a finding
     return t
+
+
+def absolute_paths(words: Sequence[str], cwd: str) -> list[str]:
+    """The client runs in a scratch folder: each word (or ``--opt=`` value) that names an
+    existing path relative to ``cwd``, the folder the suite was started from, is made
+    absolute. A word qualifies when it contains a ``/`` or, after the first word (looked
+    up on PATH), names a file; options and the ``{agent}``/``{prompt}`` words stay as given."""
+    out = []
+    for i, word in enumerate(words):
+        prefix, _, value = word.rpartition("=") if word.startswith("-") else ("", "", word)
+        candidate = os.path.join(cwd, value)
+        relative = (value and not value.startswith(("-", "{")) and "{" not in value
+                    and not os.path.isabs(value)
+                    and ((os.sep in value and os.path.exists(candidate))
+                         or (i > 0 and not prefix and os.path.isfile(candidate))))
+        out.append(f"{prefix}={os.path.normpath(candidate)}" if relative and prefix
+                   else os.path.normpath(candidate) if relative else word)
+    return out
 
 
 def double_command(directory: str, protocol: int, control: str) -> str:
@@ -144,7 +162,7 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
     if run.transcripts is not None:
         from conformance.runner import safe_name
 
-        path = Path(run.transcripts) / f"{safe_name('client-' + name)}.jsonl"
+        path = Path(run.transcripts) / f"{safe_name(name)}.jsonl"
         transcript.save(path)
         cr.transcript_path = str(path)
     return cr

@@ -159,6 +159,7 @@ def turns_of(case: Case) -> dict[str, JsonObject]:
 def check_case(case: Case) -> None:
     """Client-case rules the JSON Schema cannot say, as one-line errors with file:line."""
     from conformance.cases import CaseError
+    from conformance.results import with_article
 
     if case.role != "client":
         return
@@ -183,7 +184,7 @@ def check_case(case: Case) -> None:
         texts = [str(turn.get("prompt", default_prompt(name)))]
         for step in turn.get("updates", []):
             if step_kind(step) in ("upsert", "batch") and 1 in case.protocols:
-                raise CaseError(f"{where}: turn {name!r} has a {step_kind(step)} step; "
+                raise CaseError(f"{where}: turn {name!r} has {with_article(step_kind(step))} step; "
                                 "those exist only in v2 (applies.protocols: [2])")
             texts += step_texts(step)
         for text in texts:

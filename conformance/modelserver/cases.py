@@ -7,6 +7,7 @@ run, ``use_case_script`` before each case.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -102,3 +103,23 @@ def write_config(template: Path, dest: Path, url: str | None) -> None:
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(fill(text, url), encoding="utf-8")
+
+
+def bundled_scripts() -> dict[str, Path]:
+    """{name: file} of the model scripts shipped with the cases (``cases/model/*.yaml``)."""
+    from conformance.cases import default_cases_dir
+
+    folder = default_cases_dir() / "model"
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def find_script(value: str) -> Path:
+    """``--model-script``: a file, else the name of a bundled script (``repeat-ids``)."""
+    path = Path(value)
+    if path.is_file():
+        return path
+    bundled = bundled_scripts().get(value.removesuffix(".yaml"))
+    if bundled is not None and (os.sep not in value):
+        return bundled
+    raise ScriptError(f"--model-script {value}: no such file, and no bundled script of that "
+                      f"name (bundled: {', '.join(bundled_scripts()) or 'none'})")

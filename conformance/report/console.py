@@ -1,57 +1,145 @@
-"""Console summary: per requirement, counts by outcome and the worst finding."""
+"""Console summary: one row per requirement, its outcome and counts per protocol version
+side by side, the worst finding under a failing row, and one count line per version.
+
+A version the target did not support (every case of it noted "vN unsupported") is said
+once in the header and gets no column, rather than a not-applicable count in every row.
+"""
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict
 
+from conformance.report.catalogue import tally
 from conformance.report.text import safe
-from conformance.results import SEVERITY, Finding, Outcome, RunResult
+from conformance.results import SEVERITY, CaseResult, Finding, Outcome, RunResult, worst
 
 COLOURS = {Outcome.FAIL: "31", Outcome.WARN: "33", Outcome.INFO: "36", Outcome.PASS: "32",
            Outcome.NOT_APPLICABLE: "2"}
+NO_FINDING = "-"  # the rule does not apply to this version
 
 
 def _colour(enabled: bool, outcome: Outcome, text: str) -> str:
     return f"\x1b[{COLOURS[outcome]}m{text}\x1b[0m" if enabled else text
 
 
-def console_summary(result: RunResult, *, colour: bool | None = None, verbose: bool = False) -> str:
-    if colour is None:
-        colour = False
-    if os.environ.get("NO_COLOR"):
-        colour = False
+def _short(text: str) -> str:
+    return text.replace(Outcome.NOT_APPLICABLE.value, "n/a")  # too long for a cell
+
+
+def unsupported_versions(result: RunResult) -> dict[int, str]:
+    """{version: why} for each version whose every case says the target did not support it."""
+    by_version: dict[int, list[CaseResult]] = defaultdict(list)
+    for c in result.cases:
+        by_version[c.protocol].append(c)
+    return {p: cases[0].note for p, cases in sorted(by_version.items())
+            if all(c.note.startswith(f"v{p} unsupported") for c in cases)}
+
+
+def _header(result: RunResult, unsupported: dict[int, str]) -> list[str]:
     lines = [f"acp-conformance {result.tool_version}: {result.role} {safe(result.target, 100)}",
              f"protocol v{'/v'.join(map(str, result.protocols))}, profile {result.profile}"
              + (", strict" if result.strict else "")]
     info = result.target_info
     if info.get("name"):
-        lines.append(f"target reports itself as {safe(info.get('name'))} {safe(info.get('version') or '')}")
+        lines.append(f"target reports itself as {safe(info.get('name'))} "
+                     f"{safe(info.get('version') or '')}".rstrip())
+    for p, why in unsupported.items():
+        n = sum(1 for c in result.cases if c.protocol == p)
+        reason = why.split(":", 1)[1].strip() if ":" in why else why
+        lines.append(f"v{p}: not supported by the target ({safe(reason)}); "
+                     f"{n} case{'s' if n != 1 else ''} not testable")
+    notes: dict[str, list[str]] = defaultdict(list)  # one line per distinct note
     for c in result.cases:
-        if c.note:
-            lines.append(f"  note: {c.case}: {safe(c.note)}")
-    by_req: dict[str, list[Finding]] = defaultdict(list)
-    for f in result.all_findings():
-        by_req[f.requirement].append(f)
+        if c.note and c.protocol not in unsupported:
+            notes[c.note].append(c.case)
+    for note, cases in notes.items():
+        more = f" and {len(cases) - 1} more" if len(cases) > 1 else ""
+        lines.append(f"  note: {cases[0]}{more}: {safe(note)}")
+    return lines
+
+
+def _cell(findings: list[Finding]) -> tuple[Outcome | None, str]:
+    """(worst outcome, 'FAIL 6 fail 1 n/a') of one requirement in one version."""
+    if not findings:
+        return None, NO_FINDING
+    per: dict[Outcome, int] = defaultdict(int)
+    for f in findings:
+        per[f.outcome] += 1
+    top = worst(per)
+    return top, f"{_short(top.value).upper():<4} {_short(tally(per))}"
+
+
+def _rule_versions() -> dict[str, tuple[int, ...]]:
+    """The protocol versions each rule applies to: elsewhere its cell is "-", not "n/a"."""
+    from conformance.checks import all_rules
+
+    return {rid: tuple(rule.versions) for rid, rule in all_rules().items()}
+
+
+def not_run(case: CaseResult) -> bool:
+    """A case the run skipped: every finding is "not testable: <the case's note>" (e.g. after
+    the first case of a version hung). Its note is in the header; its rows would say nothing."""
+    return bool(case.note and case.findings) and all(
+        f.outcome is Outcome.NOT_APPLICABLE and f.message.endswith(case.note)
+        for f in case.findings)
+
+
+def _observed(findings: list[Finding]) -> bool:
+    return any(f.outcome is not Outcome.NOT_APPLICABLE for f in findings)
+
+
+def _where(f: Finding) -> str:
+    if f.entries:
+        return f" [{f.case} #{','.join(map(str, f.entries[:4]))}]"
+    return f" [{f.case}]" if f.case else ""
+
+
+def _rows(result: RunResult, versions: list[int]) -> dict[str, dict[int, list[Finding]]]:
+    """{requirement: {version: findings}}; a rule that does not apply to a version (graded
+    "applies to vN only") has no findings there, so its cell shows "-", not "n/a"."""
+    rules = _rule_versions()
+    rows: dict[str, dict[int, list[Finding]]] = defaultdict(lambda: {p: [] for p in versions})
+    for c in result.cases:
+        for f in c.findings if c.protocol in versions and not not_run(c) else ():
+            if c.protocol in rules.get(f.requirement, versions) or _observed([f]):
+                rows[f.requirement][c.protocol].append(f)
+    return rows
+
+
+def console_summary(result: RunResult, *, colour: bool | None = None, verbose: bool = False) -> str:
+    colour = bool(colour) and not os.environ.get("NO_COLOR")
+    unsupported = unsupported_versions(result)
+    lines = _header(result, unsupported)
+    versions = [p for p in sorted(set(result.protocols) | {c.protocol for c in result.cases})
+                if p not in unsupported]
+    rows = _rows(result, versions)
+    cells = {req: {p: _cell(per[p]) for p in versions} for req, per in rows.items()}
+    width = max((len(r) for r in rows), default=len("requirement"))
+    widths = {p: max([len(f"v{p}")] + [len(cells[r][p][1]) for r in rows]) for p in versions}
     lines.append("")
-    width = max((len(r) for r in by_req), default=10)
-    for req in sorted(by_req):
-        fs = by_req[req]
-        worst = max(fs, key=lambda f: SEVERITY[f.outcome])
-        per: dict[Outcome, int] = defaultdict(int)
-        for f in fs:
-            per[f.outcome] += 1
-        tally = " ".join(f"{n} {o.value}" for o, n in sorted(per.items(),
-                                                             key=lambda kv: -SEVERITY[kv[0]]))
-        label = _colour(colour, worst.outcome, f"{worst.outcome.value.upper():<14}")
-        line = f"{label} {req:<{width}}  {tally}"
-        if worst.outcome in (Outcome.FAIL, Outcome.WARN) or verbose:
-            where = f" [{worst.case} #{','.join(map(str, worst.entries[:4]))}]" if worst.entries else (
-                f" [{worst.case}]" if worst.case else "")
-            line += f"\n{'':15} {safe(worst.message)}{where}"
-        lines.append(line)
-    totals = result.counts()
+    if rows:
+        lines.append(("requirement".ljust(width) + "  "
+                      + "  ".join(f"v{p}".ljust(widths[p]) for p in versions)).rstrip())
+    for req in sorted(rows):
+        shown = []
+        for p in versions:
+            top, text = cells[req][p]
+            pad = " " * (widths[p] - len(text))
+            shown.append((text if top is None else _colour(colour, top, text)) + pad)
+        lines.append(f"{req:<{width}}  {'  '.join(shown)}".rstrip())
+        top_finding = max((f for fs in rows[req].values() for f in fs),
+                          key=lambda f: SEVERITY[f.outcome])
+        if top_finding.outcome in (Outcome.FAIL, Outcome.WARN) or verbose:
+            lines.append(f"    {safe(top_finding.message)}{_where(top_finding)}")
     lines.append("")
-    lines.append("summary: " + ", ".join(f"{totals[o.value]} {o.value}" for o in Outcome))
+    for i, p in enumerate(versions):  # counts of what the column shows
+        counts = {o: 0 for o in Outcome}
+        for f in (f for per in rows.values() for f in per[p]):
+            counts[f.outcome] += 1
+        lead = "summary:" if i == 0 else ""
+        lines.append(f"{lead:<8} v{p} " + ", ".join(f"{n} {o.value}" for o, n in counts.items()))
+    if not versions:
+        lines.append("summary: no protocol version was tested")
     lines.append("verdict: " + ("FAIL" if result.failed else "PASS"))
     return "\n".join(lines)
