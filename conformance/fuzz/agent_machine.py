@@ -48,6 +48,7 @@ from hypothesis.stateful import (
 
 from conformance.checks import Options, grade
 from conformance.driver import DriveAborted, NotTestable
+from conformance.fuzz import model_side
 from conformance.fuzz.prompts import prompt_specs
 from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
 from conformance.fuzz.shrink import shrink_steps
@@ -60,8 +61,8 @@ from conformance.fuzz.steps import (
     Spawner,
     Step,
     perform,
-    play,
 )
+from conformance.fuzz.strategies import model_scripts
 from conformance.results import Finding, Outcome, apply_strict
 from conformance.transcript import Transcript
 
@@ -170,7 +171,6 @@ class _Context:
         self.aborts: list[str] = []
         self.failures: dict[tuple[str, int], Failure] = {}
         self.coverage: dict[int, dict[str, Finding]] = {}
-        self.tools: tuple[str, ...] = ()  # the harmless tools the agent declared to the model
 
     def record(self, failure: Failure) -> None:
         self.budget.failure()
@@ -281,10 +281,7 @@ class AgentMachine(RuleBasedStateMachine):
         ctx.budget.example_started()
         self.protocol = protocol
         if self.config.model is not None:
-            from conformance.fuzz import model_side
-            from conformance.fuzz.strategies import model_scripts
-
-            self.model = data.draw(model_scripts(tools=ctx.tools), label="model")
+            self.model = data.draw(model_scripts(), label="model")
             model_side.use(self.config.model, self.model)
         target = self.config.target
         self.transcript = Transcript({
@@ -368,11 +365,7 @@ class AgentMachine(RuleBasedStateMachine):
     def _model_log(self) -> None:
         """What the model was asked and said in this run: into the transcript header."""
         if self.config.model is not None and self.transcript is not None:
-            from conformance.fuzz import model_side
-
-            log = model_side.requests_log(self.config.model)
-            self.transcript.header["model_requests"] = log
-            self.ctx.tools = self.ctx.tools or model_side.declared_tools(log)
+            self.transcript.header["model_requests"] = model_side.requests_log(self.config.model)
 
     def teardown(self) -> None:
         driver = self.driver
@@ -485,38 +478,22 @@ def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
 
     def fails(steps: list[Step], model: dict[str, Any] | None = failure.model
               ) -> Failure | None:
-        played = play_run(config, failure.protocol, steps, model, cwd=cwd, spawner=spawner,
-                          header=header, wait_exit=False)
+        played = model_side.play_with_model(config.target, config.model, failure.protocol,
+                                            steps, model, cwd=cwd, spawner=spawner,
+                                            header=header, wait_exit=False)
         return failure_of(played, failure.requirement, config.options, config.strict,
                           config.schema_dir, model=model)
 
     shrunk = shrink_steps(failure.steps, failure, fails, max_attempts=config.shrink_attempts)
     best, attempts = shrunk.result, shrunk.attempts
     if config.model is not None and best.model is not None:
-        from conformance.fuzz.model_side import shrink_script
-
         steps = best.steps
-        _script, by_model = shrink_script(best.model, best, lambda m: fails(steps, m),
+        _script, by_model = model_side.shrink_script(best.model, best, lambda m: fails(steps, m),
                                           max_attempts=config.shrink_attempts)
         best, attempts = by_model.result, attempts + by_model.attempts
     best.found_steps = failure.found_steps
     best.shrink_attempts = attempts
     return best
-
-
-def play_run(config: AgentFuzzConfig, protocol: int, steps: Sequence[Step],
-             model: dict[str, Any] | None, **kwargs: Any) -> Played:
-    """:func:`steps.play`, with the model server (if any) playing ``model``; what the
-    model was asked and said lands in the transcript header."""
-    server = config.model
-    if server is None:
-        return play(config.target, protocol, steps, **kwargs)
-    from conformance.fuzz import model_side
-
-    model_side.use(server, model)
-    played = play(config.target, protocol, steps, **kwargs)
-    played.transcript.header["model_requests"] = model_side.requests_log(server)
-    return played
 
 
 def failure_of(played: Played, requirement: str, options: Options, strict: bool,
@@ -536,4 +513,4 @@ def failure_of(played: Played, requirement: str, options: Options, strict: bool,
 
 
 __all__ = ["AgentFuzzConfig", "AgentMachine", "Failure", "FuzzResult", "failure_of", "grade_run",
-           "play_run", "run_agent_fuzz", "violations"]
+           "run_agent_fuzz", "violations"]

@@ -49,12 +49,19 @@ def requests_log(server: Any) -> list[dict[str, Any]]:
     return list(server.take_log())
 
 
-def declared_tools(log: Sequence[dict[str, Any]]) -> tuple[str, ...]:
-    """The harmless tools (the server's list) an agent declared in its requests."""
-    from conformance.modelserver.apis import HARMLESS_TOOLS
+def play_with_model(target: Any, server: Any, protocol: int, steps: Sequence[Any],
+                    model: Script | None, **kwargs: Any) -> Any:
+    """:func:`conformance.fuzz.steps.play`, with ``server`` (a running model server, or
+    None) playing ``model``; what the model was asked and said lands in the transcript
+    header (``model_requests``)."""
+    from conformance.fuzz.steps import play
 
-    seen = {t for entry in log for t in entry.get("tools", ())}
-    return tuple(name for name, _ in HARMLESS_TOOLS if name in seen)
+    if server is None:
+        return play(target, protocol, steps, **kwargs)
+    use(server, model)
+    played = play(target, protocol, steps, **kwargs)
+    played.transcript.header["model_requests"] = requests_log(server)
+    return played
 
 
 # -- records ------------------------------------------------------------------
@@ -192,5 +199,6 @@ def describe(script: Script) -> list[str]:
     return lines
 
 
-__all__ = ["Script", "declared_tools", "describe", "flatten", "renamed", "requests_log",
+__all__ = ["Script", "describe", "flatten", "play_with_model", "renamed",
+           "requests_log",
            "shape", "shrink_script", "simplifications", "unflatten", "use"]

@@ -292,17 +292,17 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
                  model: Any = None) -> Verdict:
     """Play the file's steps against ``target`` (a :class:`steps.AgentTarget`), with
     ``model`` (a running model server) playing the file's model script."""
-    from conformance.fuzz.agent_machine import AgentFuzzConfig, grade_run, play_run, violations
+    from conformance.fuzz.agent_machine import grade_run, violations
+    from conformance.fuzz.model_side import play_with_model
 
     if reg.model is not None and model is None:
         return Verdict(reg, NOT_REPLAYED, note="the file has a model script: replay it with "
                                                "a scripted model server")
-    config = AgentFuzzConfig(target, model=model)
     last: Verdict | None = None
     for _ in range(max(1, attempts)):
-        played = play_run(config, reg.protocol, reg.steps, reg.model, cwd=cwd,
-                          header={"profile": options.profile.name,
-                                  "case": f"replay:{reg.fingerprint}"})
+        played = play_with_model(target, model, reg.protocol, reg.steps, reg.model, cwd=cwd,
+                                 header={"profile": options.profile.name,
+                                         "case": f"replay:{reg.fingerprint}"})
         if not played.playable:
             return Verdict(reg, NOT_REPLAYED, note=played.note, transcript=played.transcript)
         bad = violations(grade_run(played.transcript.entries, protocol=reg.protocol,

@@ -32,6 +32,8 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from conformance.modelserver.apis import HARMLESS_TOOLS
+
 Step = dict[str, Any]
 KINDS = ("user", "agent", "thought")
 
@@ -301,9 +303,11 @@ def _model_scripts(draw: Any, turns: int, max_rounds: int, max_texts: int,
         return part
 
     def tool_part() -> dict[str, Any]:
-        if not tools:
-            return {"tool": "auto"}
-        return {"tool": {"choose": [draw(st.sampled_from(tools), label="tool")]}}
+        # The first of ``names`` from a drawn one on that the agent declared: the same
+        # script picks among any agent's tools, whichever it declares.
+        names = tools or tuple(name for name, _ in HARMLESS_TOOLS)
+        k = draw(st.integers(0, len(names) - 1), label="tool")
+        return {"tool": {"choose": list(names[k:] + names[:k])}}
 
     drawn_turns = []
     for t in range(1, draw(st.integers(1, turns), label="turns") + 1):
@@ -347,8 +351,9 @@ def model_scripts(*, turns: int = 3, max_rounds: int = 2, max_texts: int = 3,
                   pauses: bool = True) -> st.SearchStrategy[dict[str, Any]]:
     """Model scripts (the data form of :mod:`conformance.modelserver.script`): per user
     turn up to ``max_rounds`` requests, each an optional reasoning item and up to
-    ``max_texts`` text items with tool calls between them (from ``tools``, names the
-    agent declared; empty: whichever harmless tool it declared), every item with a
+    ``max_texts`` text items with tool calls between them (the first tool the agent
+    declared of ``tools``, from a drawn one on; default: the model server's harmless
+    tools, so a call never does harm), every item with a
     provider ID drawn from :data:`ITEM_ID_FORMS` (fresh, repeated from an earlier turn
     or this one, the reasoning item's, empty, very long, or a look-alike of an earlier
     one), streamed in drawn chunk sizes and pauses. A turn past ``turns`` gets a plain
