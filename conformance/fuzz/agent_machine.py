@@ -473,7 +473,8 @@ def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, s
 def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
                    spawner: Spawner) -> Failure:
     """Replay ever smaller step lists while the same rule still breaks; then, behind a
-    model server, ever smaller model scripts with the shrunk steps."""
+    model server, ever smaller model scripts with the shrunk steps, and the steps once
+    more with the shrunk script (a smaller script can need fewer steps)."""
     header = {"profile": config.options.profile.name}
 
     def fails(steps: list[Step], model: dict[str, Any] | None = failure.model
@@ -488,9 +489,13 @@ def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
     best, attempts = shrunk.result, shrunk.attempts
     if config.model is not None and best.model is not None:
         steps = best.steps
-        _script, by_model = model_side.shrink_script(best.model, best, lambda m: fails(steps, m),
-                                          max_attempts=config.shrink_attempts)
-        best, attempts = by_model.result, attempts + by_model.attempts
+        _script, by_model = model_side.shrink_script(
+            best.model, best, lambda m: fails(steps, m), max_attempts=config.shrink_attempts)
+        script = by_model.result.model
+        again = shrink_steps(by_model.result.steps, by_model.result,
+                             lambda s: fails(s, script),
+                             max_attempts=max(1, config.shrink_attempts // 4))
+        best, attempts = again.result, attempts + by_model.attempts + again.attempts
     best.found_steps = failure.found_steps
     best.shrink_attempts = attempts
     return best
