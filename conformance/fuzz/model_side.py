@@ -32,7 +32,7 @@ from conformance.modelserver.script import SCRIPT_FORMAT, parse_script
 Script = dict[str, Any]  # a model script in its data form (see conformance.modelserver.script)
 Record = dict[str, Any]
 FALLBACK: list[dict[str, Any]] = [{"say": [{"text": "Done."}]}]  # fresh IDs, no tool
-HARNESS_PARTS = ("reasoning", "text", "tool")
+PART_KINDS = ("reasoning", "text", "tool")
 
 
 def use(server: Any, script: Script | None) -> None:
@@ -157,7 +157,7 @@ def shape(script: Script) -> list[Any]:
 
 
 def _word(part: dict[str, Any], letters: IdLetters) -> str:
-    kind = next((k for k in HARNESS_PARTS if k in part), "?")
+    kind = next((k for k in PART_KINDS if k in part), "?")
     if "id" not in part:
         return kind
     mid = part["id"]
@@ -178,7 +178,7 @@ def describe(script: Script) -> list[str]:
         for r, reply in enumerate(replies, 1):
             said = []
             for part in reply.get("say", []):
-                kind = next((k for k in HARNESS_PARTS if k in part), "?")
+                kind = next((k for k in PART_KINDS if k in part), "?")
                 word = "tool call" if kind == "tool" else kind
                 if "id" in part:
                     word += " " + show_id(part["id"])
