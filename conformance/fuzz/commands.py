@@ -178,6 +178,10 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any) -> int:
     target = (f"--agent {shlex.quote(result.target)}" if result.role == "agent" else
               " ".join(f"{how[k]} {shlex.quote(str(v))}" for k, v in result.replay_with.items()
                        if v))
+    if result.role == "agent" and getattr(ns, "model_server", False):  # the model's side
+        target += "".join(f" {flag} {shlex.quote(v)}" for flag, values in
+                          (("--agent-env", ns.agent_env), ("--agent-config", ns.agent_config))
+                          for v in values)
     runs = ("generated run(s)" if result.role == "agent"
             else "run(s), generated and shrinking")
     print(f"{result.examples} {runs} in {result.elapsed:.1f} s, "
