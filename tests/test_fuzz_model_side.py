@@ -45,7 +45,8 @@ def test_model_scripts_validates_options_eagerly(kwargs: dict[str, Any]) -> None
         model_scripts(**kwargs)
 
 
-@settings(max_examples=60, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=60, database=None, deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(model_scripts(tools=("list_directory", "ls")))
 def test_drawn_scripts_are_valid_model_scripts(script: dict[str, Any]) -> None:
     parsed = parse_script(json.loads(json.dumps(script)), "drawn")
