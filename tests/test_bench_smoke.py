@@ -93,3 +93,14 @@ def test_peak_reports_the_commands_own_memory() -> None:
     assert done.returncode == 3  # the command's own exit status
     found = re.search(r"^PEAK_RSS_KB (\d+)$", done.stderr, re.MULTILINE)
     assert found and int(found.group(1)) > 64 * 1024
+
+
+def test_fuzz_model_side_on_a_few_runs() -> None:
+    done = bench("bench.fuzz_model_side", "--effort", "ci")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^generated runs/s, llm_responses_agent \(model side drawn, strict\): [\d.]+ ",
+                     done.stdout, re.MULTILINE)
+    assert "POSITIVE CONTROL FAILED" not in done.stdout
+    assert re.search(r"llm_passthrough_ids .* MID-", done.stdout)
+    assert "baseline, llm_passthrough_ids with the model's fixed default script" in done.stdout
+    assert len(ratios(done.stdout)) == 1

@@ -3,7 +3,9 @@
 Every file was written by ``acp-conformance fuzz`` against a broken fixture. Each
 must: grade offline to its recorded finding (what ``check`` does); carry the
 fingerprint its own content gives; replay STILL FAILING against the fixture it
-came from; and replay FIXED against the reference target of its side.
+came from; and replay FIXED against the reference target of its side (for a
+file with a model script, the correct LLM-backed fixture agent behind a scripted
+model server playing that script).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from conformance.cli import reference_agent_command
 from conformance.fuzz import regressions
 from conformance.fuzz.client_fuzz import replay_client
 from conformance.fuzz.steps import AgentTarget
+from conformance.modelserver.server import ModelServer
 
 LIBRARY = REPO_ROOT / "fixtures" / "regressions"
 FILES = sorted(LIBRARY.glob("*.jsonl"))
@@ -32,13 +35,16 @@ def options_of(reg: regressions.Regression) -> Options:
     return Options(profile=profiles.get(str(reg.header.get("profile", profiles.DEFAULT_PROFILE))))
 
 
-def recorded_agent(reg: regressions.Regression, state: Path) -> AgentTarget:
-    """The header's target, run from the repository root with this interpreter."""
-    assert reg.target is not None
-    argv = shlex.split(reg.target)
+def recorded_agent(reg: regressions.Regression, state: Path,
+                   command: str | None = None) -> AgentTarget:
+    """The header's target (or ``command``), run from the repository root with this
+    interpreter."""
+    command = command or reg.target
+    assert command is not None
+    argv = shlex.split(command)
     argv = [sys.executable if argv[0].startswith("python") else argv[0]] + [
         str(REPO_ROOT / a) if (REPO_ROOT / a).is_file() else a for a in argv[1:]]
-    return AgentTarget(argv, reg.target, {"ACP_REFERENCE_STATE_DIR": str(state)})
+    return AgentTarget(argv, command, {"ACP_REFERENCE_STATE_DIR": str(state)})
 
 
 def client_args(adapter: str) -> Namespace:
@@ -68,7 +74,18 @@ def test_file_still_fails_on_its_fixture_and_is_fixed_by_the_reference(
     reg = regressions.read(path)
     options = options_of(reg)
     strict = bool(reg.header.get("strict"))
-    if reg.role == "agent":
+    if reg.role == "agent" and reg.model is not None:  # an LLM-backed agent: its model too
+        with ModelServer() as server:
+            common = {"options": options, "strict": strict, "cwd": str(tmp_path),
+                      "attempts": 2, "model": server}
+            still_target = recorded_agent(reg, tmp_path)
+            fixed_target = recorded_agent(reg, tmp_path,
+                                          "python fixtures/agents/llm_responses_agent.py")
+            for target in (still_target, fixed_target):
+                target.env = {**server.env(), **target.env}
+            still = regressions.replay_agent(reg, still_target, **common)
+            fixed = regressions.replay_agent(reg, fixed_target, **common)
+    elif reg.role == "agent":
         common = {"options": options, "strict": strict, "cwd": str(tmp_path), "attempts": 2}
         still = regressions.replay_agent(reg, recorded_agent(reg, tmp_path), **common)
         reference = AgentTarget(reference_agent_command(), "reference agent",

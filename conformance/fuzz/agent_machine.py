@@ -18,6 +18,10 @@ A broken rule ends the generated run and is recorded; generation goes on to
 find other broken rules. Afterwards each one is shrunk by replaying ever
 smaller step lists (:mod:`conformance.fuzz.shrink`), and the minimal
 counterexample's steps and transcript are kept.
+
+Against an LLM-backed agent behind the scripted model server
+(``config.model``), each run also draws what the model says for the whole run
+(:mod:`conformance.fuzz.model_side`); the script is shrunk after the steps.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from hypothesis.stateful import (
 
 from conformance.checks import Options, grade
 from conformance.driver import DriveAborted, NotTestable
+from conformance.fuzz import model_side
 from conformance.fuzz.prompts import prompt_specs
 from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
 from conformance.fuzz.shrink import shrink_steps
@@ -56,8 +61,8 @@ from conformance.fuzz.steps import (
     Spawner,
     Step,
     perform,
-    play,
 )
+from conformance.fuzz.strategies import model_scripts
 from conformance.results import Finding, Outcome, apply_strict
 from conformance.transcript import Transcript
 
@@ -103,6 +108,7 @@ class Failure:
     stream: Any = None  # client fuzzing: the generated stream (see client_fuzz)
     found_steps: int = 0  # how many steps the run had before shrinking
     shrink_attempts: int = 0
+    model: dict[str, Any] | None = None  # what the model said (--model-server), a script
 
     @property
     def requirement(self) -> str:
@@ -113,7 +119,7 @@ class Failure:
         return self.requirement, self.protocol
 
     def size(self) -> tuple[int, int]:
-        return len(self.steps), len(json.dumps(self.steps))
+        return len(self.steps), len(json.dumps([self.steps, self.model]))
 
 
 @dataclass
@@ -149,6 +155,7 @@ class AgentFuzzConfig:
     max_failures: int | None = None  # stop generating once this many rules broke
     shrink_attempts: int = 60  # replays per shrunk failure, at most
     schema_dir: Path | None = None  # also validate each run against the official schemas
+    model: Any = None  # a running ModelServer: every run also draws what the model says
 
 
 class _Context:
@@ -207,6 +214,7 @@ class AgentMachine(RuleBasedStateMachine):
         self.ended = False  # broke a rule, or could not go on: only `idle` applies
         self.busy = False  # a step is running (an exception left it: no teardown check)
         self.last: list[Finding] = []  # the findings of the last check
+        self.model: dict[str, Any] | None = None  # this run's model script
 
     # -- helpers --------------------------------------------------------------
     @property
@@ -255,7 +263,8 @@ class AgentMachine(RuleBasedStateMachine):
         if not bad:
             return False
         failure = Failure(bad[0], self.protocol, list(self.steps), self.transcript, bad,
-                          found_steps=len(self.steps))
+                          found_steps=len(self.steps), model=self.model)
+        self._model_log()
         self.ctx.record(failure)
         self.ended = True
         return True
@@ -271,6 +280,9 @@ class AgentMachine(RuleBasedStateMachine):
             reject()  # this version was refused once: never counts as a run
         ctx.budget.example_started()
         self.protocol = protocol
+        if self.config.model is not None:
+            self.model = data.draw(model_scripts(), label="model")
+            model_side.use(self.config.model, self.model)
         target = self.config.target
         self.transcript = Transcript({
             "role": "agent", "protocol": protocol, "profile": self.config.options.profile.name,
@@ -350,6 +362,11 @@ class AgentMachine(RuleBasedStateMachine):
     def conformant(self) -> None:
         self._check()
 
+    def _model_log(self) -> None:
+        """What the model was asked and said in this run: into the transcript header."""
+        if self.config.model is not None and self.transcript is not None:
+            self.transcript.header["model_requests"] = model_side.requests_log(self.config.model)
+
     def teardown(self) -> None:
         driver = self.driver
         if driver is None:
@@ -360,6 +377,7 @@ class AgentMachine(RuleBasedStateMachine):
                     driver.stop()
                 if not self._check(sync=False, schema=True):  # e.g. a late update
                     self.ctx.cover(self.protocol, self.last)
+                    self._model_log()
         finally:
             driver.retire()
             self.ctx.budget.processes = self.ctx.spawner.started
@@ -454,24 +472,38 @@ def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, s
 
 def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
                    spawner: Spawner) -> Failure:
-    """Replay ever smaller step lists while the same rule still breaks."""
+    """Replay ever smaller step lists while the same rule still breaks; then, behind a
+    model server, ever smaller model scripts with the shrunk steps, and the steps once
+    more with the shrunk script (a smaller script can need fewer steps)."""
     header = {"profile": config.options.profile.name}
 
-    def fails(steps: list[Step]) -> Failure | None:
-        played = play(config.target, failure.protocol, steps, cwd=cwd, spawner=spawner,
-                      header=header, wait_exit=False)
+    def fails(steps: list[Step], model: dict[str, Any] | None = failure.model
+              ) -> Failure | None:
+        played = model_side.play_with_model(config.target, config.model, failure.protocol,
+                                            steps, model, cwd=cwd, spawner=spawner,
+                                            header=header, wait_exit=False)
         return failure_of(played, failure.requirement, config.options, config.strict,
-                          config.schema_dir)
+                          config.schema_dir, model=model)
 
     shrunk = shrink_steps(failure.steps, failure, fails, max_attempts=config.shrink_attempts)
-    best = shrunk.result
+    best, attempts = shrunk.result, shrunk.attempts
+    if config.model is not None and best.model is not None:
+        steps = best.steps
+        _script, by_model = model_side.shrink_script(
+            best.model, best, lambda m: fails(steps, m), max_attempts=config.shrink_attempts)
+        script = by_model.result.model
+        again = shrink_steps(by_model.result.steps, by_model.result,
+                             lambda s: fails(s, script),
+                             max_attempts=max(1, config.shrink_attempts // 4))
+        best, attempts = again.result, attempts + by_model.attempts + again.attempts
     best.found_steps = failure.found_steps
-    best.shrink_attempts = shrunk.attempts
+    best.shrink_attempts = attempts
     return best
 
 
 def failure_of(played: Played, requirement: str, options: Options, strict: bool,
-               schema_dir: Path | None = None) -> Failure | None:
+               schema_dir: Path | None = None, *, model: dict[str, Any] | None = None
+               ) -> Failure | None:
     """The failure a play shows for ``requirement`` (None if it does not break it)."""
     if not played.playable:
         return None
@@ -481,7 +513,8 @@ def failure_of(played: Played, requirement: str, options: Options, strict: bool,
     match = [f for f in bad if f.requirement == requirement]
     if not match:
         return None
-    return Failure(match[0], played.protocol, list(played.steps), played.transcript, bad)
+    return Failure(match[0], played.protocol, list(played.steps), played.transcript, bad,
+                   model=model)
 
 
 __all__ = ["AgentFuzzConfig", "AgentMachine", "Failure", "FuzzResult", "failure_of", "grade_run",

@@ -22,6 +22,21 @@ def _target_args(p: argparse.ArgumentParser, *, required_hint: str) -> None:
     cli.add_target_options(p.add_argument_group("target", required_hint), timeout=5.0)
 
 
+def _model_args(p: argparse.ArgumentParser, *, fuzz: bool) -> None:
+    m = p.add_argument_group("scripted model (LLM-backed agents, offline)")
+    if fuzz:
+        m.add_argument("--model-server", action="store_true",
+                       help="serve scripted OpenAI/Anthropic/Gemini APIs on 127.0.0.1 (as in "
+                            "suite runs) and draw what the model says in every generated run: "
+                            "reasoning, text parts, tool calls, chunking, pauses, provider "
+                            "item IDs; {model_url} is filled in the command, --agent-env "
+                            "values and --agent-config templates")
+    m.add_argument("--agent-config", action="append", default=[], metavar="TEMPLATE=DEST",
+                   help="write TEMPLATE to DEST with {model_url} filled in (repeatable)"
+                        + ("" if fuzz else "; a file with a model script starts the "
+                                           "scripted model server by itself"))
+
+
 def build_fuzz_parser() -> argparse.ArgumentParser:
     efforts = ", ".join(f"{e.name} ({e.max_examples} runs: {e.description})"
                         for e in EFFORTS.values())
@@ -33,6 +48,7 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 nothing found, 1 at least one rule broken, 2 usage or input "
                "error, 3 internal error")
     _target_args(p, required_hint="give --agent CMD, or --client CMD / --client-adapter")
+    _model_args(p, fuzz=True)
     e = p.add_argument_group("effort")
     e.add_argument("--effort", choices=list(EFFORTS), default=DEFAULT_EFFORT,
                    help=f"named Hypothesis settings: {efforts} (default {DEFAULT_EFFORT})")
@@ -62,6 +78,7 @@ def build_replay_parser() -> argparse.ArgumentParser:
                "input error, 3 internal error")
     p.add_argument("files", nargs="+", type=Path, help="regression files (.jsonl) or folders")
     _target_args(p, required_hint="optional: the target to replay against")
+    _model_args(p, fuzz=False)
     p.add_argument("--attempts", type=int, default=1, metavar="N",
                    help="replay a file up to N times; one failing replay is STILL FAILING "
                         "(for failures that depend on timing)")
@@ -92,6 +109,9 @@ def cmd_fuzz(argv: Sequence[str]) -> int:
     if ns.baseline is not None:
         raise cli.UsageError("--baseline lists expected failures of cases; a fuzz run has "
                              "none (replay the regression library instead)")
+    if (ns.model_server or ns.agent_config) and not ns.agent:
+        raise cli.UsageError("--model-server and --agent-config need --agent: the model "
+                             "stands behind an agent")
     try:
         effort = settings.get_effort(ns.effort, max_examples=ns.max_examples,
                                      time_budget=ns.time_budget)
@@ -104,28 +124,36 @@ def cmd_fuzz(argv: Sequence[str]) -> int:
 
         split_command(ns.agent)
     shape = f", up to {effort.steps} steps each" if ns.agent else ", one turn each"
+    if ns.model_server:
+        shape += ", the model's answers drawn too"
     print(f"acp-conformance fuzz: seed {seed}, effort {effort.name} "
           f"({effort.max_examples} runs{shape}"
           + (f", {effort.time_budget:.0f} s budget" if effort.time_budget else "") + ")",
           flush=True)
     progress = settings.progress_stream(True)
     if ns.agent:
-        result = _fuzz_agent(ns, effort, seed, options, progress)
+        model, command, env = cli._model_server(ns, ns.agent, [])
+        try:
+            result = _fuzz_agent(ns, effort, seed, options, progress, model, command, env)
+        finally:
+            if model is not None:
+                model.stop()
     else:
         result = _fuzz_client(ns, effort, seed, options, progress)
     return _finish(ns, result, options)
 
 
 def _fuzz_agent(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
-                progress: Any) -> Any:
+                progress: Any, model: Any, command: Any, env: dict[str, str]) -> Any:
     from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
     from conformance.fuzz.steps import AgentTarget
     from conformance.transport import split_command
 
-    target = AgentTarget(split_command(ns.agent), ns.agent, cli._env(ns.agent_env), ns.timeout)
+    # The label keeps {model_url}: replay fills in the URL of its own model server.
+    target = AgentTarget(split_command(command), ns.agent, env, ns.timeout)
     config = AgentFuzzConfig(target, protocols=tuple(cli._protocols(ns)), options=options,
                              strict=ns.strict, max_failures=ns.max_failures,
-                             schema_dir=ns.schema_dir)
+                             schema_dir=ns.schema_dir, model=model)
     return run_agent_fuzz(config, effort, seed, progress=progress)
 
 
@@ -150,6 +178,10 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any) -> int:
     target = (f"--agent {shlex.quote(result.target)}" if result.role == "agent" else
               " ".join(f"{how[k]} {shlex.quote(str(v))}" for k, v in result.replay_with.items()
                        if v))
+    if result.role == "agent" and getattr(ns, "model_server", False):  # the model's side
+        target += "".join(f" {flag} {shlex.quote(v)}" for flag, values in
+                          (("--agent-env", ns.agent_env), ("--agent-config", ns.agent_config))
+                          for v in values)
     runs = ("generated run(s)" if result.role == "agent"
             else "run(s), generated and shrinking")
     print(f"{result.examples} {runs} in {result.elapsed:.1f} s, "
@@ -167,6 +199,12 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any) -> int:
                   f"{f.shrink_attempts} shrinking replay(s))")
             for n, step in enumerate(f.steps, 1):
                 print(f"    {n}. {describe(step)}")
+            if f.model is not None:
+                from conformance.fuzz.model_side import describe as describe_model
+
+                print("  what the model said (shrunk model script):")
+                for line in describe_model(f.model):
+                    print(f"    {line}")
         else:
             from conformance.fuzz.client_fuzz import describe_stream
 
@@ -198,9 +236,7 @@ def failure_fingerprint(f: Any) -> str:
     from conformance.fuzz import regressions
 
     if f.role == "agent":
-        from conformance.fuzz.steps import shape
-
-        counterexample: Any = [shape(s) for s in f.steps]
+        counterexample: Any = regressions.agent_shape(f.steps, f.model)
     else:
         from conformance.fuzz.client_fuzz import stream_shape
 
@@ -223,6 +259,8 @@ def regression_header(f: Any, result: Any, options: Any, strict: bool) -> dict[s
     header.pop("case", None)
     if f.role == "agent":
         header["steps"] = f.steps
+        if f.model is not None:
+            header["model"] = f.model
     else:
         header["stream"] = f.stream
     return header
@@ -323,11 +361,18 @@ def _replay_one(ns: argparse.Namespace, reg: Any, options: Any, strict: bool, cw
         command = ns.agent or reg.target
         if not command:
             raise cli.UsageError(f"{reg.path}: no --agent given and no target recorded")
-        target = AgentTarget(split_command(command), command, cli._env(ns.agent_env),
-                             ns.timeout)
-        return regressions.replay_agent(reg, target, options=options, strict=strict,
-                                        attempts=ns.attempts, cwd=cwd,
-                                        schema_dir=ns.schema_dir)
+        # A file with a model script gets the same model answers from a scripted model
+        # server of its own ({model_url} filled in the command, env and configs).
+        ns.model_server = reg.model is not None
+        model, filled, env = cli._model_server(ns, command, [])
+        target = AgentTarget(split_command(filled), command, env, ns.timeout)
+        try:
+            return regressions.replay_agent(reg, target, options=options, strict=strict,
+                                            attempts=ns.attempts, cwd=cwd,
+                                            schema_dir=ns.schema_dir, model=model)
+        finally:
+            if model is not None:
+                model.stop()
     if ns.agent:
         return regressions.Verdict(reg, regressions.NOT_REPLAYED,
                                    note="a client regression needs --client or --client-adapter")

@@ -10,6 +10,8 @@ A regression file is an ordinary transcript (:mod:`conformance.transcript`), so
     "seed": 1234, "effort": "ci", "strict": false,
     "fuzz": "agent",                   # which side was fuzzed
     "steps": [...]                     # agent: the client's steps (fuzz/steps.py)
+    "model": {...}                     # agent behind --model-server: what the model said,
+                                       # a model script (modelserver/script.py)
     "stream": {...}                    # client: the generated stream (fuzz/client_fuzz.py)
 
 The file name is the fingerprint: a hash of the rule and of the counterexample's
@@ -19,7 +21,8 @@ Paths of the machine that found it (the session working directory, the current
 directory) are written as ``/project`` and ``.``, so files can be committed.
 
 ``replay`` plays a file's steps (or stream) against a target and grades the new
-transcript: STILL FAILING if the same rule breaks again, FIXED if not.
+transcript: STILL FAILING if the same rule breaks again, FIXED if not. A file
+with a model script is played with a scripted model server answering as it did.
 """
 
 from __future__ import annotations
@@ -102,6 +105,18 @@ def _msg_shape(msg: Any, letters: IdLetters) -> Any:
             return [kind, "absent"]
         return [kind, letters(update["messageId"])]
     return [str(method)]
+
+
+def agent_shape(steps: Sequence[Any], model: Any = None) -> Any:
+    """An agent counterexample's shape: its steps' shapes, and its model script's."""
+    from conformance.fuzz.steps import shape
+
+    out: Any = [shape(s) for s in steps]
+    if model is not None:
+        from conformance.fuzz.model_side import shape as model_shape
+
+        out = {"steps": out, "model": model_shape(model)}
+    return out
 
 
 def failure_shape(role: str, protocol: int, counterexample: Any, finding: Finding,
@@ -187,6 +202,7 @@ class Regression:
     requirement: str
     steps: list[Any] = field(default_factory=list)
     stream: Any = None
+    model: dict[str, Any] | None = None  # the model script the agent's model played
 
     @property
     def fingerprint(self) -> str:
@@ -219,6 +235,14 @@ def read(path: Path) -> Regression:
             reg.steps = validate(header.get("steps"))
         except StepError as exc:
             raise RegressionError(f"{where}: header 'steps': {exc}") from None
+        if header.get("model") is not None:
+            from conformance.modelserver.script import ScriptError, parse_script
+
+            try:
+                parse_script(header["model"], f"{where}: header 'model'")
+            except ScriptError as exc:
+                raise RegressionError(str(exc)) from None
+            reg.model = header["model"]
     else:
         if not isinstance(header.get("stream"), dict):
             raise RegressionError(f"{where}: header 'stream' must be an object")
@@ -236,9 +260,7 @@ def expected_fingerprint(reg: Regression) -> str:
                        str(finding.get("message", "")),
                        entries=tuple(int(e) for e in evidence.get("entries", [])))
     if reg.role == "agent":
-        from conformance.fuzz.steps import shape
-
-        counterexample: Any = [shape(s) for s in reg.steps]
+        counterexample: Any = agent_shape(reg.steps, reg.model)
     else:
         from conformance.fuzz.client_fuzz import stream_shape
 
@@ -266,16 +288,21 @@ class Verdict:
 
 
 def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool,
-                 attempts: int = 1, cwd: str, schema_dir: Path | None = None) -> Verdict:
-    """Play the file's steps against ``target`` (a :class:`steps.AgentTarget`)."""
+                 attempts: int = 1, cwd: str, schema_dir: Path | None = None,
+                 model: Any = None) -> Verdict:
+    """Play the file's steps against ``target`` (a :class:`steps.AgentTarget`), with
+    ``model`` (a running model server) playing the file's model script."""
     from conformance.fuzz.agent_machine import grade_run, violations
-    from conformance.fuzz.steps import play
+    from conformance.fuzz.model_side import play_with_model
 
+    if reg.model is not None and model is None:
+        return Verdict(reg, NOT_REPLAYED, note="the file has a model script: replay it with "
+                                               "a scripted model server")
     last: Verdict | None = None
     for _ in range(max(1, attempts)):
-        played = play(target, reg.protocol, reg.steps, cwd=cwd,
-                      header={"profile": options.profile.name,
-                              "case": f"replay:{reg.fingerprint}"})
+        played = play_with_model(target, model, reg.protocol, reg.steps, reg.model, cwd=cwd,
+                                 header={"profile": options.profile.name,
+                                         "case": f"replay:{reg.fingerprint}"})
         if not played.playable:
             return Verdict(reg, NOT_REPLAYED, note=played.note, transcript=played.transcript)
         bad = violations(grade_run(played.transcript.entries, protocol=reg.protocol,
@@ -301,5 +328,5 @@ def regrade_offline(reg: Regression, *, options: Options, strict: bool,
 
 
 __all__ = ["DEFAULT_DIR", "FIXED", "NOT_REPLAYED", "STILL_FAILING", "Regression",
-           "RegressionError", "Saved", "Verdict", "entry_shape", "expected_fingerprint",
-           "failure_shape", "files", "fingerprint", "read", "replay_agent", "save"]
+           "RegressionError", "Saved", "Verdict", "agent_shape", "entry_shape",
+           "expected_fingerprint", "failure_shape", "files", "fingerprint", "read", "replay_agent", "save"]

@@ -17,6 +17,10 @@ mutations, nasty values reachable while shrinking heads for plain ones.
   (:data:`MUTATIONS`) applied to one chunk.
 * :func:`example_streams` - deterministic examples for a seed, for the client
   suite's generated turns.
+* :func:`model_scripts` - what an LLM-backed agent's model says, per turn and
+  per request (:mod:`conformance.modelserver.script` data): reasoning or not,
+  text parts, tool calls between them, chunk sizes and pauses, and the
+  provider's item IDs (:data:`ITEM_ID_FORMS`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
+
+from conformance.modelserver.apis import HARMLESS_TOOLS
 
 Step = dict[str, Any]
 KINDS = ("user", "agent", "thought")
@@ -246,3 +252,119 @@ def _richness(stream: list[Step]) -> int:
                                   unicodedata.normalize("NFKC", b)))
     kinds = {k for s in stream for k in KINDS if k in s}
     return len(stream) + 3 * related + 2 * len(kinds) + 2 * sum("tool_call" in s for s in stream)
+
+
+#: How a provider item ID is drawn, simplest first (shrinking heads for "fresh").
+ITEM_ID_FORMS = ("fresh", "earlier-turn", "this-turn", "reasoning", "empty", "long",
+                 "look-alike")
+LONG_ID_LENGTH = 2048
+
+
+def _look_alike(mid: str, how: int) -> str:
+    """A different ID that a careless agent or client could take for ``mid``."""
+    return (mid.upper(), mid + " ", mid.replace("_", "-"))[how % 3]
+
+
+@st.composite
+def _model_scripts(draw: Any, turns: int, max_rounds: int, max_texts: int,
+                   tools: tuple[str, ...], reasoning: bool, pauses: bool) -> dict[str, Any]:
+    fresh = [0]
+    earlier: list[str] = []  # item IDs of earlier turns
+    responses: list[str] = []
+
+    def new(prefix: str) -> str:
+        fresh[0] += 1
+        return f"{prefix}_{fresh[0]}"
+
+    def item_id(prefix: str, this_turn: list[str], reasoning_id: str | None) -> str:
+        form = draw(st.sampled_from(ITEM_ID_FORMS), label="item id")
+        pools = {"earlier-turn": earlier, "this-turn": this_turn,
+                 "reasoning": [reasoning_id] if reasoning_id else [],
+                 "look-alike": earlier + this_turn}
+        if form == "empty":
+            return ""
+        if form == "long":
+            return new(prefix) + "x" * LONG_ID_LENGTH
+        pool = [i for i in pools.get(form, []) if i]
+        if not pool:
+            return new(prefix)
+        chosen: str = draw(st.sampled_from(pool), label="repeated id")
+        if form == "look-alike":
+            return _look_alike(chosen, draw(st.integers(0, 2)))
+        return chosen
+
+    def text_part(key: str, prefix: str, text: str, this_turn: list[str],
+                  reasoning_id: str | None) -> dict[str, Any]:
+        part: dict[str, Any] = {key: text, "id": item_id(prefix, this_turn, reasoning_id)}
+        chunks = draw(st.one_of(st.none(), st.integers(1, 6)), label="chunks")
+        if chunks is not None:
+            part["chunks"] = chunks
+        this_turn.append(part["id"])
+        return part
+
+    def tool_part() -> dict[str, Any]:
+        # The first of ``names`` from a drawn one on that the agent declared: the same
+        # script picks among any agent's tools, whichever it declares.
+        names = tools or tuple(name for name, _ in HARMLESS_TOOLS)
+        k = draw(st.integers(0, len(names) - 1), label="tool")
+        return {"tool": {"choose": list(names[k:] + names[:k])}}
+
+    drawn_turns = []
+    for t in range(1, draw(st.integers(1, turns), label="turns") + 1):
+        this_turn: list[str] = []
+        replies = []
+        rounds = draw(st.integers(1, max_rounds), label="rounds")
+        for r in range(rounds):
+            say: list[dict[str, Any]] = []
+            reasoning_id = None
+            if reasoning and draw(st.booleans(), label="reasoning"):
+                say.append(text_part("reasoning", "rs", f"Thinking about turn {t}.", this_turn,
+                                     None))
+                reasoning_id = say[-1]["id"]
+            texts = draw(st.integers(1, max_texts), label="texts")
+            for k in range(texts):
+                if k and r < rounds - 1 and draw(st.booleans(), label="tool between"):
+                    say.append(tool_part())
+                say.append(text_part("text", "msg", f"Turn {t}, reply {r + 1}, part {k + 1}.",
+                                     this_turn, reasoning_id))
+            if r < rounds - 1:  # the turn goes on only after a tool call
+                say.append(tool_part())
+            reply: dict[str, Any] = {"say": say}
+            rid = draw(st.sampled_from(("fresh", "repeat", "empty")), label="response id")
+            reply["id"] = ("" if rid == "empty" else
+                           draw(st.sampled_from(responses)) if rid == "repeat" and responses
+                           else new("resp"))
+            responses.append(reply["id"])
+            if pauses:
+                pace = draw(st.sampled_from((0.0, 0.005, 0.02)), label="pause")
+                if pace:
+                    reply["pace"] = pace
+            replies.append(reply)
+        earlier.extend(this_turn)
+        drawn_turns.append(replies)
+    return {"format": 1, "description": "drawn by the fuzzer",
+            "replies": [{"say": [{"text": "Done."}]}], "turns": drawn_turns}
+
+
+def model_scripts(*, turns: int = 3, max_rounds: int = 2, max_texts: int = 3,
+                  tools: Sequence[str] = (), reasoning: bool = True,
+                  pauses: bool = True) -> st.SearchStrategy[dict[str, Any]]:
+    """Model scripts (the data form of :mod:`conformance.modelserver.script`): per user
+    turn up to ``max_rounds`` requests, each an optional reasoning item and up to
+    ``max_texts`` text items with tool calls between them (the first tool the agent
+    declared of ``tools``, from a drawn one on; default: the model server's harmless
+    tools, so a call never does harm), every item with a
+    provider ID drawn from :data:`ITEM_ID_FORMS` (fresh, repeated from an earlier turn
+    or this one, the reasoning item's, empty, very long, or a look-alike of an earlier
+    one), streamed in drawn chunk sizes and pauses. A turn past ``turns`` gets a plain
+    text with a fresh ID. Shrinks towards one turn of one text with fresh IDs."""
+    _check_int("turns", turns, 1)
+    _check_int("max_rounds", max_rounds, 1)
+    _check_int("max_texts", max_texts, 1)
+    tools = tuple(tools)
+    if any(not isinstance(t, str) or not t for t in tools):
+        raise InvalidArgument(f"tools={tools!r} must be tool names")
+    for name, value in (("reasoning", reasoning), ("pauses", pauses)):
+        if not isinstance(value, bool):
+            raise InvalidArgument(f"{name}={value!r} must be a bool")
+    return _model_scripts(turns, max_rounds, max_texts, tools, reasoning, pauses)

@@ -24,13 +24,20 @@ server's request counter, so replayed messages can be told apart by content.
 
 A prompt can get its own replies: ``when: [{prompt: REGEX, replies: [...]}]``
 is tried in order against the user's last prompt before ``replies``.
+
+A turn can get its own replies too: ``turns: [[...], [...]]`` answers the
+*t*-th user prompt of the conversation with ``turns[t-1]`` (by round, as
+above); turns past the list fall back to ``when`` and ``replies``. A reply may
+name its response ID (``id``) and a part its item ID (``id``); without one the
+server makes a fresh ID (or repeats one, with ``ids: repeat``). The fuzzer
+draws scripts of this form (:func:`conformance.fuzz.strategies.model_scripts`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +59,7 @@ SCRIPT_SCHEMA: dict[str, Any] = {
         "ids": {"enum": ["unique", "repeat"]},
         "pace": {"type": "number", "minimum": 0, "maximum": 5},
         "replies": {"$ref": "#/$defs/replies"},
+        "turns": {"type": "array", "items": {"$ref": "#/$defs/replies"}},
         "when": {"type": "array", "items": {
             "type": "object", "additionalProperties": False, "required": ["prompt", "replies"],
             "properties": {"prompt": {"type": "string", "minLength": 1},
@@ -64,18 +72,19 @@ SCRIPT_SCHEMA: dict[str, Any] = {
             "properties": {
                 "say": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/part"}},
                 "pace": {"type": "number", "minimum": 0, "maximum": 5},
+                "id": {"type": "string"},
             },
         },
         "part": {
             "oneOf": [
                 {"type": "object", "additionalProperties": False, "required": ["text"],
-                 "properties": {"text": {"type": "string"},
+                 "properties": {"text": {"type": "string"}, "id": {"type": "string"},
                                 "chunks": {"type": "integer", "minimum": 1, "maximum": 500}}},
                 {"type": "object", "additionalProperties": False, "required": ["reasoning"],
-                 "properties": {"reasoning": {"type": "string"},
+                 "properties": {"reasoning": {"type": "string"}, "id": {"type": "string"},
                                 "chunks": {"type": "integer", "minimum": 1, "maximum": 500}}},
                 {"type": "object", "additionalProperties": False, "required": ["tool"],
-                 "properties": {"tool": {"oneOf": [
+                 "properties": {"id": {"type": "string"}, "tool": {"oneOf": [
                      {"const": "auto"},
                      {"type": "object", "additionalProperties": False,
                       "properties": {
@@ -99,16 +108,18 @@ class Part:
     chunks: int | None = None  # how many deltas to stream the text in (default: per word)
     choose: tuple[str, ...] = ()  # tool names to prefer, in order ("" = the built-in list)
     arguments: Mapping[str, Any] | None = None
+    id: str | None = None  # the upstream item ID (None: the server makes one)
 
 
 @dataclass(frozen=True)
 class Reply:
     parts: tuple[Part, ...]
     pace: float = 0.0  # seconds between streamed deltas
+    id: str | None = None  # the upstream response ID (None: the server makes one)
 
     def without_tools(self) -> Reply:
         kept = tuple(p for p in self.parts if p.kind != "tool")
-        return Reply(kept or (Part("text", "Done."),), self.pace)
+        return Reply(kept or (Part("text", "Done."),), self.pace, self.id)
 
 
 @dataclass(frozen=True)
@@ -118,14 +129,19 @@ class ModelScript:
     name: str = "default"
     description: str = ""
     when: tuple[tuple[re.Pattern[str], tuple[Reply, ...]], ...] = ()
+    turns: tuple[tuple[Reply, ...], ...] = ()
 
-    def reply_for(self, round_: int, prompt: str = "") -> Reply:
-        """The reply to the ``round_``-th request of a turn (0 = answering the prompt)."""
+    def reply_for(self, round_: int, prompt: str = "", turn: int = 0) -> Reply:
+        """The reply to the ``round_``-th request of a turn (0 = answering the prompt);
+        ``turn`` counts the user prompts of the conversation (1 = the first)."""
         replies = self.replies
-        for pattern, chosen in self.when:
-            if pattern.search(prompt):
-                replies = chosen
-                break
+        if 0 < turn <= len(self.turns):
+            replies = self.turns[turn - 1]
+        else:
+            for pattern, chosen in self.when:
+                if pattern.search(prompt):
+                    replies = chosen
+                    break
         if round_ < len(replies):
             return replies[round_]
         return replies[-1].without_tools()
@@ -174,7 +190,8 @@ def parse_script(data: Any, name: str, lines: Mapping[tuple[Any, ...], int] | No
                 from None
         when.append((pattern, _replies(rule["replies"], data)))
     return ModelScript(_replies(data["replies"], data), data.get("ids", "unique"), name,
-                       data.get("description", ""), tuple(when))
+                       data.get("description", ""), tuple(when),
+                       tuple(_replies(t, data) for t in data.get("turns", [])))
 
 
 def _replies(items: list[Any], data: dict[str, Any]) -> tuple[Reply, ...]:
@@ -183,17 +200,18 @@ def _replies(items: list[Any], data: dict[str, Any]) -> tuple[Reply, ...]:
         parts = []
         for p in r["say"]:
             if "text" in p:
-                parts.append(Part("text", p["text"], p.get("chunks")))
+                parts.append(Part("text", p["text"], p.get("chunks"), id=p.get("id")))
             elif "reasoning" in p:
-                parts.append(Part("reasoning", p["reasoning"], p.get("chunks")))
+                parts.append(Part("reasoning", p["reasoning"], p.get("chunks"), id=p.get("id")))
             else:
                 tool = p["tool"]
                 if tool == "auto":
-                    parts.append(Part("tool"))
+                    parts.append(Part("tool", id=p.get("id")))
                 else:
                     parts.append(Part("tool", choose=tuple(tool.get("choose", ())),
-                                      arguments=tool.get("arguments")))
-        replies.append(Reply(tuple(parts), float(r.get("pace", data.get("pace", 0.0)))))
+                                      arguments=tool.get("arguments"), id=p.get("id")))
+        replies.append(Reply(tuple(parts), float(r.get("pace", data.get("pace", 0.0))),
+                             r.get("id")))
     return tuple(replies)
 
 
@@ -206,8 +224,7 @@ def load_script(path: Path) -> ModelScript:
     except CaseError as exc:
         raise ScriptError(str(exc).replace("case file", "model script")) from None
     script = parse_script(data, name, lines)
-    return ModelScript(script.replies, script.ids, Path(path).stem, script.description,
-                       script.when)
+    return replace(script, name=Path(path).stem)
 
 
 def dump_example() -> str:

@@ -138,14 +138,18 @@ class ModelServer:
             script = self.script
             response_id = self._next_id("response", shape, script)
         notes: dict[str, Any] = {}
-        reply = script.reply_for(req.round, req.last_user)
+        reply = script.reply_for(req.round, req.last_user, req.turn)
+        if reply.id is not None:  # the script names its IDs (fuzzed model scripts do)
+            response_id = reply.id
         if req.wants_json:  # a structured side request (titles, routing): answer it plainly
             reply = reply.without_tools()
         items: list[Item] = []
         values = {"turn": req.turn, "request": number}
         for part in reply.parts:
             item_id = response_id
-            if shape.per_item_ids or part.kind == "tool":
+            if part.id is not None and (shape.per_item_ids or part.kind == "tool"):
+                item_id = part.id
+            elif shape.per_item_ids or part.kind == "tool":
                 with self._lock:
                     item_id = self._next_id(part.kind, shape, script)
             if part.kind == "tool":
