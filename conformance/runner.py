@@ -248,13 +248,17 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
                              "profile": run.options.profile.name,
                              "target": " ".join(run.command), "case": name})
     cr = CaseResult(name, case.description, list(case.requirements), protocol)
-    if run.model is not None:
+    command, env = list(run.command), dict(run.env)
+    if run.model is not None:  # the case's own route of the model server
         from conformance.modelserver.cases import use_case_script
 
-        use_case_script(run.model, case, name, run.model_script, transcript.header)
+        url = use_case_script(run.model, case, safe_name(name), run.model_script,
+                              transcript.header)
+        command = [a.replace(run.model.url, url) for a in command]
+        env = {k: v.replace(run.model.url, url) for k, v in env.items()}
     with tempfile.TemporaryDirectory(prefix="acp-conformance-") as cwd:
-        driver = ClientDriver(run.command, transcript, protocol=protocol, timeout=run.timeout,
-                              cwd=cwd, env=run.env, turn_timeout=run.turn_timeout,
+        driver = ClientDriver(command, transcript, protocol=protocol, timeout=run.timeout,
+                              cwd=cwd, env=env, turn_timeout=run.turn_timeout,
                               cutoff=cutoff)
         interrupted = cut = False
         try:
@@ -304,7 +308,10 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
         transcript.header["target_info"] = {"name": info.name, "version": info.version,
                                             "protocol": info.protocol}
         if run.model is not None:  # what the model said while the agent made this traffic
-            transcript.header["model_requests"] = run.model.take_log()
+            from conformance.modelserver.cases import end_case
+
+            transcript.header["model_requests"] = end_case(run.model, safe_name(name),
+                                                           shared=run.jobs <= 1)
     if cr.note and not cr.note.startswith("aborted"):
         cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
                        for r in case.requirements]
