@@ -1,0 +1,116 @@
+"""``--jobs``: cases run concurrently, and what a user reads is what a serial run gives.
+
+The same suite runs with ``-j 1`` and ``-j 4`` through the real command line; the
+console summary, the JSON, JUnit and Markdown reports and the exit code must be
+identical, and the HTML report and the transcripts identical apart from what
+differs between any two runs (time offsets, process ids, the agent's random
+session and message IDs, temporary folders, and how far a cancelled turn got).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import REPO_ROOT, cli_env, load_json
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
+
+from harness import agent_command
+
+REFERENCE = f"{sys.executable} -m conformance.reference.agent"
+RUN_TO_RUN = [  # what differs between two serial runs of the same target
+    (re.compile(r"[0-9a-f]{32}"), "HEX"),
+    (re.compile(r"acp-conformance-[A-Za-z0-9_]{8}"), "TMPDIR"),
+    (re.compile(r"(&quot;|\")(pid|pgid)(&quot;|\"): \d+"), r"\2: N"),
+    (re.compile(r"(&quot;|\")t(&quot;|\"): [0-9.e-]+"), "t: N"),
+]
+WIRE_ROW = re.compile(r'<tr id="case-\d+-e\d+".*?</tr>')  # a transcript line in the HTML
+
+
+def run(agent: str, out: Path, jobs: str, *extra: str) -> tuple[int, str]:
+    out.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance", "--agent", agent, "-j", jobs, "--no-color",
+         "--json", str(out / "r.json"), "--junit", str(out / "r.xml"),
+         "--html", str(out / "r.html"), "--markdown", str(out / "r.md"),
+         "--transcripts", str(out / "t"), *extra],
+        capture_output=True, text=True, cwd=out, env=cli_env(), timeout=300, check=False)
+    return proc.returncode, proc.stdout
+
+
+def normal(text: str, root: Path) -> str:
+    text = text.replace(str(root), "ROOT")
+    for pattern, repl in RUN_TO_RUN:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def without_cancel(html: str) -> str:
+    """The HTML report without the cancel cases' sections (see the transcripts below)."""
+    parts = html.split('<details id="case-')
+    return '<details id="case-'.join(p for p in parts if "<code>cancel-" not in p[:300])
+
+
+def report(path: Path) -> dict[str, Any]:
+    data = load_json(path)
+    data.pop("date", None)
+    for c in data["cases"]:
+        c["transcript"] = c["transcript"] and Path(c["transcript"]).name
+    return dict(data)
+
+
+def test_jobs_4_reports_what_jobs_1_reports(tmp_path: Path) -> None:
+    rc1, out1 = run(REFERENCE, tmp_path / "serial", "1")
+    rc4, out4 = run(REFERENCE, tmp_path / "parallel", "4")
+    assert rc1 == rc4 == 0, out1 + out4
+    assert out1 == out4
+    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
+    assert report(serial / "r.json") == report(parallel / "r.json")
+    for name in ("r.xml", "r.md"):
+        assert (serial / name).read_text("utf-8") == (parallel / name).read_text("utf-8"), name
+    html = [without_cancel(WIRE_ROW.sub("", normal((d / "r.html").read_text("utf-8"), d)))
+            for d in (serial, parallel)]
+    assert html[0] == html[1]
+    names = sorted(p.name for p in (serial / "t").iterdir())
+    assert names == sorted(p.name for p in (parallel / "t").iterdir())
+    assert len(names) == len(report(serial / "r.json")["cases"])
+    for name in names:
+        if name.startswith("cancel-"):
+            continue  # how many chunks precede the cancel depends on timing, serial or not
+        one, four = (normal((d / "t" / name).read_text("utf-8"), d) for d in (serial, parallel))
+        assert one == four, name
+
+
+def test_a_repeated_fault_is_settled_alike_when_cases_overlap(tmp_path: Path) -> None:
+    agent = agent_command("silent_after_prompt")
+    rc1, out1 = run(agent, tmp_path / "serial", "1", "--timeout", "3")
+    rc4, out4 = run(agent, tmp_path / "parallel", "4", "--timeout", "3")
+    assert rc1 == rc4 == 1
+    assert out1 == out4
+    serial, parallel = (report(tmp_path / d / "r.json") for d in ("serial", "parallel"))
+    assert serial == parallel
+    notes = [c["note"] for c in serial["cases"]]
+    assert sum(n.startswith("not run: the target went silent") for n in notes) >= 8, notes
+    # Cases the parallel run started before the decision left no transcript behind.
+    assert sorted(p.name for p in (tmp_path / "parallel" / "t").iterdir()) == sorted(
+        p.name for p in (tmp_path / "serial" / "t").iterdir())
+
+
+def test_progress_shows_the_cases_in_flight() -> None:
+    from conformance import cases as casemod
+    from conformance.checks import Options
+    from conformance.runner import AgentRun, run_agent_suite
+
+    seen: list[str] = []
+    run = AgentRun(command=[sys.executable, str(REPO_ROOT / "fixtures" / "hostile" / "agents"
+                                                / "slow_start.py")],
+                   protocols=[1], options=Options(), timeout=10, jobs=3,
+                   env={"SLOW_START_SECONDS": "0.5"},
+                   progress=lambda done, total, current: seen.append(current))
+    result = run_agent_suite(run, casemod.load_dir(None), "slow")
+    assert not result.failed
+    assert any(len(current.split(", ")) >= 2 for current in seen), seen
