@@ -57,11 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--protocol", default="1", choices=["1", "2", "both"])
     p.add_argument("--code", type=Path, help="run this checkout's command line instead")
     p.add_argument("--only", action="append", default=[], help="fixture name (repeatable)")
+    p.add_argument("-j", "--jobs", help="pass --jobs to the command line (the code after the "
+                                        "change; without it, its default)")
     ns = p.parse_args(argv)
     limit = bound(ns.timeout, 2 if ns.protocol == "both" else 1)
     over = 0
     for name in ns.only or FIXTURES:
-        wall, rc = run_one(name, timeout=ns.timeout, protocol=ns.protocol, code=ns.code)
+        wall, rc = run_one(name, timeout=ns.timeout, protocol=ns.protocol, code=ns.code,
+                           extra=["-j", ns.jobs] if ns.jobs else [])
         ok = wall < limit
         over += not ok
         print(f"{name}: {wall:.1f} s wall, exit {rc} (bound {limit:.0f} s) "

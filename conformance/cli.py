@@ -346,8 +346,7 @@ def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str) -> i
                            progress=progress if progress.enabled else None,
                            model=model, model_script=getattr(ns, "model_script", None),
                            turn_timeout=ns.turn_timeout, handle_signals=True,
-                           # a config file written once for the run is shared by every case
-                           jobs=1 if getattr(ns, "agent_config", []) else ns.jobs,
+                           jobs=ns.jobs,
                            deadline=ns.deadline, keep_going=ns.keep_going)
             result = run_agent_suite(run, cases, label)
         except RunInterrupted as exc:

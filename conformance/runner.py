@@ -29,7 +29,7 @@ from conformance.driver import (
 )
 from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
 from conformance.transcript import Transcript
-from conformance.transport import close_all
+from conformance.transport import close_all, owner_of_connection
 
 ALWAYS = ("MID-S-06", "TARGET")  # framing and liveness are graded in every case
 INTERRUPT_GRACE = 0.5  # seconds an interrupted target gets before SIGTERM, and again before SIGKILL
@@ -149,6 +149,9 @@ def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> 
     def play(protocol: int, case: Case, signals: _Signals | None, cutoff: Cutoff) -> CaseResult:
         return run_agent_case(run, case, protocol, signals=signals, cutoff=cutoff)
 
+    if run.model is not None:  # a request naming no case's route: whose target sent it
+        run.model.resolver = _model_route_of(run.model.port)
+
     signum = run_plan(result, agent_plan(run, cases), play, handle_signals=run.handle_signals,
                       progress=run.progress, jobs=run.jobs, deadline=run.deadline,
                       shortcut=Shortcut(run.keep_going))
@@ -216,6 +219,13 @@ def _record(result: RunResult, shortcut: Shortcut | None, cr: CaseResult) -> Non
     if shortcut is not None:
         shortcut.after(cr)
     result.cases.append(cr)
+
+
+def _model_route_of(server_port: int) -> Callable[[int], str | None]:
+    def resolve(client_port: int) -> str | None:
+        target = owner_of_connection(client_port, server_port)
+        return safe_name(str(target.transcript.header.get("case"))) if target else None
+    return resolve
 
 
 def agent_plan(run: AgentRun, cases: Sequence[Case]) -> list[tuple[int, Case]]:

@@ -114,3 +114,37 @@ def test_progress_shows_the_cases_in_flight() -> None:
     result = run_agent_suite(run, casemod.load_dir(None), "slow")
     assert not result.failed
     assert any(len(current.split(", ")) >= 2 for current in seen), seen
+
+
+def test_each_concurrent_case_has_its_own_model(tmp_path: Path) -> None:
+    # The agent reads the model's URL from a config file written once for the run (as
+    # real agents do), so its requests name no case: the server tells the cases apart
+    # by the process group that holds the connection.
+    llm_agent = REPO_ROOT / "fixtures" / "agents" / "llm_agent.py"
+    template = tmp_path / "url.in"
+    template.write_text("{model_url}/v1", encoding="utf-8")
+    config = tmp_path / "url.txt"
+    agent = f"sh -c 'OPENAI_BASE_URL=$(cat {config}) exec {sys.executable} {llm_agent}'"
+    headers: dict[str, dict[str, dict[str, Any]]] = {}
+    for jobs in ("1", "4"):
+        out = tmp_path / f"j{jobs}"
+        rc, console = run(agent, out, jobs, "--protocol", "1", "--model-server",
+                          "--agent-config", f"{template}={config}", "--timeout", "20",
+                          "--case", "ids-across-*", "--case", "wire-shapes",
+                          "--case", "prompt-lifecycle")
+        assert rc == 0, console
+        headers[jobs] = {p.name: load_json_line(p) for p in (out / "t").iterdir()}
+    assert headers["1"].keys() == headers["4"].keys() and len(headers["1"]) == 4
+    for name, header in headers["4"].items():
+        case = name.removesuffix(".jsonl")
+        requests = header["model_requests"]
+        assert requests and all(r.get("case") == case for r in requests), (case, requests)
+        said = [[s["id"] for s in r["said"]] for r in requests]
+        assert said == [[s["id"] for s in r["said"]] for r in
+                        headers["1"][name]["model_requests"]], case
+
+
+def load_json_line(path: Path) -> dict[str, Any]:
+    import json
+
+    return dict(json.loads(path.read_text("utf-8").split("\n", 1)[0]))

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -76,6 +76,8 @@ class ModelServer:
         self._idle = threading.Condition(self._lock)
         self._streaming = 0  # responses being streamed right now
         self.faults: list[str] = []  # errors of the server's own (one line each, also printed)
+        # client port -> route name, for requests that name no route in their path
+        self.resolver: Callable[[int], str | None] | None = None
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.model = self
         self._thread: threading.Thread | None = None
@@ -141,15 +143,23 @@ class ModelServer:
             self._routes[route] = _Route(script or default_script(), label)
         return f"{self.url}{ROUTE_PREFIX}{route}"
 
-    def _route(self, path: str) -> tuple[_Route, str]:
-        """The route of a request path, and the path without the route's prefix."""
+    def _route(self, path: str, client_port: int,
+               known: _Route | None = None) -> tuple[_Route, str]:
+        """The route of a request, and its path without the route's prefix: by the path's
+        prefix, else by who holds the connection (``resolver``, for an agent that reads the
+        server's plain URL from a config file), else the default route."""
         if path.startswith(ROUTE_PREFIX):
             name, _, rest = path[len(ROUTE_PREFIX):].partition("/")
             with self._lock:
                 found = self._routes.get(name)
             if found is not None:
                 return found, "/" + rest
-        return self._default, path
+        if known is not None:  # the connection's earlier request settled it
+            return known, path
+        owner = self.resolver(client_port) if self.resolver is not None else None
+        with self._lock:
+            found = self._routes.get(owner) if owner else None
+        return found or self._default, path
 
     def fault(self, what: str) -> None:
         """An error of the server itself (not of a client's connection): one line."""
@@ -375,7 +385,8 @@ class _Handler(BaseHTTPRequestHandler):
     # -- verbs -----------------------------------------------------------------
     def do_GET(self) -> None:
         model = self.server.model
-        route, path = model._route(self.path.split("?", 1)[0])
+        route, path = model._route(self.path.split("?", 1)[0], self.client_address[1],
+                                   self.route)
         self.route = route
         number = model.next_request_number(route)
         body: dict[str, Any]
@@ -393,7 +404,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         model = self.server.model
-        route, path = model._route(self.path.split("?", 1)[0])
+        route, path = model._route(self.path.split("?", 1)[0], self.client_address[1],
+                                   self.route)
         self.route = route
         number = model.next_request_number(route)
         entry: dict[str, Any] = {"n": number, "method": "POST", "path": path}
