@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hosti
 
 from harness import Run, agent_command, group_alive, run_cli
 
+pytest_plugins = ["pytester"]
+
 TIMEOUT = 10.0
 BOUND = 2 * (2 * TIMEOUT + 15)  # per protocol version, two versions
 
@@ -128,6 +130,31 @@ def test_a_run_within_its_deadline_is_not_cut(tmp_path: Path) -> None:
                     env={"SLOW_START_SECONDS": "0"})
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.report is not None and "cut" not in run.report
+
+
+def test_the_pytest_plugin_honours_the_deadline(pytester: pytest.Pytester,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    result = pytester.runpytest_subprocess(
+        "-p", "conformance.pytest_plugin", "-p", "no:cacheprovider",
+        "--acp-agent", agent_command("slow_start"), "--acp-agent-env", "SLOW_START_SECONDS=30",
+        "--acp-protocol", "1", "--acp-timeout", "60", "--acp-deadline", "3",
+        "--acp-json", "report.json", timeout=120)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) >= 2 and not outcomes.get("passed"), result.outlines
+    out = "\n".join(result.outlines)
+    assert "aborted: cut by --deadline (3 s)" in out
+    assert "not run: deadline" in out
+    assert result.ret == 1
+    report = pytester.path / "report.json"
+    import json
+
+    notes = [c["note"] for c in json.loads(report.read_text("utf-8"))["cases"]]
+    assert notes[0].startswith("aborted: cut by --deadline") and set(notes[1:]) == {
+        "not run: deadline"}, notes
 
 
 # -- the model server ------------------------------------------------------------------
