@@ -148,3 +148,21 @@ def load_json_line(path: Path) -> dict[str, Any]:
     import json
 
     return dict(json.loads(path.read_text("utf-8").split("\n", 1)[0]))
+
+
+def test_client_runs_alike_at_jobs_4(tmp_path: Path) -> None:
+    client = (f"{sys.executable} -c 'import sys; from conformance.client.reference import main;"
+              " sys.exit(main())' --agent-cmd {agent}")
+    outs = {}
+    for jobs in ("1", "4"):
+        out = tmp_path / f"j{jobs}"
+        out.mkdir()
+        proc = subprocess.run(
+            [sys.executable, "-m", "conformance", "--client", client, "--client-profile",
+             str(REPO_ROOT / "fixtures" / "clients" / "reference.yaml"), "-j", jobs,
+             "--no-color", "--json", str(out / "r.json"), "--junit", str(out / "r.xml")],
+            capture_output=True, text=True, cwd=REPO_ROOT, env=cli_env(), timeout=300,
+            check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        outs[jobs] = (proc.stdout, report(out / "r.json"), (out / "r.xml").read_text("utf-8"))
+    assert outs["1"] == outs["4"]
