@@ -25,8 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = ROOT / "fixtures" / "hostile" / "agents"
-FIXTURES = ("silent_after_prompt", "huge_line", "unmatched_ids", "stream_forever",
-            "crash_mid_stream", "mute_to_v2")
+FIXTURES = ("silent_after_prompt", "huge_line", "huge_line_at_prompt", "unmatched_ids",
+            "stream_forever", "crash_mid_stream", "mute_to_v2")
 SLACK = 15.0
 
 

@@ -53,13 +53,14 @@ def play_concurrently(result: RunResult, plan: Sequence[tuple[int, Case]],
                       play: Callable[[int, Case, Any, Cutoff], CaseResult], *, jobs: int,
                       signals: Any, run_cut: Cutoff,
                       progress: Callable[[int, int, str], None] | None,
-                      stand_in: Callable[[Case, int], CaseResult | None],
+                      stand_in: Callable[[Case, int, bool], CaseResult | None],
                       record: Callable[[CaseResult], None]) -> None:
     """Play ``plan`` with ``jobs`` workers; ``record`` each result in plan order.
 
-    ``stand_in(case, protocol)`` gives the result of a case that is not to be
-    run, judged from what was recorded before it; it is asked again when the
-    case's turn to be recorded comes, so a late decision still wins.
+    ``stand_in(case, protocol, started)`` gives the result of a case that is not
+    to be run, judged from what was recorded before it (and, for a case not
+    ``started``, from the clock); it is asked again when the case's turn to be
+    recorded comes, so a late decision from the cases before it still wins.
     """
     slots = [_Slot(p, c) for p, c in plan]
     lock = threading.Condition()
@@ -71,7 +72,7 @@ def play_concurrently(result: RunResult, plan: Sequence[tuple[int, Case]],
                 slot = next(pending, None)
                 if slot is None:
                     return
-                if signals.signum or stand_in(slot.case, slot.protocol) is not None:
+                if signals.signum or stand_in(slot.case, slot.protocol, False) is not None:
                     slot.skipped = slot.done = True
                     lock.notify_all()
                     continue
@@ -110,11 +111,11 @@ def play_concurrently(result: RunResult, plan: Sequence[tuple[int, Case]],
 
 def _await(slot: _Slot, i: int, slots: list[_Slot], lock: threading.Condition, signals: Any,
            progress: Callable[[int, int, str], None] | None,
-           stand_in: Callable[[Case, int], CaseResult | None]) -> CaseResult | None:
+           stand_in: Callable[[Case, int, bool], CaseResult | None]) -> CaseResult | None:
     """The result to record for ``slots[i]``, once it is known; None: the run stops here."""
     with lock:
         while True:
-            instead = stand_in(slot.case, slot.protocol)
+            instead = stand_in(slot.case, slot.protocol, slot.cutoff is not None)
             if instead is not None:
                 slot.drop()
                 return instead

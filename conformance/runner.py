@@ -192,13 +192,14 @@ def run_plan(result: RunResult, plan: Sequence[tuple[int, Case]], play: Play, *,
             from conformance.parallel import play_concurrently
 
             play_concurrently(result, plan, play, jobs=jobs, signals=signals, run_cut=run_cut,
-                              progress=progress, stand_in=lambda c, p: _stand_in(
-                                  shortcut, c, p, run_cut),
+                              progress=progress, stand_in=lambda c, p, started: _stand_in(
+                                  shortcut, c, p, None if started else run_cut),
                               record=lambda cr: _record(result, shortcut, cr))
     not_run_count = sum(c.note == DEADLINE_NOTE for c in result.cases)
-    if not_run_count or any(c.note.startswith(CUT_NOTE) for c in result.cases):
-        result.cut = (f"the run passed its --deadline of {deadline:g} s: the case in progress "
-                      f"was cut and graded, {not_run_count} case(s) not run")
+    cut_count = sum(c.note.startswith(CUT_NOTE) for c in result.cases)
+    if not_run_count or cut_count:
+        result.cut = (f"the run passed its --deadline of {deadline:g} s: {cut_count} case(s) "
+                      f"in progress cut and graded, {not_run_count} not run")
     return signals.signum
 
 
@@ -207,10 +208,11 @@ CUT_NOTE = "aborted: cut by --deadline"
 
 
 def _stand_in(shortcut: Shortcut | None, case: Case, protocol: int,
-              run_cut: Cutoff) -> CaseResult | None:
-    """The result for a case that is not to be run (repeated fault, deadline), or None."""
+              run_cut: Cutoff | None) -> CaseResult | None:
+    """The result for a case that is not to be run (a repeated fault; with ``run_cut``, for
+    a case not started yet, the deadline), or None."""
     cr = shortcut.skip(case, protocol) if shortcut is not None else None
-    if cr is None and run_cut.reason() == "deadline":
+    if cr is None and run_cut is not None and run_cut.reason() == "deadline":
         cr = not_run(case, protocol, DEADLINE_NOTE)
     return cr
 

@@ -60,6 +60,7 @@ def cases_by_note(report: dict[str, Any]) -> dict[str, str]:
     ("silent_after_prompt", "TARGET/hang", "went silent at"),
     ("unmatched_ids", "TARGET/unmatched-response", "did not answer the v"),
     ("huge_line", "MID-S-06/framing", "did not answer the v"),
+    ("huge_line_at_prompt", "MID-S-06/framing", "went silent at"),
     ("stream_forever", "TARGET/hang", "flooded past the recording cap at"),
     ("crash_mid_stream", "TARGET/exit", "exited at"),
 ])
