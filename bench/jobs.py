@@ -12,7 +12,7 @@ subject's ``-j``, best wall time of ``--repeats``:
   server, ``-j 4``, on the interop run's own options; skipped with one line when it
   is not installed.
 
-Every pair must reach the same verdict (the JSON summaries are compared).
+Every pair must reach the same verdict with the same number of fails.
 
     python3 -m bench.jobs
     python3 -m bench.jobs --quick      # one repeat, a few cases (smoke test)
@@ -56,7 +56,10 @@ def compare(name: str, argv: list[str], subject: str, repeats: int, limit: float
         s = best[jobs]
         print(f"  {name} -j {jobs:<5} wall {s.wall:7.2f} s  cpu {s.cpu:6.2f} s  exit "
               f"{s.returncode}  {summaries[jobs]}")
-    same = summaries["1"] == summaries[subject] and best["1"].returncode == best[subject].returncode
+    # The verdict and the fails: a real agent's timing-dependent warns (how fast it exits
+    # after stdin closes: TARGET/shutdown) vary between two serial runs as well.
+    same = all(summaries["1"].get(k) == summaries[subject].get(k) for k in ("verdict", "fail")
+               ) and best["1"].returncode == best[subject].returncode
     print(f"  {name}: same verdict at -j 1 and -j {subject}: {'yes' if same else 'NO'}")
     print(ratio_line(f"{name} -j {subject} / -j 1 wall", best[subject].wall / best["1"].wall,
                      limit, f"{os.cpu_count()} cores"))
