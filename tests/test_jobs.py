@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +167,33 @@ def test_client_runs_alike_at_jobs_4(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
         outs[jobs] = (proc.stdout, report(out / "r.json"), (out / "r.xml").read_text("utf-8"))
     assert outs["1"] == outs["4"]
+
+
+def test_ctrl_c_with_cases_in_flight_ends_them_all(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from harness import finish_cli, group_alive, start_cli
+    from test_interrupt import wait_ready
+
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    proc = start_cli(["--agent", agent_command("silent_after_prompt"), "--protocol", "1",
+                      "--timeout", "60", "-j", "4", "--agent-env", f"HOSTILE_READY_FIFO={fifo}",
+                      "--json", str(tmp_path / "report.json"),
+                      "--transcripts", str(tmp_path / "transcripts"), "--no-color"], tmp_path)
+    wait_ready(fifo)  # one case went silent; others are in flight
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    run = finish_cli(proc, tmp_path, signalled)
+    assert run.returncode == 130, run.stderr
+    assert run.elapsed < 20, f"took {run.elapsed:.1f} s to stop after the signal"
+    assert "Traceback" not in run.stderr
+    assert run.report is not None
+    notes = [c["note"] for c in run.report["cases"]]
+    assert notes and all("interrupted by SIGINT" in n for n in notes), notes
+    assert not [r for r in run.report["results"]
+                if r["requirement"] == "TARGET/hang" and r["outcome"] == "fail"]
+    assert run.pgids()
+    for pgid in run.pgids():
+        assert not group_alive(pgid), f"process group {pgid} survived the interrupt"
