@@ -134,4 +134,5 @@ class RunResult:
 
     @property
     def failed(self) -> bool:
-        return any(f.outcome is Outcome.FAIL for f in self.all_findings())
+        """A fail finding, or a run cut short (``cut``): it did not test what it should."""
+        return bool(self.cut) or any(f.outcome is Outcome.FAIL for f in self.all_findings())

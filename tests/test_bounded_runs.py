@@ -123,7 +123,11 @@ def test_deadline_cuts_a_slow_healthy_agent(tmp_path: Path, jobs: str) -> None:
     assert not [r for r in run.report["results"] if r["outcome"] == "fail"]  # not a fault
     for case in cut:  # graded and kept
         assert (tmp_path / "transcripts" / f"{case}.jsonl").is_file()
-    assert "not run: deadline" in (tmp_path / "report.md").read_text("utf-8")
+    statement = (tmp_path / "report.md").read_text("utf-8")
+    assert "not run: deadline" in statement and "run cut: the run passed its --deadline" in statement
+    assert "| Verdict | **FAIL** |" in statement  # never green by accident
+    assert run.report["summary"]["verdict"] == "fail"
+    assert "verdict: FAIL" in run.stdout
 
 
 def test_a_run_within_its_deadline_is_not_cut(tmp_path: Path) -> None:

@@ -208,6 +208,8 @@ def statement(result: RunResult) -> Statement:
     info = result.target_info or {}
     name, version = info.get("name"), info.get("version")
     notes = sorted({f"{c.case}: {c.note}" for c in result.cases if c.note})
+    if result.cut:
+        notes.insert(0, f"run cut: {result.cut}")
     return Statement(
         tool=f"{TOOL_NAME} {result.tool_version}", role=result.role, target=result.target,
         target_name=None if name is None else str(name),
