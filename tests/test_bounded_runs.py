@@ -231,3 +231,18 @@ def test_a_fault_of_the_server_is_one_line(capfd: pytest.CaptureFixture[str],
     assert lines[0].startswith("acp-conformance: model server: internal error")
     assert "RuntimeError: scripted reply missing" in lines[0]
     assert "Traceback" not in err
+
+
+def test_a_requirement_only_cases_not_run_would_grade_is_not_run_in_the_statement() -> None:
+    from conformance import cases as casemod
+    from conformance.report.catalogue import statement
+    from conformance.results import RunResult
+    from conformance.runner import not_run
+
+    [case] = [c for c in casemod.load_dir(None) if c.id == "load-fresh-process"]
+    result = RunResult("0", "agent", "agent", [1], "acp-sdk-2.4.0", False)
+    result.cases.append(not_run(case, 1, "not run: the target exited at x in a@v1 and b@v1"))
+    st = statement(result)
+    shown = {v.meta.id: v.shown for v in st.must + st.should}
+    assert shown["MID-A-07"] == "not run", shown
+    assert "pass" not in {shown[r] for r in case.requirements if r in shown}  # never a pass

@@ -109,7 +109,9 @@ class RequirementVerdict:
         if self.outcome is None:
             return "not run" if self.checked else "no direct check"
         if self.outcome is Outcome.NOT_APPLICABLE:
-            return "not testable"
+            cases_not_run = self.findings and all(f.message.startswith("not run:")
+                                                  for f in self.findings)
+            return "not run" if cases_not_run else "not testable"
         return str(self.outcome.value)
 
 
