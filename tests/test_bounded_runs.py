@@ -11,6 +11,7 @@ write its reports and leave no process behind.
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import sys
@@ -163,6 +164,21 @@ def test_the_pytest_plugin_honours_the_deadline(pytester: pytest.Pytester,
 
 
 # -- the model server ------------------------------------------------------------------
+
+
+def test_an_agent_resetting_its_model_connection_leaves_a_clean_console(tmp_path: Path) -> None:
+    run = run_cli(["--agent", agent_command("resets_model_connection"), "--model-server",
+                   "--protocol", "1", "--case", "wire-shapes", "--case", "ids-across-turns",
+                   "--json", str(tmp_path / "report.json"),
+                   "--transcripts", str(tmp_path / "transcripts"), "--no-color"], tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Traceback" not in run.stdout + run.stderr, run.stderr
+    assert "Exception occurred" not in run.stderr and "ConnectionResetError" not in run.stderr
+    for path in run.transcripts:  # recorded where the model traffic is recorded
+        header = json.loads(path.read_text("utf-8").split("\n", 1)[0])
+        requests = header["model_requests"]
+        assert any("connection_error" in r or r.get("status") == 400 for r in requests), requests
+        assert {r.get("case") for r in requests} == {path.stem}
 
 
 def _reset(sock: socket.socket) -> None:
