@@ -25,6 +25,7 @@ from pathlib import Path
 from bench.common import REPO_ROOT, conformance_cli, env, ratio_line, run
 
 PACKAGE = "acplint"
+TARGET = 50.0  # acplint's time to a verdict over ours at -j auto, at least
 
 
 def install(where: Path) -> tuple[Path | None, str]:
@@ -64,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         peer = run([str(exe), "--agent", sys.executable, "--agent-args",
                     "-m conformance.reference.agent", "--output", "json", "--output-file",
                     str(report)], cwd=REPO_ROOT, timeout=1800)
-        ours = run(conformance_cli() + ["--agent",
-                                        f"{sys.executable} -m conformance.reference.agent"])
+        agent = ["--agent", f"{sys.executable} -m conformance.reference.agent"]
+        serial = run(conformance_cli() + agent + ["-j", "1"])
+        ours = run(conformance_cli() + agent + ["-j", "auto"])
         verdict = "no report"
         if report.exists():
             data = json.loads(report.read_text(encoding="utf-8"))
@@ -78,10 +80,15 @@ def main(argv: list[str] | None = None) -> int:
             line.strip() for line in lines[first:] if not line.startswith("verdict:"))]
         print(f"  {version or PACKAGE:<24} wall {peer.wall:7.2f} s  cpu {peer.cpu:6.2f} s  "
               f"exit {peer.returncode}  ({verdict})")
-        print(f"  {'acp-conformance':<24} wall {ours.wall:7.2f} s  cpu {ours.cpu:6.2f} s  "
+        print(f"  {'acp-conformance -j 1':<24} wall {serial.wall:7.2f} s  cpu {serial.cpu:6.2f} s"
+              f"  exit {serial.returncode}")
+        print(f"  {'acp-conformance -j auto':<24} wall {ours.wall:7.2f} s  cpu {ours.cpu:6.2f} s  "
               f"exit {ours.returncode}  ({summary[0] if summary else 'no summary'})")
-        print(ratio_line("acplint/acp-conformance wall", peer.wall / ours.wall, None,
+        print(ratio_line("acplint/acp-conformance -j 1 wall", peer.wall / serial.wall, None,
                          "how many times longer the peer takes to a verdict"))
+        times = peer.wall / ours.wall
+        print(ratio_line("acplint/acp-conformance -j auto wall", times, None,
+                         f"target >= {TARGET:g}x: {'ok' if times >= TARGET else 'UNDER'}"))
     return 0
 
 

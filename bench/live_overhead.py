@@ -288,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="acp-bench-live-") as tmp:
         recorded = Path(tmp) / "recorded"
         command = " ".join(agent_command())
-        cases = [a for c in ns.case for a in ("--case", c)]
+        # -j 1: the overhead of one case at a time against a serial raw driver
+        # (bench/jobs.py measures what concurrency adds).
+        cases = ["-j", "1", *(a for c in ns.case for a in ("--case", c))]
 
         def suite() -> Sample:
             return run(conformance_cli() + ["--agent", command, *cases])

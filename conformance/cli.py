@@ -79,6 +79,19 @@ def _report_outputs(o: Any) -> None:
     o.add_argument("--no-color", action="store_true", help="plain console output")
 
 
+def _jobs(text: str) -> int:
+    """``--jobs N`` or ``auto`` (the number of cores)."""
+    if text == "auto":
+        return os.cpu_count() or 1
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {n}")
+    return n
+
+
 def add_target_options(t: Any, *, timeout: float) -> None:
     """The options that name the target; shared by the suite and the fuzzer."""
     t.add_argument("--agent", metavar="CMD", help="agent command to test, e.g. 'my-agent --acp'")
@@ -123,6 +136,14 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
     t.add_argument("--turn-timeout", type=float, default=None, metavar="SECONDS",
                    help="longest any single wait may last even while the target keeps "
                         "writing, e.g. a stream that never ends (default: 6 x --timeout)")
+    t.add_argument("-j", "--jobs", type=_jobs, default="auto", metavar="N",
+                   help="cases run at the same time (default auto: the number of cores; "
+                        "-j 1 runs them one after another); the reports do not depend on it")
+    t.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                   help="longest the whole run may last: then the case in progress is cut and "
+                        "graded, the rest are not run, and the run exits 1")
+    t.add_argument("--keep-going", action="store_true",
+                   help="run every case even after two in a row hit the same target fault")
     t.add_argument("--cases", type=Path, metavar="DIR", help="case directory (default: bundled)")
     t.add_argument("--case", action="append", default=[], metavar="ID",
                    help="run only this case, case prefix (load-*) or requirement (repeatable)")
@@ -285,7 +306,7 @@ def _check_run_options(ns: argparse.Namespace) -> None:
     """Options a run would trip over only at its end: refused before anything starts."""
     import math
 
-    for opt in ("timeout", "turn_timeout"):
+    for opt in ("timeout", "turn_timeout", "deadline"):
         value = getattr(ns, opt, None)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(f"--{opt.replace('_', '-')} must be a positive number of seconds")
@@ -346,7 +367,9 @@ def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str) -> i
                            schema_dir=ns.schema_dir, env=env,
                            progress=progress if progress.enabled else None,
                            model=model, model_script=getattr(ns, "model_script", None),
-                           turn_timeout=ns.turn_timeout, handle_signals=True)
+                           turn_timeout=ns.turn_timeout, handle_signals=True,
+                           jobs=ns.jobs,
+                           deadline=ns.deadline, keep_going=ns.keep_going)
             result = run_agent_suite(run, cases, label)
         except RunInterrupted as exc:
             progress.close()
@@ -419,6 +442,9 @@ def _report(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cases:
     written = [str(p) for p in (ns.html, getattr(ns, "json", None), ns.junit, ns.markdown) if p]
     if written and getattr(ns, "default_reports", False):  # say where they went
         print("reports: " + ", ".join(written), file=sys.stderr)
+    if result.cut:  # never green by accident: a cut run has not tested everything
+        print(f"acp-conformance: run cut: {result.cut}", file=sys.stderr)
+        return EXIT_FAIL
     if verdict is not None:
         return EXIT_FAIL if verdict.failed else EXIT_OK
     return EXIT_FAIL if result.failed else EXIT_OK
@@ -492,7 +518,8 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
                     adapter=ns.client_adapter if not command else None, profile=profile,
                     timeout=ns.timeout, strict=ns.strict, transcripts=ns.transcripts,
                     env=_env(ns.agent_env), progress=progress if progress.enabled else None,
-                    turn_timeout=ns.turn_timeout, handle_signals=True)
+                    turn_timeout=ns.turn_timeout, handle_signals=True,
+                    jobs=ns.jobs, deadline=ns.deadline)
     try:
         result = run_client_suite(run, cases, label or command or ns.client_adapter)
     except RunInterrupted as exc:

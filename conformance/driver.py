@@ -26,8 +26,21 @@ TURN_TIMEOUT_FACTOR = 6  # default --turn-timeout: this many times --timeout
 GRACE = 0.25
 
 
+CUT_POLL = 0.25  # seconds between looks at the case's Cutoff while a wait lasts
+
+
 class DriveAborted(Exception):
-    """The target hung or died: the case stops; what was recorded is still graded."""
+    """The target hung or died: the case stops; what was recorded is still graded.
+
+    ``fault`` names the target fault and the step it happened at ("went silent at the
+    session/prompt response"), or is empty when the abort says nothing about later
+    cases. The runner stops a protocol version when consecutive cases end with the
+    same fault (see ``runner.Shortcut``).
+    """
+
+    def __init__(self, message: str, fault: str = "") -> None:
+        super().__init__(message)
+        self.fault = fault
 
 
 class DriveTimeout(DriveAborted):
@@ -35,12 +48,39 @@ class DriveTimeout(DriveAborted):
 
 
 class SameForEveryCase(DriveAborted):
-    """An abort every later case of this protocol version would repeat, each waiting out
-    the same timeout; ``reason`` says why, for the cases the runner then does not run."""
+    """A fault every later case of this protocol version would repeat, known from one
+    case (the first handshake never answered, a v2 claim spoken in v1): the runner
+    does not wait for a second case to show it."""
 
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
+
+class DriveCut(DriveAborted):
+    """The case was cut from outside (``--deadline``, a signal, or a run that no longer
+    needs it); ``reason`` says which. Not the target's fault."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cut: {reason}")
         self.reason = reason
+
+
+class Cutoff:
+    """When a case must stop, whatever the target does: a clock time (``--deadline``),
+    or a reason set from another thread. A case's Cutoff may have the run's as parent."""
+
+    def __init__(self, at: float | None = None, parent: Cutoff | None = None) -> None:
+        self.at = at  # time.monotonic() value; None: no deadline
+        self.parent = parent
+        self._reason = ""
+
+    def cut(self, reason: str) -> None:
+        self._reason = self._reason or reason
+
+    def reason(self) -> str:
+        """Why the case must stop now ("" while it may go on)."""
+        if self._reason:
+            return self._reason
+        if self.at is not None and time.monotonic() >= self.at:
+            return "deadline"
+        return self.parent.reason() if self.parent is not None else ""
 
 
 class NotTestable(Exception):
@@ -62,7 +102,7 @@ class ClientDriver:
 
     def __init__(self, argv: Sequence[str], transcript: Transcript, *, protocol: int,
                  timeout: float, cwd: str, env: Mapping[str, str] | None = None,
-                 turn_timeout: float | None = None) -> None:
+                 turn_timeout: float | None = None, cutoff: Cutoff | None = None) -> None:
         self.argv = list(argv)
         self.transcript = transcript
         self.protocol = protocol
@@ -79,6 +119,9 @@ class ClientDriver:
         self.cancelled: set[str] = set()
         self.responses: dict[Any, Entry] = {}
         self.updates_since: list[Entry] = []
+        self.cutoff = cutoff or Cutoff()
+        self.unmatched = 0  # responses under an id the driver never sent
+        self.last_rid = -1
 
     # -- process ---------------------------------------------------------
     def start(self) -> None:
@@ -235,14 +278,33 @@ class ClientDriver:
         """
         assert self.proc is not None
         deadline = time.monotonic() + self.turn_timeout  # an agent that never stops writing
-        while (remaining := deadline - time.monotonic()) > 0:
+        quiet_until = time.monotonic() + quiet
+        while (now := time.monotonic()) < deadline:
+            self._check_cut()
+            if now >= quiet_until:
+                return
             try:
-                entry = self.proc.receive(min(quiet, remaining))
-            except (TargetTimeout, TargetExited):
+                entry = self.proc.receive(min(quiet_until - now, CUT_POLL))
+            except TargetTimeout:
+                continue
+            except TargetExited:
                 return
             self._handle(entry, None)
+            if self.proc.unrecorded_lines:
+                self.note("grace window cut at the recording cap: the agent kept writing",
+                          {"max_entries": self.proc.max_entries})
+                return
+            quiet_until = time.monotonic() + quiet
         self.note("grace window cut at --turn-timeout: the agent kept writing",
                   {"turn_timeout": self.turn_timeout})
+
+    def _check_cut(self) -> None:
+        """Stop the case when its Cutoff says so (recorded, so grading knows why it ended)."""
+        reason = self.cutoff.reason()
+        if reason:
+            self.transcript.add(max(self.conn, 0), "harness", "harness", event="note",
+                                data={"note": "interrupted", "cut": reason})
+            raise DriveCut(reason)
 
     def load(self) -> None:
         sid = self._sid()
@@ -278,7 +340,7 @@ class ClientDriver:
     # -- JSON-RPC ----------------------------------------------------------
     def _send_request(self, method: str, params: Any, *, fuzz: bool = False) -> int:
         assert self.proc is not None
-        rid = next(self.ids)
+        rid = self.last_rid = next(self.ids)
         self._send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}, fuzz=fuzz)
         return rid
 
@@ -316,22 +378,38 @@ class ClientDriver:
         assert self.proc is not None
         proc = self.proc
         deadline = time.monotonic() + self.turn_timeout
-        lines = 0
+        silent_until = time.monotonic() + self.timeout
+        lines = cut_lines = 0
+        unmatched = self.unmatched
         while not done():
-            remaining = deadline - time.monotonic()
+            self._check_cut()
+            now = time.monotonic()
+            flood = proc.unrecorded_lines > 0
             try:
-                if remaining <= 0:
+                if flood or now >= min(deadline, silent_until):
                     raise TargetTimeout()
-                entry = proc.receive(min(self.timeout, remaining))
+                entry = proc.receive(min(min(silent_until, deadline) - now, CUT_POLL))
             except TargetTimeout:
-                overall = time.monotonic() >= deadline
+                if not flood and time.monotonic() < min(deadline, silent_until):
+                    continue  # a look at the Cutoff, not the end of the wait
+                overall = not flood and time.monotonic() >= deadline
                 self.transcript.add(self.conn, "harness", "harness", event="timeout",
                                     data={"timeout": self.timeout, "waiting_for": waiting_for,
                                           "deadline": self.turn_timeout if overall else None,
+                                          "flood": proc.max_entries if flood else None,
                                           "lines": lines,
                                           "stderr_tail": proc.stderr_text()[-1000:]})
+                what = ("flooded past the recording cap" if flood
+                        else "kept writing past --turn-timeout" if overall
+                        else "went silent")
+                if self.unmatched > unmatched:
+                    what = f"answered under response ids that match no request, then {what}"
+                elif cut_lines:
+                    what = f"wrote a line past the line cap, then {what}"
                 raise DriveTimeout(f"timeout waiting for {waiting_for}" + (
-                    f" (--turn-timeout {self.turn_timeout:g} s)" if overall else "")) from None
+                    f" (--turn-timeout {self.turn_timeout:g} s)" if overall else "") + (
+                    f" (cut at the recording cap of {proc.max_entries} lines)" if flood else ""),
+                    f"{what} at {waiting_for}") from None
             except TargetExited:
                 rc = proc.wait_exit(min(1.0, self.timeout))
                 proc.drain_stderr(min(0.5, self.timeout))
@@ -340,8 +418,12 @@ class ClientDriver:
                                           "signal": None if rc is None or rc >= 0 else -rc,
                                           "output_held": proc.output_held,
                                           "stderr_tail": proc.stderr_text()[-1000:]})
-                raise DriveAborted(f"target exited while waiting for {waiting_for}") from None
+                what = "closed its output" if rc is None else "exited"
+                raise DriveAborted(f"target exited while waiting for {waiting_for}",
+                                   f"{what} at {waiting_for}") from None
             lines += 1
+            cut_lines += entry.truncated is not None
+            silent_until = time.monotonic() + self.timeout
             self._handle(entry, on_update)
 
     def _handle(self, entry: Entry,
@@ -358,9 +440,11 @@ class ClientDriver:
             return
         if model.is_response(msg):
             rid = msg["id"]
-            if type(rid) is int:  # the suite's ids are integers; 1.0, true and "1" match none
+            if type(rid) is int and 0 <= rid <= self.last_rid:  # 1.0, true and "1" match none
                 self.responses[rid] = Entry(entry.seq, entry.t, entry.conn, entry.src,
                                             entry.stream, msg=msg)
+            else:
+                self.unmatched += 1
             return
         method = msg.get("method")
         if not isinstance(method, str):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--acp-strict", action="store_true", help="turn every warn into a fail")
     g.addoption("--acp-timeout", type=float, default=10.0, metavar="SECONDS",
                 help="longest silence allowed while waiting for the target (default 10)")
+    g.addoption("--acp-deadline", type=float, default=None, metavar="SECONDS",
+                help="longest the whole session may spend on the cases: then the case in "
+                     "progress is cut and graded and the rest are not run; both fail")
     g.addoption("--acp-cases", metavar="DIR", help="case directory (default: bundled)")
     g.addoption("--acp-case", action="append", default=[], metavar="ID",
                 help="collect only this case, case prefix (load-*) or requirement (repeatable)")
@@ -77,6 +81,7 @@ class _State:
     cases: list[Case]
     baseline: Baseline | None
     transcripts: Path | None  # --acp-transcripts; None: under pytest's basetemp
+    deadline_at: float | None = None  # --acp-deadline as a time.monotonic() value
 
 
 STATE = pytest.StashKey[_State]()
@@ -114,6 +119,8 @@ def _state(config: pytest.Config, role: str, command: str) -> _State:
                 if opt("acp_baseline") else None)
         if opt("acp_timeout") <= 0:
             raise ValueError("--acp-timeout must be a positive number of seconds")
+        if opt("acp_deadline") is not None and not opt("acp_deadline") > 0:
+            raise ValueError("--acp-deadline must be a positive number of seconds")
         env = {}
         for pair in opt("acp_agent_env"):
             if "=" not in pair:
@@ -130,7 +137,9 @@ def _state(config: pytest.Config, role: str, command: str) -> _State:
             ProfileError, ClientSetupError) as exc:
         raise pytest.UsageError(f"acp-conformance: {exc}") from None
     transcripts = Path(opt("acp_transcripts")) if opt("acp_transcripts") else None
-    return _State(role, run, command, plan, all_cases, base, transcripts)
+    deadline = opt("acp_deadline")
+    deadline_at = time.monotonic() + deadline if deadline else None
+    return _State(role, run, command, plan, all_cases, base, transcripts, deadline_at)
 
 
 def _agent_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
@@ -264,10 +273,20 @@ class AcpCase(pytest.Item):
 
         state = self.config.stash[STATE]
         run = dataclasses.replace(state.run, transcripts=_transcripts_dir(self.config, state))
-        if state.role == "agent":
-            from conformance.runner import run_agent_case
+        if state.deadline_at is not None and time.monotonic() >= state.deadline_at:
+            from conformance.runner import DEADLINE_NOTE, not_run
 
-            cr = run_agent_case(run, self.case, self.protocol)
+            self.result = not_run(self.case, self.protocol, DEADLINE_NOTE)
+            pytest.fail(f"{DEADLINE_NOTE} (--acp-deadline passed)", pytrace=False)
+        if state.role == "agent":
+            from conformance.driver import Cutoff
+            from conformance.runner import CUT_NOTE, run_agent_case
+
+            run = dataclasses.replace(run, deadline=self.config.getoption("acp_deadline"))
+            cr = run_agent_case(run, self.case, self.protocol, cutoff=Cutoff(state.deadline_at))
+            if cr.note.startswith(CUT_NOTE):
+                self.result = cr
+                pytest.fail(f"{cr.case}: {cr.note}", pytrace=False)
         else:
             from conformance.client.runner import run_client_case
 

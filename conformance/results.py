@@ -102,7 +102,8 @@ class CaseResult:
     stderr_tail: str = ""
     note: str = ""  # e.g. "v2 unsupported by target"
     target_info: dict[str, Any] = field(default_factory=dict)
-    every_case: str = ""  # why every later case of this protocol version would abort alike
+    fault: str = ""  # the target fault the case ended with, and its step ("" if none)
+    every_case: bool = False  # the fault is known to repeat in every later case of the version
 
     @property
     def outcome(self) -> Outcome:
@@ -120,6 +121,7 @@ class RunResult:
     cases: list[CaseResult] = field(default_factory=list)
     target_info: dict[str, Any] = field(default_factory=dict)
     date: str | None = None  # calendar day of the run, for the certification statement only
+    cut: str = ""  # why the run ended before its plan did (--deadline), "" when it did not
 
     def all_findings(self) -> list[Finding]:
         return [f for c in self.cases for f in c.findings]
@@ -132,7 +134,8 @@ class RunResult:
 
     @property
     def failed(self) -> bool:
-        return any(f.outcome is Outcome.FAIL for f in self.all_findings())
+        """A fail finding, or a run cut short (``cut``): it did not test what it should."""
+        return bool(self.cut) or any(f.outcome is Outcome.FAIL for f in self.all_findings())
 
 
 def with_article(word: object) -> str:

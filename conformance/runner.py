@@ -9,6 +9,7 @@ import re
 import signal
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,14 +20,16 @@ from conformance.cases import Case
 from conformance.checks import Options, grade
 from conformance.driver import (
     ClientDriver,
+    Cutoff,
     DriveAborted,
+    DriveCut,
     NotTestable,
     SameForEveryCase,
     _RpcError,
 )
 from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
 from conformance.transcript import Transcript
-from conformance.transport import close_all
+from conformance.transport import close_all, owner_of_connection
 
 ALWAYS = ("MID-S-06", "TARGET")  # framing and liveness are graded in every case
 INTERRUPT_GRACE = 0.5  # seconds an interrupted target gets before SIGTERM, and again before SIGKILL
@@ -49,15 +52,17 @@ class _Signals:
     """While a run lasts, SIGINT and SIGTERM stop the case being driven, not the grading.
 
     The first signal raises KeyboardInterrupt only while a case drives its
-    target (so a blocked wait ends at once); otherwise it is noted and the run
-    stops after the current case. Later signals are noted only: cleanup and
-    the reports are bounded and must not be torn.
+    target in this thread (so a blocked wait ends at once); otherwise it is
+    noted, cases driven by other threads are cut through the run's Cutoff, and
+    the run stops after them. Later signals are noted only: cleanup and the
+    reports are bounded and must not be torn.
     """
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, cutoff: Cutoff) -> None:
         self.enabled = enabled and threading.current_thread() is threading.main_thread()
         self.signum: int | None = None
         self.driving = False
+        self.cutoff = cutoff
         self._old: dict[int, Any] = {}
 
     def __enter__(self) -> _Signals:  # noqa: PYI034 - typing.Self needs Python 3.11
@@ -73,6 +78,7 @@ class _Signals:
     def _handle(self, signum: int, frame: Any) -> None:
         first = self.signum is None
         self.signum = self.signum or signum
+        self.cutoff.cut(signal.Signals(signum).name)
         if first and self.driving:
             raise KeyboardInterrupt
 
@@ -92,28 +98,63 @@ class AgentRun:
     handle_signals: bool = False  # SIGINT/SIGTERM end the run cleanly (RunInterrupted)
     model: Any = None  # a running ModelServer (--model-server), or None
     model_script: Path | None = None  # --model-script: one script for every case
+    jobs: int = 1  # cases run at the same time (--jobs)
+    deadline: float | None = None  # seconds the whole run may last (--deadline)
+    keep_going: bool = False  # --keep-going: run every case even after a repeated fault
+
+
+class Shortcut:
+    """Which cases of a protocol version are not run, decided from the cases before
+    them in plan order (so a concurrent run decides exactly as a serial one).
+
+    One negotiation answer ("v2 unsupported") settles a version. So does a fault
+    every case would repeat: one known from a single case (``SameForEveryCase``),
+    or the same target fault at the same step in two consecutive cases. The
+    cases that ran keep their findings; the rest say why they were not run.
+    """
+
+    def __init__(self, keep_going: bool = False) -> None:
+        self.keep_going = keep_going
+        self.stopped: dict[int, tuple[str, bool]] = {}  # protocol -> (note, not testable)
+        self.last: dict[int, CaseResult] = {}  # the previous case of each version
+
+    def skip(self, case: Case, protocol: int) -> CaseResult | None:
+        """The result that stands in for ``case``, or None when it is to be run."""
+        if protocol not in self.stopped:
+            return None
+        note, not_testable = self.stopped[protocol]
+        return (_not_testable(case, protocol, note) if not_testable
+                else not_run(case, protocol, note))
+
+    def after(self, cr: CaseResult) -> None:
+        p, previous = cr.protocol, self.last.get(cr.protocol)
+        self.last[p] = cr
+        if p in self.stopped:
+            return
+        if cr.note.startswith(("v2 unsupported", "v1 unsupported")):
+            self.stopped[p] = (cr.note, True)
+        elif self.keep_going or not cr.fault:
+            return
+        elif cr.every_case:
+            self.stopped[p] = (f"not run: {cr.fault} in {cr.case}", False)
+        elif previous is not None and previous.fault == cr.fault:
+            why = f"the target {cr.fault} in {previous.case} and {cr.case}"
+            self.stopped[p] = (f"not run: {why}", False)
 
 
 def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> RunResult:
     result = RunResult(__version__, target_label, "agent", list(run.protocols),
                        run.options.profile.name, run.strict)
-    unsupported: dict[int, str] = {}
 
-    def play(protocol: int, case: Case, signals: _Signals) -> CaseResult:
-        if protocol in unsupported:  # one negotiation answer settles it for the version
-            return _not_testable(case, protocol, unsupported[protocol])
-        cr = run_agent_case(run, case, protocol, signals=signals)
-        if cr.note.startswith(("v2 unsupported", "v1 unsupported")):
-            unsupported[protocol] = cr.note
-        elif cr.every_case:
-            # Every case starts with the same handshake and turn: an agent that let one of
-            # them time out would cost each case the whole wait. The fail is on this case;
-            # the others say why they were not run.
-            unsupported[protocol] = f"not run: {cr.every_case} in {cr.case}"
-        return cr
+    def play(protocol: int, case: Case, signals: _Signals | None, cutoff: Cutoff) -> CaseResult:
+        return run_agent_case(run, case, protocol, signals=signals, cutoff=cutoff)
+
+    if run.model is not None:  # a request naming no case's route: whose target sent it
+        run.model.resolver = _model_route_of(run.model.port)
 
     signum = run_plan(result, agent_plan(run, cases), play, handle_signals=run.handle_signals,
-                      progress=run.progress)
+                      progress=run.progress, jobs=run.jobs, deadline=run.deadline,
+                      shortcut=Shortcut(run.keep_going))
     if result.target_info == {}:
         result.target_info = _target_info(result)
     if signum:
@@ -121,25 +162,87 @@ def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> 
     return result
 
 
-def run_plan(result: RunResult, plan: Sequence[tuple[int, Case]],
-             play: Callable[[int, Case, _Signals], CaseResult], *, handle_signals: bool,
-             progress: Callable[[int, int, str], None] | None) -> int | None:
-    """Play each (protocol, case) of ``plan`` into ``result.cases``, in order, until done or
-    until SIGINT/SIGTERM (with ``handle_signals``); returns the signal that ended it."""
-    with _Signals(handle_signals) as signals:
-        for i, (protocol, case) in enumerate(plan):
-            if signals.signum:
-                break
-            if progress:
-                progress(i, len(plan), f"{case.id} v{protocol}")
-            result.cases.append(play(protocol, case, signals))
+Play = Callable[[int, Case, "_Signals | None", Cutoff], CaseResult]
+
+
+def run_plan(result: RunResult, plan: Sequence[tuple[int, Case]], play: Play, *,
+             handle_signals: bool, progress: Callable[[int, int, str], None] | None,
+             jobs: int = 1, deadline: float | None = None,
+             shortcut: Shortcut | None = None) -> int | None:
+    """Play each (protocol, case) of ``plan`` into ``result.cases``, in plan order, until
+    done or until SIGINT/SIGTERM (with ``handle_signals``); returns the signal that ended it.
+
+    ``jobs`` cases run at a time; what lands in ``result`` is what a serial run
+    (``jobs=1``) gives. Past ``deadline`` seconds the case in progress is cut and
+    graded, the rest are "not run: deadline" and ``result.cut`` says so.
+    """
+    run_cut = Cutoff(time.monotonic() + deadline if deadline else None)
+    with _Signals(handle_signals, run_cut) as signals:
+        if jobs <= 1 or len(plan) <= 1:
+            for i, (protocol, case) in enumerate(plan):
+                if signals.signum:
+                    break
+                cr = _stand_in(shortcut, case, protocol, run_cut)
+                if cr is None:
+                    if progress:
+                        progress(i, len(plan), f"{case.id} v{protocol}")
+                    cr = play(protocol, case, signals, Cutoff(parent=run_cut))
+                _record(result, shortcut, cr)
+        else:
+            from conformance.parallel import play_concurrently
+
+            play_concurrently(result, plan, play, jobs=jobs, signals=signals, run_cut=run_cut,
+                              progress=progress, stand_in=lambda c, p, started: _stand_in(
+                                  shortcut, c, p, None if started else run_cut),
+                              record=lambda cr: _record(result, shortcut, cr))
+    not_run_count = sum(c.note == DEADLINE_NOTE for c in result.cases)
+    cut_count = sum(c.note.startswith(CUT_NOTE) for c in result.cases)
+    if not_run_count or cut_count:
+        result.cut = (f"the run passed its --deadline of {deadline:g} s: {cut_count} case(s) "
+                      f"in progress cut and graded, {not_run_count} not run")
     return signals.signum
+
+
+DEADLINE_NOTE = "not run: deadline"
+CUT_NOTE = "aborted: cut by --deadline"
+
+
+def _stand_in(shortcut: Shortcut | None, case: Case, protocol: int,
+              run_cut: Cutoff | None) -> CaseResult | None:
+    """The result for a case that is not to be run (a repeated fault; with ``run_cut``, for
+    a case not started yet, the deadline), or None."""
+    cr = shortcut.skip(case, protocol) if shortcut is not None else None
+    if cr is None and run_cut is not None and run_cut.reason() == "deadline":
+        cr = not_run(case, protocol, DEADLINE_NOTE)
+    return cr
+
+
+def _record(result: RunResult, shortcut: Shortcut | None, cr: CaseResult) -> None:
+    if shortcut is not None:
+        shortcut.after(cr)
+    result.cases.append(cr)
+
+
+def _model_route_of(server_port: int) -> Callable[[int], str | None]:
+    def resolve(client_port: int) -> str | None:
+        target = owner_of_connection(client_port, server_port)
+        return safe_name(str(target.transcript.header.get("case"))) if target else None
+    return resolve
 
 
 def agent_plan(run: AgentRun, cases: Sequence[Case]) -> list[tuple[int, Case]]:
     """The (protocol, case) pairs a run executes, in report order."""
     return [(p, c) for p in run.protocols for c in cases
             if c.role == "agent" and c.applies_to(p, run.options.profile.name)]
+
+
+def not_run(case: Case, protocol: int, note: str) -> CaseResult:
+    """A case the run did not play: every requirement of it says why (never a pass)."""
+    cr = CaseResult(f"{case.id}@v{protocol}", case.description, list(case.requirements),
+                    protocol, note=note)
+    cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, note, case=cr.case)
+                   for r in case.requirements]
+    return cr
 
 
 def _not_testable(case: Case, protocol: int, note: str) -> CaseResult:
@@ -151,20 +254,25 @@ def _not_testable(case: Case, protocol: int, note: str) -> CaseResult:
 
 
 def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
-                   signals: _Signals | None = None) -> CaseResult:
+                   signals: _Signals | None = None, cutoff: Cutoff | None = None) -> CaseResult:
     name = f"{case.id}@v{protocol}"
     transcript = Transcript({"role": "agent", "protocol": protocol,
                              "profile": run.options.profile.name,
                              "target": " ".join(run.command), "case": name})
     cr = CaseResult(name, case.description, list(case.requirements), protocol)
-    if run.model is not None:
+    command, env = list(run.command), dict(run.env)
+    if run.model is not None:  # the case's own route of the model server
         from conformance.modelserver.cases import use_case_script
 
-        use_case_script(run.model, case, name, run.model_script, transcript.header)
+        url = use_case_script(run.model, case, safe_name(name), run.model_script,
+                              transcript.header)
+        command = [a.replace(run.model.url, url) for a in command]
+        env = {k: v.replace(run.model.url, url) for k, v in env.items()}
     with tempfile.TemporaryDirectory(prefix="acp-conformance-") as cwd:
-        driver = ClientDriver(run.command, transcript, protocol=protocol, timeout=run.timeout,
-                              cwd=cwd, env=run.env, turn_timeout=run.turn_timeout)
-        interrupted = False
+        driver = ClientDriver(command, transcript, protocol=protocol, timeout=run.timeout,
+                              cwd=cwd, env=env, turn_timeout=run.turn_timeout,
+                              cutoff=cutoff)
+        interrupted = cut = False
         try:
             try:
                 if signals is not None:
@@ -182,12 +290,16 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
                        "graded what was recorded")
             transcript.add(max(driver.conn, 0), "harness", "harness", event="note",
                            data={"note": "interrupted", "signal": signals.signum})
+        except DriveCut as exc:  # --deadline, a signal seen by another thread, not needed
+            cut = True
+            cr.note = (f"{CUT_NOTE} ({run.deadline or 0:g} s)" if exc.reason == "deadline"
+                       else f"aborted: interrupted by {exc.reason}") + "; graded what was recorded"
         except NotTestable as exc:
             cr.note = str(exc)
         except DriveAborted as exc:
             cr.note = f"aborted: {exc}"
-            if isinstance(exc, SameForEveryCase):
-                cr.every_case = exc.reason
+            cr.fault = exc.fault
+            cr.every_case = isinstance(exc, SameForEveryCase)
         except _RpcError as exc:
             cr.note = f"aborted: the agent answered a step with {exc}"
             transcript.add(max(driver.conn, 0), "harness", "harness", event="note",
@@ -198,9 +310,9 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
             raise
         finally:
             stderr = driver.proc.stderr_text() if driver.proc else ""
-            if interrupted:  # end it fast, and anything started but not yet handed over
-                if driver.proc is not None:
-                    driver.proc.close(INTERRUPT_GRACE)
+            if (interrupted or cut) and driver.proc is not None:  # end it fast
+                driver.proc.close(INTERRUPT_GRACE)
+            if interrupted:  # and anything started but not yet handed over
                 close_all(INTERRUPT_GRACE)
             driver.stop()
         cr.stderr_tail = stderr
@@ -208,7 +320,10 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
         transcript.header["target_info"] = {"name": info.name, "version": info.version,
                                             "protocol": info.protocol}
         if run.model is not None:  # what the model said while the agent made this traffic
-            transcript.header["model_requests"] = run.model.take_log()
+            from conformance.modelserver.cases import end_case
+
+            transcript.header["model_requests"] = end_case(run.model, safe_name(name),
+                                                           shared=run.jobs <= 1)
     if cr.note and not cr.note.startswith("aborted"):
         cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
                        for r in case.requirements]

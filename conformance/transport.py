@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from conformance.transcript import Entry, Transcript
@@ -53,6 +54,40 @@ def close_all(grace: float) -> None:
     """End every target not yet closed: the safety net of an interrupted run."""
     for target in list(_LIVE):
         target.close(grace)
+
+
+def owner_of_connection(local_port: int, remote_port: int) -> TargetProcess | None:
+    """The live target whose process group holds the loopback TCP connection from
+    ``local_port`` to ``remote_port`` (Linux ``/proc``; None elsewhere or when no target
+    does). Lets one server tell apart the targets of cases that run at the same time."""
+    inode = _socket_inode(local_port, remote_port)
+    if inode is None:
+        return None
+    wanted = f"socket:[{inode}]"
+    groups = {t.pgid: t for t in list(_LIVE)}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pgid = int(stat.read_text().rsplit(")", 1)[1].split()[2])
+            if pgid in groups and any(os.readlink(fd) == wanted
+                                      for fd in (stat.parent / "fd").iterdir()):
+                return groups[pgid]
+        except (OSError, IndexError, ValueError):
+            continue  # gone, or not ours to read
+    return None
+
+
+def _socket_inode(local_port: int, remote_port: int) -> int | None:
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if (len(f) > 9 and int(f[1].rsplit(":", 1)[1], 16) == local_port
+                    and int(f[2].rsplit(":", 1)[1], 16) == remote_port):
+                return int(f[9])
+    return None
 
 
 class TargetCommandError(Exception):

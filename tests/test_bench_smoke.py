@@ -104,3 +104,19 @@ def test_fuzz_model_side_on_a_few_runs() -> None:
     assert re.search(r"llm_passthrough_ids .* MID-", done.stdout)
     assert "baseline, llm_passthrough_ids with the model's fixed default script" in done.stdout
     assert len(ratios(done.stdout)) == 1
+
+
+def test_jobs_against_serial_on_a_few_cases() -> None:
+    done = bench("bench.jobs", "--quick", "--real", "none", timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(ratios(done.stdout)) == 2  # the slow-starting agent and the reference agent
+    assert done.stdout.count("same verdict at -j 1 and -j ") == 2
+    assert "same verdict at -j 1 and -j 4: NO" not in done.stdout
+
+
+def test_hostile_runs_time_one_fixture() -> None:
+    done = bench("bench.hostile_runs", "--timeout", "2", "--only", "crash_mid_stream",
+                 timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^crash_mid_stream: \d+\.\d s wall, exit 1 \(bound 19 s\) ok$",
+                     done.stdout, re.MULTILINE), done.stdout

@@ -60,7 +60,12 @@ class Liveness(Checker):
         tail = data.get("stderr_tail", "")
         if e.event == "timeout":
             self.aborted.add(e.conn)
-            if data.get("deadline"):
+            if data.get("flood"):
+                message = (f"the wait for {data.get('waiting_for')} was cut when the target's "
+                           f"output passed the recording cap of {data.get('flood')} lines "
+                           f"although lines kept coming ({data.get('lines')} read during the "
+                           "wait): a flood")
+            elif data.get("deadline"):
                 message = (f"the wait for {data.get('waiting_for')} did not end within "
                            f"--turn-timeout {data.get('deadline')} s although lines kept coming "
                            f"({data.get('lines')} read during the wait)")
@@ -68,7 +73,8 @@ class Liveness(Checker):
                 message = (f"no answer within {data.get('timeout')} s while waiting "
                            f"for {data.get('waiting_for')}")
             self.found("TARGET/hang", message, entries=[e.seq], expected=data.get("waiting_for"),
-                       actual={"silence": not data.get("deadline"), "stderr_tail": tail})
+                       actual={"silence": not (data.get("deadline") or data.get("flood")),
+                               "stderr_tail": tail})
         elif e.event == "early-exit":
             self.aborted.add(e.conn)
             rc, sig = data.get("returncode"), data.get("signal")

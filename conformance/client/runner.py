@@ -58,6 +58,8 @@ class ClientRun:
     turn_timeout: float | None = None  # longest single wait; None: 6 x timeout
     handle_signals: bool = False  # SIGINT/SIGTERM end the run cleanly (RunInterrupted)
     progress: Callable[[int, int, str], None] | None = None
+    jobs: int = 1  # cases run at the same time (--jobs)
+    deadline: float | None = None  # seconds the whole run may last (--deadline)
 
 
 def template_of(command: str, profile: Profile | None) -> Template:
@@ -124,9 +126,10 @@ def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -
     from conformance.runner import RunInterrupted, run_plan
 
     signum = run_plan(result, plan,
-                      lambda protocol, case, signals: run_client_case(
+                      lambda protocol, case, signals, cutoff: run_client_case(
                           run, case, protocol, target_label, signals=signals),
-                      handle_signals=run.handle_signals, progress=run.progress)
+                      handle_signals=run.handle_signals, progress=run.progress,
+                      jobs=run.jobs, deadline=run.deadline)
     for done in result.cases:
         if done.target_info:
             result.target_info = dict(done.target_info)

@@ -43,13 +43,27 @@ def script_for(case: Any, override: Path | None) -> ModelScript:
 
 
 def use_case_script(server: ModelServer, case: Any, label: str, override: Path | None,
-                    header: dict[str, Any]) -> None:
-    """Make ``server`` play the case's script; note the script's name in the header."""
+                    header: dict[str, Any]) -> str:
+    """Make ``server`` play the case's script; note the script's name in the header.
+
+    Returns the case's own base URL (a route of the server: cases that run at
+    the same time each get their own script state and request log). The default
+    route plays the same script, for an agent that reaches the model through a
+    config file written once for the run.
+    """
     script = script_for(case, override)
     server.take_log()  # a straggler of the previous case must not land in this one
     server.use(script, label)
+    url = server.route_url(label, script, label)
     header["model_script"] = script.name
-    header["model_url"] = server.url
+    header["model_url"] = url
+    return url
+
+
+def end_case(server: ModelServer, label: str, *, shared: bool) -> list[dict[str, Any]]:
+    """The model requests of the case ``label`` (its route's, and with ``shared`` also those
+    that reached the default route), oldest first; its route ends."""
+    return server.take_log(label) + (server.take_log() if shared else [])
 
 
 def fill(text: str, url: str | None) -> str:

@@ -17,10 +17,11 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import sys
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -44,19 +45,39 @@ MAX_LOG = 2000  # requests kept per case; a looping agent cannot grow memory wit
 _TEXT_CAP = 300  # characters of a prompt kept in the request log
 
 
+class _Route:
+    """What one case sees of the server: its script, its request log and its own counters
+    (so the IDs the model says do not depend on what other cases asked meanwhile)."""
+
+    def __init__(self, script: ModelScript, label: str) -> None:
+        self.script = script
+        self.label = label
+        self.log: list[dict[str, Any]] = []
+        self.dropped = 0
+        self.counter = itertools.count(1)
+        self.requests = itertools.count(1)
+
+
+ROUTE_PREFIX = "/case/"  # http://127.0.0.1:PORT/case/NAME/...: requests of one case
+
+
 class ModelServer:
-    """Run with ``with ModelServer() as server:``; ``server.url`` is ``http://127.0.0.1:PORT``."""
+    """Run with ``with ModelServer() as server:``; ``server.url`` is ``http://127.0.0.1:PORT``.
+
+    Requests under ``route_url(name)`` have a script and a log of their own, so
+    cases that run at the same time each see their own model; everything else
+    goes to the default route (``use``, ``take_log``).
+    """
 
     def __init__(self, script: ModelScript | None = None) -> None:
-        self.script = script or default_script()
-        self.label = ""
-        self._log: list[dict[str, Any]] = []
-        self._dropped = 0
+        self._default = _Route(script or default_script(), "")
+        self._routes: dict[str, _Route] = {}
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._streaming = 0  # responses being streamed right now
-        self._counter = itertools.count(1)
-        self._requests = itertools.count(1)
+        self.faults: list[str] = []  # errors of the server's own (one line each, also printed)
+        # client port -> route name, for requests that name no route in their path
+        self.resolver: Callable[[int], str | None] | None = None
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.model = self
         self._thread: threading.Thread | None = None
@@ -95,17 +116,57 @@ class ModelServer:
     def use(self, script: ModelScript | None, label: str = "") -> None:
         """Answer later requests with ``script`` (None: the default); tag the log with ``label``."""
         with self._lock:
-            self.script = script or default_script()
-            self.label = label
+            self._default.script = script or default_script()
+            self._default.label = label
 
-    def take_log(self) -> list[dict[str, Any]]:
-        """The requests served since the last call, oldest first; clears the log."""
+    @property
+    def script(self) -> ModelScript:
+        return self._default.script
+
+    def take_log(self, route: str = "") -> list[dict[str, Any]]:
+        """The requests served since the last call (on ``route``, which then ends: later
+        requests to it are answered from the default route), oldest first."""
         with self._lock:
-            log, self._log = self._log, []
-            if self._dropped:
-                log.append({"dropped": self._dropped})
-                self._dropped = 0
+            r = self._routes.pop(route, None) if route else self._default
+            if r is None:
+                return []
+            log, r.log = r.log, []
+            if r.dropped:
+                log.append({"dropped": r.dropped})
+                r.dropped = 0
         return log
+
+    def route_url(self, route: str, script: ModelScript | None, label: str = "") -> str:
+        """A base URL whose requests ``script`` answers and whose log ``take_log(route)``
+        returns; ``route`` is a name without ``/`` (the case's)."""
+        with self._lock:
+            self._routes[route] = _Route(script or default_script(), label)
+        return f"{self.url}{ROUTE_PREFIX}{route}"
+
+    def _route(self, path: str, client_port: int,
+               known: _Route | None = None) -> tuple[_Route, str]:
+        """The route of a request, and its path without the route's prefix: by the path's
+        prefix, else by who holds the connection (``resolver``, for an agent that reads the
+        server's plain URL from a config file), else the default route."""
+        if path.startswith(ROUTE_PREFIX):
+            name, _, rest = path[len(ROUTE_PREFIX):].partition("/")
+            with self._lock:
+                found = self._routes.get(name)
+            if found is not None:
+                return found, "/" + rest
+        if known is not None:  # the connection's earlier request settled it
+            return known, path
+        owner = self.resolver(client_port) if self.resolver is not None else None
+        with self._lock:
+            found = self._routes.get(owner) if owner else None
+        return found or self._default, path
+
+    def fault(self, what: str) -> None:
+        """An error of the server itself (not of a client's connection): one line."""
+        line = f"acp-conformance: model server: {what}"
+        with self._lock:
+            self.faults.append(line)
+        print(line, file=sys.stderr, flush=True)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no response is being streamed; False if one still is after ``timeout``."""
@@ -126,17 +187,19 @@ class ModelServer:
         return target_env(self.url)
 
     # -- serving -----------------------------------------------------------
-    def _next_id(self, kind: str, shape: Shape, script: ModelScript) -> str:
+    def _next_id(self, kind: str, shape: Shape, route: _Route) -> str:
         prefix = shape.id_prefix[kind]
-        if script.ids == "repeat" and kind not in ("tool", "call"):
+        if route.script.ids == "repeat" and kind not in ("tool", "call"):
             return f"{prefix}_repeat"
-        return f"{prefix}_{next(self._counter):04d}"
+        return f"{prefix}_{next(route.counter):04d}"
 
-    def plan(self, shape: Shape, req: Request, number: int) -> tuple[Plan, dict[str, Any]]:
+    def plan(self, shape: Shape, req: Request, number: int,
+             route: _Route | None = None) -> tuple[Plan, dict[str, Any]]:
         """Decide what the model says to ``req``; returns the plan and its log notes."""
+        route = route or self._default
         with self._lock:
-            script = self.script
-            response_id = self._next_id("response", shape, script)
+            script = route.script
+            response_id = self._next_id("response", shape, route)
         notes: dict[str, Any] = {}
         reply = script.reply_for(req.round, req.last_user, req.turn)
         if reply.id is not None:  # the script names its IDs (fuzzed model scripts do)
@@ -151,7 +214,7 @@ class ModelServer:
                 item_id = part.id
             elif shape.per_item_ids or part.kind == "tool":
                 with self._lock:
-                    item_id = self._next_id(part.kind, shape, script)
+                    item_id = self._next_id(part.kind, shape, route)
             if part.kind == "tool":
                 chosen = choose_tool(req.tools, part.choose, part.arguments)
                 if chosen is None:
@@ -161,7 +224,7 @@ class ModelServer:
                 call_id = item_id
                 if shape.per_item_ids:
                     with self._lock:
-                        call_id = self._next_id("call", shape, script)
+                        call_id = self._next_id("call", shape, route)
                 items.append(Item("tool", item_id, name=name, call_id=call_id, arguments=args))
                 continue
             text = _fill(part.text, values)
@@ -178,18 +241,19 @@ class ModelServer:
         notes["script"] = script.name
         return Plan(response_id, items, reply.pace), notes
 
-    def record(self, entry: dict[str, Any]) -> None:
+    def record(self, entry: dict[str, Any], route: _Route | None = None) -> None:
+        route = route or self._default
         with self._lock:
-            if len(self._log) >= MAX_LOG:
-                self._dropped += 1
+            if len(route.log) >= MAX_LOG:
+                route.dropped += 1
                 return
-            if self.label:
-                entry["case"] = self.label
-            self._log.append(entry)
+            if route.label:
+                entry["case"] = route.label
+            route.log.append(entry)
 
-    def next_request_number(self) -> int:
+    def next_request_number(self, route: _Route | None = None) -> int:
         with self._lock:
-            return next(self._requests)
+            return next((route or self._default).requests)
 
 
 def target_env(url: str) -> dict[str, str]:
@@ -231,14 +295,40 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     model: ModelServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """An exception out of a request's handling: never a traceback on the user's console.
+
+        A client that resets or drops its connection is the client's business: it is
+        recorded in the request log (the transcript header's ``model_requests``). Any
+        other exception is a fault of the server: one line on stderr, and recorded.
+        """
+        exc = sys.exc_info()[1]
+        what = f"{type(exc).__name__}: {exc}"[:300]
+        port = client_address[1] if isinstance(client_address, tuple) else None
+        self.model.record({"connection_error": what, "client_port": port})
+        if not isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+            self.model.fault(f"internal error while handling a request ({what})")
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+    route: _Route | None = None  # of the last request on this connection
     timeout = 60  # an idle keep-alive connection is closed after this
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the request log replaces the access log
+
+    def handle(self) -> None:
+        """Serve the connection; a client that resets or drops it is recorded in the log of
+        the route it last used (so in its case's ``model_requests``), never printed."""
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError) as exc:
+            self.close_connection = True
+            route = getattr(self, "route", None)
+            self.server.model.record({"connection_error": f"{type(exc).__name__}: {exc}"[:300],
+                                      "client_port": self.client_address[1]}, route)
 
     # -- plumbing ------------------------------------------------------------
     def _body(self) -> bytes:
@@ -299,8 +389,10 @@ class _Handler(BaseHTTPRequestHandler):
     # -- verbs -----------------------------------------------------------------
     def do_GET(self) -> None:
         model = self.server.model
-        number = model.next_request_number()
-        path = self.path.split("?", 1)[0]
+        route, path = model._route(self.path.split("?", 1)[0], self.client_address[1],
+                                   self.route)
+        self.route = route
+        number = model.next_request_number(route)
         body: dict[str, Any]
         if path.endswith("/models"):
             body = {"object": "list", "data": [{"id": "scripted", "object": "model",
@@ -311,13 +403,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = {"error": {"message": f"no such endpoint: GET {path}"}}
             status = 404
-        model.record({"n": number, "method": "GET", "path": path, "status": status})
+        model.record({"n": number, "method": "GET", "path": path, "status": status}, route)
         self._send_json(status, body)
 
     def do_POST(self) -> None:
         model = self.server.model
-        number = model.next_request_number()
-        path = self.path.split("?", 1)[0]
+        route, path = model._route(self.path.split("?", 1)[0], self.client_address[1],
+                                   self.route)
+        self.route = route
+        number = model.next_request_number(route)
         entry: dict[str, Any] = {"n": number, "method": "POST", "path": path}
         try:
             raw = self._body()
@@ -325,20 +419,20 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(body, dict):
                 raise ValueError("request body is not a JSON object")  # noqa: TRY004 - a 400
         except (ValueError, OSError, zlib.error, UnicodeDecodeError) as exc:
-            model.record({**entry, "status": 400, "error": str(exc)[:200]})
+            model.record({**entry, "status": 400, "error": str(exc)[:200]}, route)
             self._send_json(400, {"error": {"message": f"bad request: {exc}"}})
             return
         if path.endswith((":countTokens", "/count_tokens")):
-            model.record({**entry, "status": 200, "api": "count-tokens"})
+            model.record({**entry, "status": 200, "api": "count-tokens"}, route)
             self._send_json(200, {"totalTokens": 10, "input_tokens": 10})
             return
         shape = shape_for(path)
         if shape is None:
-            model.record({**entry, "status": 404})
+            model.record({**entry, "status": 404}, route)
             self._send_json(404, {"error": {"message": f"no such endpoint: POST {path}"}})
             return
         req = shape.parse(path, body)
-        plan, notes = model.plan(shape, req, number)
+        plan, notes = model.plan(shape, req, number, route)
         entry.update({"api": shape.name, "model": req.model, "stream": req.stream,
                       "turn": req.turn, "round": req.round,
                       "last_user": req.last_user[:_TEXT_CAP],
@@ -348,7 +442,7 @@ class _Handler(BaseHTTPRequestHandler):
         if req.wants_json:
             entry["side_request"] = "structured output"
         entry["status"] = 200
-        model.record(entry)  # now, so the log keeps request order; completion is filled in
+        model.record(entry, route)  # now, so the log keeps request order; completion is filled in
         if req.stream:
             model._stream_started()
             try:

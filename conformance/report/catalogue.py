@@ -109,7 +109,9 @@ class RequirementVerdict:
         if self.outcome is None:
             return "not run" if self.checked else "no direct check"
         if self.outcome is Outcome.NOT_APPLICABLE:
-            return "not testable"
+            cases_not_run = self.findings and all(f.message.startswith("not run:")
+                                                  for f in self.findings)
+            return "not run" if cases_not_run else "not testable"
         return str(self.outcome.value)
 
 
@@ -208,6 +210,8 @@ def statement(result: RunResult) -> Statement:
     info = result.target_info or {}
     name, version = info.get("name"), info.get("version")
     notes = sorted({f"{c.case}: {c.note}" for c in result.cases if c.note})
+    if result.cut:
+        notes.insert(0, f"run cut: {result.cut}")
     return Statement(
         tool=f"{TOOL_NAME} {result.tool_version}", role=result.role, target=result.target,
         target_name=None if name is None else str(name),

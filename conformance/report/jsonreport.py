@@ -10,11 +10,12 @@
                 "note", "transcript", "stderr_tail"}],
      "summary": {"pass": n, "fail": n, "warn": n, "info": n, "not_applicable": n,
                  "verdict": "pass"|"fail"},
-     "date"?: "YYYY-MM-DD"}
+     "date"?: "YYYY-MM-DD", "cut"?: str}
 
 No wall-clock times appear in it: the optional top-level ``date`` (the day of
 the run, for the certification statement) is the only date, and it is outside
 ``results``, so two runs of the same target compare equal apart from it.
+``cut`` says why a run ended before its plan (``--deadline``).
 ``from_json`` reads the file back into a RunResult, so every other report can
 be rebuilt from it (``acp-conformance report --from FILE``).
 """
@@ -50,6 +51,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
     }
     if result.date:
         out["date"] = result.date
+    if result.cut:
+        out["cut"] = result.cut
     return out
 
 
@@ -86,7 +89,7 @@ def from_json(data: Any, name: str = "report") -> RunResult:
         result = RunResult(str(data["tool"]["version"]), str(data["target"]), str(data["role"]),
                            [int(p) for p in data["protocols"]], str(data["profile"]),
                            bool(data["strict"]), target_info=dict(data.get("target_info") or {}),
-                           date=data.get("date"))
+                           date=data.get("date"), cut=str(data.get("cut") or ""))
         result.cases = [case_from_json(c, by_case.get(str(c["case"]), [])) for c in data["cases"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise ReportFormatError(f"{name}: malformed report ({type(exc).__name__}: {exc})") from None
