@@ -213,6 +213,7 @@ class AdapterClient(DoubleTally):
             self.transcript.add(self.conn, "harness", "harness", event="timeout",
                                 data={"timeout": 0, **data, "output_tail":
                                       "the client went quiet without answering"})
+            self.count(name, data)
             return
         self.transcript.add(self.conn, "harness", "harness", event="note",
                             data={"note": name, **data})
@@ -241,7 +242,8 @@ class AdapterClient(DoubleTally):
         self._observe(turn)
 
     def _observe(self, turn: TurnScript, *, exited: str | None = None) -> None:
-        data: JsonObject = {"turn": turn.name, "protocol": self.protocol, "source": "adapter",
+        data: JsonObject = {**turn.observed_fields(), "protocol": self.protocol,
+                            "source": "adapter",
                             "render": "cumulative", "kinds": ["user", "agent", "thought"]}
         if exited:
             data.update(exited=True, why=exited, shown=[])

@@ -56,6 +56,7 @@ class DoubleTally:
         self.sessions = 0
         self.turns_ended = 0
         self.version_asked: Any = None
+        self.probe_missed = False  # the client left a liveness probe unanswered
 
     def count(self, name: str, data: JsonObject) -> None:
         if name == "session":
@@ -64,6 +65,8 @@ class DoubleTally:
             self.turns_ended += 1
         elif name == "version-mismatch":
             self.version_asked = data.get("asked")
+        elif name == "wait-timeout" and str(data.get("id", "")).startswith("probe-"):
+            self.probe_missed = True
 
 
 class DoubleEngine:
@@ -72,7 +75,11 @@ class DoubleEngine:
     ``next_turn`` is asked for the turn to play at each ``session/prompt``
     (None: no scripted turn is left, the prompt gets a short plain reply).
     ``events`` collects reports for the suite: turn-start, turn-end,
-    probe-answered, wait-timeout, version-mismatch.
+    probe-answered, probe-unawaited, wait-timeout, version-mismatch.
+
+    A client that asks for a lower protocol version than the double's gets the double's
+    version (the spec's answer) and may carry on; its probes are then sent but not
+    waited for, since the case is not graded on that version's rules.
     """
 
     def __init__(self, *, protocol: int, next_turn: Callable[[], TurnScript | None],
@@ -90,6 +97,7 @@ class DoubleEngine:
         self._gen: TurnGen | None = None
         self._awaiting: tuple[Any, str] | None = None
         self._prompts: deque[tuple[Any, JsonObject]] = deque()
+        self.asked_lower = False  # the client asked for an older protocol version
 
     # -- what the I/O layer asks ------------------------------------------
     @property
@@ -149,6 +157,7 @@ class DoubleEngine:
     def _initialize(self, rid: Any, params: JsonObject) -> None:
         asked = params.get("protocolVersion")
         if asked != self.protocol:
+            self.asked_lower = isinstance(asked, int) and asked < self.protocol
             self.events.append({"event": "version-mismatch",
                                 "data": {"asked": asked, "answered": self.protocol}})
         info = {"name": DOUBLE_NAME, "version": __version__}
@@ -232,7 +241,10 @@ class DoubleEngine:
         self.probes += 1
         probe_id = f"probe-{self.probes}"
         yield ("send", {"jsonrpc": "2.0", "id": probe_id, "method": PROBE_METHOD, "params": {}})
-        yield ("await", probe_id, f"the answer to the liveness probe {probe_id}")
+        if (turn is None or turn.await_probe) and not self.asked_lower:
+            yield ("await", probe_id, f"the answer to the liveness probe {probe_id}")
+        else:
+            self.events.append({"event": "probe-unawaited", "data": {"id": probe_id}})
         if v2:
             yield update({"sessionUpdate": "state_update", "state": "idle",
                           "stopReason": "end_turn"})

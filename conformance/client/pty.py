@@ -283,7 +283,7 @@ class PtyClient(DoubleTally):
         cumulative = self.profile.render == "cumulative" or self.template.one_shot
         lines = screen_lines(self._text(since), last_screen=cumulative)
         data: dict[str, Any] = {
-            "turn": turn.name, "protocol": self.protocol, "source": "pty",
+            **turn.observed_fields(), "protocol": self.protocol, "source": "pty",
             "render": "cumulative" if cumulative else "incremental",
             "kinds": list(self.profile.show), "shown": parse_messages(self.profile, lines)}
         if exited:

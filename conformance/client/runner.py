@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from conformance.cases import Case
 from conformance.checks import Options, grade
 from conformance.client.profile import Profile
 from conformance.client.pty import ClientAborted, PtyClient, Template
-from conformance.client.script import TurnScript, build_turn, check_case, new_ids
+from conformance.client.script import TurnScript, build_control, build_turn, check_case, new_ids
 from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
 from conformance.transcript import Transcript
 
@@ -103,12 +103,20 @@ def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -
     for c in client_cases:
         check_case(c)
     plan = [(p, c) for p in run.protocols for c in client_cases if c.applies_to(p, profile_name)]
-    from conformance.runner import RunInterrupted, run_plan
+    from conformance.runner import RunInterrupted, _not_testable, run_plan
 
-    signum = run_plan(result, plan,
-                      lambda protocol, case, signals: run_client_case(
-                          run, case, protocol, target_label, signals=signals),
-                      handle_signals=run.handle_signals, progress=run.progress)
+    unsupported: dict[int, str] = {}
+
+    def play(protocol: int, case: Case, signals: Any) -> CaseResult:
+        if protocol in unsupported:  # one negotiation settles it for the version
+            return _not_testable(case, protocol, unsupported[protocol])
+        cr = run_client_case(run, case, protocol, target_label, signals=signals)
+        if cr.note.startswith(f"v{protocol} unsupported"):
+            unsupported[protocol] = cr.note
+        return cr
+
+    signum = run_plan(result, plan, play, handle_signals=run.handle_signals,
+                      progress=run.progress)
     for done in result.cases:
         if done.target_info:
             result.target_info = dict(done.target_info)
@@ -137,6 +145,9 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
     if cr.note.startswith(f"v{protocol} unsupported"):
         cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
                        for r in case.requirements]
+        cr.findings += [f.with_case(name) for f in grade(
+            transcript.entries, protocol=protocol, options=run.options,
+            select=["TARGET/negotiation"], role="client") if f.outcome != Outcome.NOT_APPLICABLE]
     else:
         findings = grade(transcript.entries, protocol=protocol, options=run.options,
                          select=list(case.checks) + list(ALWAYS), role="client")
@@ -160,9 +171,14 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
     played = Played(transcript)
     ids = new_ids()
     current: list[TurnScript | None] = [None]
+    client: Any = None
 
     def next_turn(conn: int) -> TurnScript | None:
         turn, current[0] = current[0], None  # each play is served once
+        if turn is not None and client is not None and client.probe_missed:
+            # The client already left a probe unanswered in this case (MID-C-08/probe
+            # failed there): later turns do not wait out the probe timeout again.
+            turn = replace(turn, await_probe=False)
         return turn
 
     response_id = run.options.profile.response_message_id
@@ -171,7 +187,6 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
     with (tempfile.TemporaryDirectory(prefix="acp-cc-") if run.adapter is None
           else contextlib.nullcontext("")) as tmp:
         control = None
-        client: Any
         if run.adapter is not None:
             from conformance.client.adapter import AdapterClient, load_factory
 
@@ -206,6 +221,11 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
                         turn = build_turn(case, step["play"], protocol, ids)
                         current[0] = turn
                         client.play(turn)
+                        if _asked_lower(client, protocol):
+                            break  # one turn shows what the client does next; it is recorded
+                        if turn.control:  # played the same way, right after the probe
+                            current[0] = build_control(case, step["play"], protocol, ids)
+                            client.play(current[0])
             finally:
                 if signals is not None:
                     signals.driving = False
@@ -223,11 +243,16 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
             if control is not None:
                 _end_doubles(control)
                 control.close()
-        asked = client.version_asked
-        if isinstance(asked, int) and asked < protocol and client.sessions == 0:
-            played.note = (f"v{protocol} unsupported: the client asked for protocolVersion "
-                           f"{asked} and opened no session")
+        if _asked_lower(client, protocol):
+            played.note = (f"v{protocol} unsupported by the client (it asked for "
+                           f"{client.version_asked})")
     return played
+
+
+def _asked_lower(client: Any, protocol: int) -> bool:
+    """The client asked for an older protocol version than this case's (v1-only client)."""
+    asked = client.version_asked
+    return isinstance(asked, int) and not isinstance(asked, bool) and asked < protocol
 
 
 def _client_info(transcript: Transcript) -> dict[str, Any]:
