@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conformance.client.script import CAUSE_RULES, CONTROL_PREFIX
+from conformance.client.script import CAUSE_RULES, CONTROL_ID, CONTROL_PREFIX
 from conformance.results import Outcome
 
 if TYPE_CHECKING:
@@ -83,7 +83,10 @@ def control_view(exp: list[Expected], where: dict[str, list[tuple[int, int]]]) -
             places[b.text] = shown_in
             if b.text not in where:
                 missing.add(b.text)
-        if spots and e.blocks[0].text.startswith(CONTROL_PREFIX):
+        # Order: the control's own messages (IDs it numbered in order of first appearance,
+        # or none); the double's echo of the prompt has an ID of the double's making.
+        if (spots and e.blocks[0].text.startswith(CONTROL_PREFIX)
+                and (e.mid is None or e.mid.startswith(CONTROL_ID))):
             firsts.append((min(spots), e.order))
     order = [o for _, o in sorted(firsts)]
     return ControlView(places, missing, order == sorted(order))

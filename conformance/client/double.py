@@ -57,10 +57,15 @@ class DoubleTally:
         self.turns_ended = 0
         self.version_asked: Any = None
         self.probe_missed = False  # the client left a liveness probe unanswered
+        self.session_id: str | None = None  # the last session the double opened
+        self.loads_ended = 0
 
     def count(self, name: str, data: JsonObject) -> None:
         if name == "session":
             self.sessions += 1
+            self.session_id = str(data.get("sessionId"))
+        elif name == "load-end":
+            self.loads_ended += 1
         elif name == "turn-end":
             self.turns_ended += 1
         elif name == "version-mismatch":
@@ -83,8 +88,10 @@ class DoubleEngine:
     """
 
     def __init__(self, *, protocol: int, next_turn: Callable[[], TurnScript | None],
-                 response_message_id: bool = True) -> None:
+                 response_message_id: bool = True, load_session: bool = False) -> None:
         self.protocol = protocol
+        self.load_session = load_session  # v1: advertise loadSession and replay on load
+        self._after_load: TurnScript | None = None  # the turn for a resumed one-shot prompt
         self.next_turn = next_turn
         self.response_message_id = response_message_id
         self.out: list[Any] = []
@@ -146,6 +153,8 @@ class DoubleEngine:
             sid = f"sess-{self.sessions}"
             self.events.append({"event": "session", "data": {"sessionId": sid}})
             self._respond(rid, {"sessionId": sid})
+        elif method == "session/load" and self.load_session and self.protocol < 2:
+            self._load(rid, params)
         elif method == "session/prompt":
             self._prompts.append((rid, params))
             if self._gen is None:
@@ -166,9 +175,23 @@ class DoubleEngine:
                                   "authMethods": []}
         else:
             result = {"protocolVersion": 1, "agentInfo": info, "authMethods": [],
-                      "agentCapabilities": {"loadSession": False, "promptCapabilities": {
+                      "agentCapabilities": {"loadSession": self.load_session,
+                                            "promptCapabilities": {
                           "image": False, "audio": False, "embeddedContext": False}}}
         self._respond(rid, result)
+
+    def _load(self, rid: Any, params: JsonObject) -> None:
+        """v1 session/load: replay the history the suite hands over, then answer."""
+        given = params.get("sessionId")
+        sid = given if isinstance(given, str) else "sess-1"
+        turn = self.next_turn()
+        self.events.append({"event": "load", "data": {"sessionId": sid}})
+        for u in turn.replay if turn else ():
+            self.out.append({"jsonrpc": "2.0", "method": "session/update",
+                             "params": {"sessionId": sid, "update": u}})
+        self._respond(rid, {})
+        self.events.append({"event": "load-end", "data": {"sessionId": sid}})
+        self._after_load = turn if turn and turn.actions else None
 
     def _respond(self, rid: Any, result: Any) -> None:
         self.out.append({"jsonrpc": "2.0", "id": rid, "result": result})
@@ -179,7 +202,7 @@ class DoubleEngine:
             rid, params = self._prompts.popleft()
             given = params.get("sessionId")
             sid = given if isinstance(given, str) else "sess-1"
-            turn = self.next_turn()
+            turn, self._after_load = self._after_load or self.next_turn(), None
             self._gen = self._turn(rid, sid, params, turn)
             self._step(None, first=True)
 
@@ -323,7 +346,9 @@ def run(protocol: int, channel: Any, script: list[TurnScript], transcript: str |
         return queued.popleft() if queued else None
 
     engine = DoubleEngine(protocol=protocol, next_turn=next_turn,
-                          response_message_id=response_message_id)
+                          response_message_id=response_message_id,
+                          load_session=bool(channel.config.get("load_session"))
+                          if channel is not None else False)
     stdin = sys.stdin.buffer.fileno()
     stdout = sys.stdout.buffer
     sel = selectors.DefaultSelector()

@@ -31,7 +31,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.timeline import Frame, MessageEvent, OtherUpdate, TurnStart
+from conformance.checks.timeline import Frame, MessageEvent, OtherUpdate, ReplayStart, TurnStart
 from conformance.client.controls import Differential, control_view, has_cause
 from conformance.results import Outcome
 
@@ -620,6 +620,8 @@ class ShownMessages(Checker):
         _rule("MID-S-03/client", "a wrongly typed v1 messageId reads as absent, the update is "
               "kept", W, versions=(1,)),
         _rule("MID-C-06", "the empty string is a real ID, not \"no ID\"", W),
+        _rule("MID-C-07", "after a reload, each message of the replayed history is shown once, "
+              "whether the replay keeps the IDs or regenerates them", W),
         _rule("MID-V2-02/client", "whole-message updates are upserts keyed by messageId "
               "(omitted keeps, null and [] clear, a value replaces)", F, versions=(2,)),
         _rule("MID-V2-03", "chunks append to and updates replace one message's content, "
@@ -652,6 +654,12 @@ class ShownMessages(Checker):
         self.protocols[ev.conn] = ev.protocol
         if ev.update_type != "state_update":
             self._reducer(ev.conn).other(ev.seq)
+
+    def on_replay_start(self, ev: ReplayStart) -> None:
+        # After a reload the display is the replayed history (and what follows), whatever
+        # the client showed before: the expectation starts afresh (MID-C-07).
+        if ev.requested:
+            self.reducers[ev.conn] = Reducer()
 
     def on_turn_start(self, ev: TurnStart) -> None:
         self.protocols[ev.conn] = ev.protocol
@@ -706,8 +714,14 @@ class ShownMessages(Checker):
                 self.diff.exercise(rule, protocol)
             else:
                 self.exercised(rule, protocol)
+        reload = bool(data.get("reload"))
+        if reload:
+            self.exercised("MID-C-07", protocol)
         for issue in compare(reducer, expected, shown, protocol=protocol, kinds=kinds,
                              controlled=bool(control)):
+            if reload and issue.rule == "MID-C-03/content":  # lost or shown twice
+                issue = Issue("MID-C-07", f"after the reload, {issue.message}", issue.entries,
+                              issue.expected, issue.actual, W)
             if control and issue.test and has_cause(issue.rule):
                 self.diff.hold(str(data.get("turn")), issue, (*issue.entries, e.seq), protocol)
                 continue

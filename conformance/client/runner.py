@@ -32,11 +32,19 @@ from conformance.cases import Case
 from conformance.checks import Options, grade
 from conformance.client.profile import Profile
 from conformance.client.pty import ClientAborted, PtyClient, Template
-from conformance.client.script import TurnScript, build_control, build_turn, check_case, new_ids
+from conformance.client.script import (
+    TurnScript,
+    build_control,
+    build_reload,
+    build_turn,
+    check_case,
+    new_ids,
+)
 from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
 from conformance.transcript import Transcript
 
 ALWAYS = ("MID-C-01", "MID-C-08", "MID-S-06/client-framing")
+NO_RELOAD = "the client has no reload (give the profile key load, or load() in the adapter)"
 
 
 class ClientSetupError(Exception):
@@ -142,7 +150,7 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
     played = play_client_case(run, case, protocol, target_label, signals=signals)
     transcript, cr.note = played.transcript, played.note
     cr.target_info = _client_info(transcript)
-    if cr.note.startswith(f"v{protocol} unsupported"):
+    if cr.note.startswith(f"v{protocol} unsupported") or cr.note == NO_RELOAD:
         cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
                        for r in case.requirements]
         cr.findings += [f.with_case(name) for f in grade(
@@ -169,6 +177,11 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
                              "profile": run.options.profile.name, "target": target_label,
                              "case": name})
     played = Played(transcript)
+    reloads = any(isinstance(step, dict) and "reload" in step for step in case.drive)
+    if reloads and run.adapter is None and (run.profile is None or run.profile.load is None):
+        played.note = NO_RELOAD  # known before starting anything: nothing is played
+        return played
+    history: list[TurnScript] = []  # what a reload replays
     ids = new_ids()
     current: list[TurnScript | None] = [None]
     client: Any = None
@@ -193,6 +206,7 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
             client = AdapterClient(load_factory(run.adapter), transcript=transcript,
                                    protocol=protocol, timeout=run.timeout,
                                    response_message_id=response_id, next_turn=next_turn)
+            client.load_session = reloads
         else:
             from conformance.client.channel import SuiteSide
 
@@ -200,6 +214,7 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
             template = template_of(run.command, run.profile)
             control = SuiteSide(tmp, transcript, protocol=protocol, wait=min(run.timeout, 5.0),
                                 response_message_id=response_id, next_turn=next_turn)
+            control.config["load_session"] = reloads
             agent = double_command(tmp, protocol, control.path)
             workdir = os.path.join(tmp, "work")
             os.mkdir(workdir)
@@ -217,10 +232,17 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
                     elif step == "restart":
                         client.stop()
                         client.start()
+                    elif "reload" in step:
+                        if not client.can_reload():
+                            played.note = NO_RELOAD
+                            break
+                        current[0] = build_reload(step["reload"], history)
+                        client.reload(current[0])
                     else:
                         turn = build_turn(case, step["play"], protocol, ids)
                         current[0] = turn
                         client.play(turn)
+                        history.append(turn)
                         if _asked_lower(client, protocol):
                             break  # one turn shows what the client does next; it is recorded
                         if turn.control:  # played the same way, right after the probe

@@ -40,6 +40,7 @@ UPSERT_UPDATE = {"user": "user_message", "agent": "agent_message", "thought": "a
 JsonObject = dict[str, Any]
 CONTROL_PREFIX = "[control] "
 CONTROL_SUFFIX = "~control"
+CONTROL_ID = "ctl"  # control IDs: ctl<turn>-<nnn>, numbered in order of first appearance
 #: Rules whose findings name a cause (an ID transform, null, a malformed or empty ID, an
 #: invalid v2 chunk): each is decided against a control stream (conformance.client.observe).
 CAUSE_RULES = ("MID-C-02", "MID-C-04", "MID-S-02", "MID-C-05", "MID-S-03", "MID-C-06",
@@ -59,17 +60,23 @@ class TurnScript:
     await_probe: bool = True
     control_of: str = ""  # this turn is the control stream of that probe turn
     control: str = ""  # the name of this turn's control stream, played right after it
+    # A reload: the session/update payloads the double replays on session/load (the
+    # history); ``actions`` then answer the prompt of a one-shot client that resumed.
+    replay: tuple[JsonObject, ...] = ()
+    reload: bool = False
 
     def to_json(self) -> JsonObject:
         return {"name": self.name, "prompt": self.prompt, "echo": self.echo,
                 "actions": list(self.actions), "await_probe": self.await_probe,
-                "control_of": self.control_of, "control": self.control}
+                "control_of": self.control_of, "control": self.control,
+                "replay": list(self.replay), "reload": self.reload}
 
     @classmethod
     def from_json(cls, d: JsonObject) -> TurnScript:
         return cls(str(d["name"]), str(d["prompt"]), bool(d["echo"]), tuple(d["actions"]),
                    bool(d.get("await_probe", True)), str(d.get("control_of", "")),
-                   str(d.get("control", "")))
+                   str(d.get("control", "")), tuple(d.get("replay") or ()),
+                   bool(d.get("reload", False)))
 
     def observed_fields(self) -> JsonObject:
         """What an ``observed`` harness event says about the turn it observes."""
@@ -78,6 +85,8 @@ class TurnScript:
             out["control_of"] = self.control_of
         if self.control:
             out["control"] = self.control
+        if self.reload:
+            out["reload"] = True
         return out
 
 
@@ -196,9 +205,12 @@ def check_case(case: Case) -> None:
         if isinstance(step, dict) and "play" in step and step["play"] not in turns:
             raise CaseError(f"{where}: play {step['play']!r} names no turn in stream "
                             f"(known: {', '.join(turns)})")
-        if isinstance(step, dict) and "play" not in step:
-            raise CaseError(f"{where}: client cases use start, restart and play steps, "
-                            f"not {next(iter(step))!r}")
+        if isinstance(step, dict) and not {"play", "reload"} & set(step):
+            raise CaseError(f"{where}: client cases use start, restart, play and reload "
+                            f"steps, not {next(iter(step))!r}")
+        if isinstance(step, dict) and "reload" in step and 2 in case.protocols:
+            raise CaseError(f"{where}: reload steps replay through session/load, which "
+                            "exists only in v1 (applies.protocols: [1])")
         if isinstance(step, str) and step not in ("start", "restart"):
             raise CaseError(f"{where}: client cases use start, restart and play steps, "
                             f"not {step!r}")
@@ -267,7 +279,7 @@ def build_control(case: Case, name: str, protocol: int, ids: _Ids) -> TurnScript
 
     def new_id() -> str:
         fresh[0] += 1
-        return f"ctl{tag}-{fresh[0]:03d}"
+        return f"{CONTROL_ID}{tag}-{fresh[0]:03d}"
 
     def control_step(step: JsonObject) -> JsonObject:
         kind = step_kind(step)
@@ -297,6 +309,37 @@ def build_control(case: Case, name: str, protocol: int, ids: _Ids) -> TurnScript
 def wants_controls(case: Case) -> bool:
     """A case that checks a rule naming a specific cause plays a control after each turn."""
     return any(str(c).split("/", 1)[0] in CAUSE_RULES for c in case.checks)
+
+
+def build_reload(mode: str, played: list[TurnScript]) -> TurnScript:
+    """A reload step: the turns played so far replayed as the history of the session
+    (each prompt as a user message, then the turn's updates; permission requests are not
+    replayed), with every message ID replaced by a fresh one (``fresh-ids``, MID-A-08
+    allows it) or kept (``same-ids``). A one-shot client that resumed and prompts gets one
+    short agent message."""
+    fresh: dict[str, str] = {}
+
+    def rid(value: Any) -> Any:
+        if mode != "fresh-ids" or not isinstance(value, str):
+            return value
+        return fresh.setdefault(value, f"reloaded-{len(fresh) + 1}")
+
+    replay: list[JsonObject] = []
+    for t in played:
+        replay.append({"sessionUpdate": "user_message_chunk",
+                       "messageId": rid(f"{t.name}-user"), "content": text_block(t.prompt)})
+        for action in t.actions:
+            for update in action.get("batch") or [action.get("update")]:
+                if not isinstance(update, dict):
+                    continue
+                update = dict(update)
+                if "messageId" in update:
+                    update["messageId"] = rid(update["messageId"])
+                replay.append(update)
+    after = {"update": {"sessionUpdate": "agent_message_chunk", "messageId": f"after-{mode}",
+                        "content": text_block(f"After the reload ({mode}). ")}}
+    return TurnScript(f"reload-{mode}", f"Continue after the reload ({mode}).", False,
+                      (after,), replay=tuple(replay), reload=True)
 
 
 def new_ids() -> _Ids:
