@@ -39,6 +39,7 @@ from conformance.client.script import (
     build_turn,
     check_case,
     new_ids,
+    wants_controls,
 )
 from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
 from conformance.transcript import Transcript
@@ -157,8 +158,10 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
             transcript.entries, protocol=protocol, options=run.options,
             select=["TARGET/negotiation"], role="client") if f.outcome != Outcome.NOT_APPLICABLE]
     else:
+        # A case with controls reports a fault whose cause they rule out under MID-C-03.
+        generic = ["MID-C-03"] if wants_controls(case) else []
         findings = grade(transcript.entries, protocol=protocol, options=run.options,
-                         select=list(case.checks) + list(ALWAYS), role="client")
+                         select=list(case.checks) + list(ALWAYS) + generic, role="client")
         cr.findings = [f.with_case(name) for f in apply_strict(findings, run.strict)]
     if run.transcripts is not None:
         from conformance.runner import safe_name
