@@ -2,8 +2,9 @@
 
 ``python -m conformance.client.double --protocol 1|2 --control SOCKET`` is
 started by the client (the suite puts it where the client command says
-``{agent}``). It performs the handshake in v1 or v2, answers ``session/new``,
-and answers each ``session/prompt`` with the turn the suite hands it: the
+``{agent}``). It performs the handshake in v1 or v2, answers ``session/new``
+(in reload cases also v1 ``session/load``, replaying the history the suite hands
+it), and answers each ``session/prompt`` with the turn the suite hands it: the
 scripted updates, permission requests, then a liveness probe (an extension
 request ``_acp_mid/ping`` that must get an answer), then the end of the turn
 (v1 the prompt response, v2 an idle ``state_update``). It reports every line
