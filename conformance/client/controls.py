@@ -5,7 +5,7 @@ MID-C-02, ``null`` under MID-C-04 / MID-S-02, a malformed ID under MID-C-05 /
 MID-S-03, ``""`` under MID-C-06, an invalid v2 chunk under MID-V2-07) plays each
 turn twice, the same way: the probe, then its control
 (:func:`conformance.client.script.build_control`), the same arrangement with
-ordinary IDs and ``[control] `` before every text. The reference reducer expects
+ordinary IDs and ``Ctrl `` before every text. The reference reducer expects
 the same display for both.
 
 A probe issue with a cause is held until its control is shown, then:

@@ -38,7 +38,7 @@ CHUNK_UPDATE = {"user": "user_message_chunk", "agent": "agent_message_chunk",
                 "thought": "agent_thought_chunk"}
 UPSERT_UPDATE = {"user": "user_message", "agent": "agent_message", "thought": "agent_thought"}
 JsonObject = dict[str, Any]
-CONTROL_PREFIX = "[control] "
+CONTROL_PREFIX = "Ctrl "  # a plain word: profiles often skip lines that start with a bracket
 CONTROL_SUFFIX = "~control"
 CONTROL_ID = "ctl"  # control IDs: ctl<turn>-<nnn>, numbered in order of first appearance
 #: Rules whose findings name a cause (an ID transform, null, a malformed or empty ID, an
@@ -268,7 +268,7 @@ def build_control(case: Case, name: str, protocol: int, ids: _Ids) -> TurnScript
     ID, numbered in order of first appearance, so equal IDs stay equal and distinct ones
     distinct; a v1 ``null`` or wrongly typed ID is omitted (both read as absent,
     MID-S-02, MID-S-03); in v2 a chunk without a string ID gets an ID of its own. Texts
-    carry the prefix ``[control] `` so both streams can be told apart on the screen. The
+    carry the prefix ``Ctrl `` so both streams can be told apart on the screen. The
     reference reducer expects the same display for both: a client that shows them
     differently does so because of the property the probe has and the control lacks."""
     prompt, echo, steps = _turn_steps(case, name, protocol)
