@@ -119,6 +119,20 @@ def test_cause_not_attributable_when_the_control_merges_too(tmp_path: Path) -> N
     assert "so were the same two in the control stream" in by["MID-C-03/merged"]["message"]
 
 
+def test_v2_chunk_attached_like_its_control_is_not_attributable(tmp_path: Path) -> None:
+    # The same client in v2 also attaches the chunk without an ID to the message before
+    # it, and its control, which has an ID of its own: MID-C-03/merged (fail in v2).
+    # attaches_idless_v2.py keeps the control apart and fails MID-V2-07 (manifest).
+    code, report, out = cli_report(
+        "--client-adapter", f"{CLIENTS / 'type_change_only.py'}:make_client",
+        "--protocol", "2", "--case", "client-v2-chunk-without-id", tmp_path=tmp_path)
+    assert code == 1, out
+    by: dict[str, set[str]] = {}
+    for r in report["results"]:
+        by.setdefault(r["requirement"], set()).add(r["outcome"])
+    assert by["MID-V2-07"] == {"not_applicable"} and by["MID-C-03/merged"] == {"fail"}, by
+
+
 def test_a_real_cause_is_named_with_its_control(tmp_path: Path) -> None:
     code, report, out = cli_report(
         "--client-adapter", f"{CLIENTS / 'case_insensitive.py'}:make_client",
