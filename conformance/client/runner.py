@@ -173,8 +173,9 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
 
 
 def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: str, *,
-                     signals: Any = None) -> Played:
-    """Start the client, play the case's drive steps to it, stop it: the transcript."""
+                     signals: Any = None, controls: bool = True) -> Played:
+    """Start the client, play the case's drive steps to it, stop it: the transcript.
+    ``controls=False`` plays no control streams (the fuzzer's generated cases)."""
     name = f"{case.id}@v{protocol}"
     transcript = Transcript({"role": "client", "protocol": protocol,
                              "profile": run.options.profile.name, "target": target_label,
@@ -242,7 +243,8 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
                         current[0] = build_reload(step["reload"], history)
                         client.reload(current[0])
                     else:
-                        turn = build_turn(case, step["play"], protocol, ids)
+                        turn = build_turn(case, step["play"], protocol, ids,
+                                          controls=controls)
                         current[0] = turn
                         client.play(turn)
                         history.append(turn)

@@ -254,9 +254,12 @@ def _turn_steps(case: Case, name: str, protocol: int) -> tuple[str, bool, list[J
     return prompt, echo, steps
 
 
-def build_turn(case: Case, name: str, protocol: int, ids: _Ids | None = None) -> TurnScript:
+def build_turn(case: Case, name: str, protocol: int, ids: _Ids | None = None, *,
+               controls: bool = True) -> TurnScript:
+    """The turn ``name`` of ``case``; with ``controls``, it names the control stream that a
+    case checking a cause-specific rule plays right after it."""
     prompt, echo, steps = _turn_steps(case, name, protocol)
-    control = f"{name}{CONTROL_SUFFIX}" if wants_controls(case) else ""
+    control = f"{name}{CONTROL_SUFFIX}" if controls and wants_controls(case) else ""
     return TurnScript(name, prompt, echo, tuple(expand_steps(steps, protocol, ids)),
                       control=control)
 
