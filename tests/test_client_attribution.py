@@ -109,8 +109,14 @@ def test_cause_not_attributable_when_the_control_merges_too(tmp_path: Path) -> N
     # MID-C-03/merged (warn in v1), not MID-C-06.
     code, report, out = cli_report(
         "--client-adapter", f"{CLIENTS / 'type_change_only.py'}:make_client",
-        "--protocol", "1", "--case", "client-empty-id", tmp_path=tmp_path)
+        "--protocol", "1", "--case", "client-empty-id", "--markdown", str(tmp_path / "r.md"),
+        "--html", str(tmp_path / "r.html"), tmp_path=tmp_path)
     assert code == 0, out
+    # Reports say "not attributable" (not "not testable") for the requirement.
+    row = next(line for line in (tmp_path / "r.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| `MID-C-06` |"))
+    assert "| not attributable |" in row, row
+    assert ">not attributable</span>" in (tmp_path / "r.html").read_text(encoding="utf-8")
     by = {r["requirement"]: r for r in report["results"]}
     assert by["MID-C-06"]["outcome"] == "not_applicable"
     assert by["MID-C-06"]["message"].startswith("not attributable: the control was shown "
