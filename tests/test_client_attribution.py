@@ -103,6 +103,20 @@ def test_v1_only_pty_client_is_not_graded_on_v2(tmp_path: Path) -> None:
                for r in v2 if r["requirement"].startswith("MID-"))
 
 
+def test_v1_only_client_that_closes_passes_the_negotiation(tmp_path: Path) -> None:
+    # The reference client limited to v1 closes the connection when answered 2.
+    code, report, out = cli_report(
+        "--client", command("-m", "conformance.client.reference", "--agent-cmd", "{agent}",
+                            "--protocol", "1"),
+        "--client-profile", str(CLIENTS / "reference.yaml"), "--protocol", "2",
+        "--case", "client-grouping", tmp_path=tmp_path)
+    assert code == 0, out
+    graded = [(r["requirement"], r["outcome"]) for r in report["results"]
+              if r["outcome"] != "not_applicable"]
+    assert graded == [("TARGET/negotiation", "pass")], graded
+    assert report["cases"][0]["note"] == "v2 unsupported by the client (it asked for 1)"
+
+
 def test_cause_not_attributable_when_the_control_merges_too(tmp_path: Path) -> None:
     # A client that groups only by a change of update type merges "" with the ID-less chunk
     # after it, and the control (an ordinary ID instead of "") the same way: the fault is
