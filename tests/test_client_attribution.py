@@ -199,6 +199,19 @@ def test_one_shot_client_reloads_with_its_load_command(tmp_path: Path) -> None:
     assert started and started[0]["outcome"] == "pass"
 
 
+def test_one_shot_load_without_the_agent_is_a_usage_error(tmp_path: Path) -> None:
+    profile = tmp_path / "one-shot.yaml"
+    profile.write_text("message: '^(?P<role>agent): (?P<text>.*)$'\n"
+                       "load: 'my-cli --resume {session} {prompt}'\n", encoding="utf-8")
+    code, report, out = cli_report(
+        "--client", command(str(CLIENTS / "ignores_ids.py"), "--agent-cmd", "{agent}",
+                            "--prompt", "{prompt}"),
+        "--client-profile", str(profile), "--protocol", "1", "--case",
+        "client-reload-fresh-ids", tmp_path=tmp_path)
+    assert code == 2 and not report, out
+    assert "load is the command line that resumes a session" in out and "{agent}" in out
+
+
 def test_profile_load_needs_the_session_placeholder(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("message: '^(?P<role>agent): (?P<text>.*)$'\nload: /resume\n",

@@ -82,6 +82,15 @@ def template_of(command: str, profile: Profile | None) -> Template:
     t = Template(words)
     if profile is not None and not t.one_shot:
         profile.require_interactive()
+    if profile is not None and profile.load is not None and t.one_shot:
+        try:
+            load = shlex.split(profile.load)
+        except ValueError as exc:
+            raise ClientSetupError(f"{profile.source}: load: {exc}") from None
+        if not any("{agent}" in w for w in load):
+            raise ClientSetupError(f"{profile.source}: for a one-shot client, load is the command "
+                                   "line that resumes a session: it must say where the agent "
+                                   "command goes, with {agent}")
     from conformance.transport import split_command
 
     split_command([words[0]])  # a missing executable is a usage error, not a finding
