@@ -45,7 +45,10 @@ from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_s
 from conformance.transcript import Transcript
 
 ALWAYS = ("MID-C-01", "MID-C-08", "MID-S-06/client-framing")
-NO_RELOAD = "the client has no reload (give the profile key load, or load() in the adapter)"
+NO_RELOAD = "the client has no reload"
+HOW_TO_RELOAD = " (give the profile key load, or load() in the adapter)"
+ONE_SHOT_RELOAD = (" (for a one-shot client, the profile key load is the command line that "
+                   "resumes a session, with {agent}, {session} and {prompt})")
 
 
 class ClientSetupError(Exception):
@@ -82,15 +85,6 @@ def template_of(command: str, profile: Profile | None) -> Template:
     t = Template(words)
     if profile is not None and not t.one_shot:
         profile.require_interactive()
-    if profile is not None and profile.load is not None and t.one_shot:
-        try:
-            load = shlex.split(profile.load)
-        except ValueError as exc:
-            raise ClientSetupError(f"{profile.source}: load: {exc}") from None
-        if not any("{agent}" in w for w in load):
-            raise ClientSetupError(f"{profile.source}: for a one-shot client, load is the command "
-                                   "line that resumes a session: it must say where the agent "
-                                   "command goes, with {agent}")
     from conformance.transport import split_command
 
     split_command([words[0]])  # a missing executable is a usage error, not a finding
@@ -160,7 +154,7 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
     played = play_client_case(run, case, protocol, target_label, signals=signals)
     transcript, cr.note = played.transcript, played.note
     cr.target_info = _client_info(transcript)
-    if cr.note.startswith(f"v{protocol} unsupported") or cr.note == NO_RELOAD:
+    if cr.note.startswith((f"v{protocol} unsupported", NO_RELOAD)):
         cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
                        for r in case.requirements]
         cr.findings += [f.with_case(name) for f in grade(
@@ -192,7 +186,11 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
     played = Played(transcript)
     reloads = any(isinstance(step, dict) and "reload" in step for step in case.drive)
     if reloads and run.adapter is None and (run.profile is None or run.profile.load is None):
-        played.note = NO_RELOAD  # known before starting anything: nothing is played
+        played.note = NO_RELOAD + HOW_TO_RELOAD  # known before starting: nothing is played
+        return played
+    if (reloads and run.profile is not None and run.profile.load is not None
+            and "{prompt}" in (run.command or "") and "{agent}" not in run.profile.load):
+        played.note = NO_RELOAD + ONE_SHOT_RELOAD  # a pty client's load, given to a one-shot
         return played
     history: list[TurnScript] = []  # what a reload replays
     ids = new_ids()
@@ -247,7 +245,7 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
                         client.start()
                     elif "reload" in step:
                         if not client.can_reload():
-                            played.note = NO_RELOAD
+                            played.note = NO_RELOAD + HOW_TO_RELOAD
                             break
                         current[0] = build_reload(step["reload"], history)
                         client.reload(current[0])
