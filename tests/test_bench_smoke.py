@@ -58,6 +58,13 @@ def test_startup() -> None:
     assert "heavy modules imported by --help: none" in done.stdout
 
 
+def test_silent_client_on_one_case() -> None:
+    done = bench("bench.silent_client", "--repeats", "1", "--case", "client-empty-id")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(ratios(done.stdout)) == 2
+    assert "1 case(s) played" in done.stdout
+
+
 @pytest.mark.slow
 def test_live_overhead_on_one_case() -> None:
     done = bench("bench.live_overhead", "--repeats", "1", "--case", "prompt-lifecycle")

@@ -196,3 +196,45 @@ def _key(rid: Any) -> tuple[str, Any] | None:
 def _show(rid: Any) -> str:
     text = json.dumps(rid, ensure_ascii=False, default=str)
     return text if len(text) <= 80 else f"{text[:80]}... ({len(text)} characters)"
+
+
+@register
+class Negotiation(Checker):
+    """Client side: a client that asked for an older protocol version than the agent
+    answered, and carried on as if its own version had been agreed (the spec answers a
+    version the agent does not support with the agent's latest; a client that cannot speak
+    it should close the connection). Info: the case is then not graded on that version."""
+
+    quiet_repeats = True  # reads the handshake note and the client's requests only
+    rules = (
+        Rule("TARGET/negotiation", "a client carries on only with a protocol version it asked "
+             "for or can speak", Outcome.INFO, role="client",
+             untested="the client and the agent double agreed on the protocol version"),
+    )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.mismatch: dict[int, tuple[int, dict[str, Any]]] = {}  # conn -> (seq, data)
+        self.reported = False
+
+    def on_frame(self, ev: Frame) -> None:
+        e = ev.entry
+        data = _data(e)
+        if e.stream == "harness" and e.event == "note" and data.get("note") == "version-mismatch":
+            asked, answered = data.get("asked"), data.get("answered")
+            if isinstance(asked, int) and isinstance(answered, int) and asked < answered:
+                self.mismatch[e.conn] = (e.seq, data)
+            self.exercised("TARGET/negotiation")
+            return
+        if (self.reported or e.conn not in self.mismatch or e.src != "client"
+                or e.stream != "stdin" or not isinstance(e.msg, dict)):
+            return
+        method = e.msg.get("method")
+        if method in ("session/new", "session/load", "session/prompt"):
+            seq, data = self.mismatch[e.conn]
+            self.reported = True
+            self.found("TARGET/negotiation", f"the client asked for protocolVersion "
+                       f"{data.get('asked')}, was answered {data.get('answered')}, and carried "
+                       f"on with {method} instead of closing the connection",
+                       entries=[seq, e.seq], expected="the client closes the connection "
+                       "(or speaks the answered version)", actual=method)

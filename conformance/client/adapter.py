@@ -15,6 +15,8 @@ factory once per client start::
                                       #   [{"role": "user"|"agent"|"thought", "text": str,
                                       #     "meta": {...} (optional: the message's _meta)}]
         def close(self):              # the suite is done with this client
+        def load(self, session_id):   # optional: reload that session (the client sends
+                                      #   session/load); without it MID-C-07 is not testable
 
 ``send`` may be called at any time from inside these methods. The suite plays
 the agent with the same engine as the agent double process
@@ -115,6 +117,7 @@ class AdapterClient(DoubleTally):
         self.engine: DoubleEngine | None = None
         self.outbox: deque[Any] = deque()
         self.observed: str | None = None  # the turn whose observation is recorded
+        self.load_session = False  # the double advertises loadSession (reload cases)
         self.worker = _Worker(timeout)
 
     # -- running adapter code with a time limit -------------------------------------------
@@ -149,7 +152,8 @@ class AdapterClient(DoubleTally):
         self.outbox.clear()
         self.engine = DoubleEngine(protocol=self.protocol,
                                    next_turn=lambda: self.next_turn(self.conn),
-                                   response_message_id=self.response_message_id)
+                                   response_message_id=self.response_message_id,
+                                   load_session=self.load_session)
         self.transcript.add(self.conn, "harness", "harness", event="start",
                             data={"pid_role": "client", "adapter": True})
         self._run(self._start)
@@ -213,6 +217,7 @@ class AdapterClient(DoubleTally):
             self.transcript.add(self.conn, "harness", "harness", event="timeout",
                                 data={"timeout": 0, **data, "output_tail":
                                       "the client went quiet without answering"})
+            self.count(name, data)
             return
         self.transcript.add(self.conn, "harness", "harness", event="note",
                             data={"note": name, **data})
@@ -240,8 +245,29 @@ class AdapterClient(DoubleTally):
             raise ClientAborted("the client sent no prompt")
         self._observe(turn)
 
+    def can_reload(self) -> bool:
+        return callable(getattr(self.adapter, "load", None))
+
+    def reload(self, turn: TurnScript) -> None:
+        """MID-C-07: the adapter's optional load(session_id); then what it shows."""
+        self.observed = None
+        try:
+            self._run(functools.partial(self._reload, turn))
+        except ClientAborted as exc:
+            if self.observed != turn.name:
+                self._observe(turn, exited=str(exc))
+            raise
+
+    def _reload(self, turn: TurnScript) -> None:
+        adapter = self.adapter
+        session = self.session_id or "sess-1"
+        self._call(f"load({session!r})", lambda: adapter.load(session))  # type: ignore[union-attr]
+        self._pump(f"the reload of session {session}")
+        self._observe(turn)
+
     def _observe(self, turn: TurnScript, *, exited: str | None = None) -> None:
-        data: JsonObject = {"turn": turn.name, "protocol": self.protocol, "source": "adapter",
+        data: JsonObject = {**turn.observed_fields(), "protocol": self.protocol,
+                            "source": "adapter",
                             "render": "cumulative", "kinds": ["user", "agent", "thought"]}
         if exited:
             data.update(exited=True, why=exited, shown=[])

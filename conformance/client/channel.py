@@ -7,13 +7,15 @@ double -> suite::
     {"type": "hello", "pid": 123, "protocol": 2}        first line
     {"type": "line", "dir": "out"|"in", "b64": "..."}    a wire line the double wrote / read
     {"type": "event", "event": "turn-start", "data": {}} turn-start, turn-end, session,
-                                                         probe-answered, wait-timeout,
-                                                         version-mismatch
+                                                         probe-answered, probe-unawaited,
+                                                         wait-timeout, version-mismatch,
+                                                         load, load-end
     {"type": "next-turn"}                                a session/prompt arrived: which turn?
 
 suite -> double::
 
-    {"type": "config", "conn": 0, "protocol": 2, "wait": 5.0, "response_message_id": true}
+    {"type": "config", "conn": 0, "protocol": 2, "wait": 5.0, "response_message_id": true,
+     "load_session": false}
     {"type": "turn", "turn": {...TurnScript...} | null}
 
 The suite records every reported line in the case's transcript as it arrives

@@ -2,8 +2,9 @@
 
 ``python -m conformance.client.double --protocol 1|2 --control SOCKET`` is
 started by the client (the suite puts it where the client command says
-``{agent}``). It performs the handshake in v1 or v2, answers ``session/new``,
-and answers each ``session/prompt`` with the turn the suite hands it: the
+``{agent}``). It performs the handshake in v1 or v2, answers ``session/new``
+(in reload cases also v1 ``session/load``, replaying the history the suite hands
+it), and answers each ``session/prompt`` with the turn the suite hands it: the
 scripted updates, permission requests, then a liveness probe (an extension
 request ``_acp_mid/ping`` that must get an answer), then the end of the turn
 (v1 the prompt response, v2 an idle ``state_update``). It reports every line
@@ -56,14 +57,22 @@ class DoubleTally:
         self.sessions = 0
         self.turns_ended = 0
         self.version_asked: Any = None
+        self.probe_missed = False  # the client left a liveness probe unanswered
+        self.session_id: str | None = None  # the last session the double opened
+        self.loads_ended = 0
 
     def count(self, name: str, data: JsonObject) -> None:
         if name == "session":
             self.sessions += 1
+            self.session_id = str(data.get("sessionId"))
+        elif name == "load-end":
+            self.loads_ended += 1
         elif name == "turn-end":
             self.turns_ended += 1
         elif name == "version-mismatch":
             self.version_asked = data.get("asked")
+        elif name == "wait-timeout" and str(data.get("id", "")).startswith("probe-"):
+            self.probe_missed = True
 
 
 class DoubleEngine:
@@ -72,12 +81,18 @@ class DoubleEngine:
     ``next_turn`` is asked for the turn to play at each ``session/prompt``
     (None: no scripted turn is left, the prompt gets a short plain reply).
     ``events`` collects reports for the suite: turn-start, turn-end,
-    probe-answered, wait-timeout, version-mismatch.
+    probe-answered, probe-unawaited, wait-timeout, version-mismatch.
+
+    A client that asks for a lower protocol version than the double's gets the double's
+    version (the spec's answer) and may carry on; its probes are then sent but not
+    waited for, since the case is not graded on that version's rules.
     """
 
     def __init__(self, *, protocol: int, next_turn: Callable[[], TurnScript | None],
-                 response_message_id: bool = True) -> None:
+                 response_message_id: bool = True, load_session: bool = False) -> None:
         self.protocol = protocol
+        self.load_session = load_session  # v1: advertise loadSession and replay on load
+        self._after_load: TurnScript | None = None  # the turn for a resumed one-shot prompt
         self.next_turn = next_turn
         self.response_message_id = response_message_id
         self.out: list[Any] = []
@@ -90,6 +105,7 @@ class DoubleEngine:
         self._gen: TurnGen | None = None
         self._awaiting: tuple[Any, str] | None = None
         self._prompts: deque[tuple[Any, JsonObject]] = deque()
+        self.asked_lower = False  # the client asked for an older protocol version
 
     # -- what the I/O layer asks ------------------------------------------
     @property
@@ -138,6 +154,8 @@ class DoubleEngine:
             sid = f"sess-{self.sessions}"
             self.events.append({"event": "session", "data": {"sessionId": sid}})
             self._respond(rid, {"sessionId": sid})
+        elif method == "session/load" and self.load_session and self.protocol < 2:
+            self._load(rid, params)
         elif method == "session/prompt":
             self._prompts.append((rid, params))
             if self._gen is None:
@@ -149,6 +167,7 @@ class DoubleEngine:
     def _initialize(self, rid: Any, params: JsonObject) -> None:
         asked = params.get("protocolVersion")
         if asked != self.protocol:
+            self.asked_lower = isinstance(asked, int) and asked < self.protocol
             self.events.append({"event": "version-mismatch",
                                 "data": {"asked": asked, "answered": self.protocol}})
         info = {"name": DOUBLE_NAME, "version": __version__}
@@ -157,9 +176,23 @@ class DoubleEngine:
                                   "authMethods": []}
         else:
             result = {"protocolVersion": 1, "agentInfo": info, "authMethods": [],
-                      "agentCapabilities": {"loadSession": False, "promptCapabilities": {
+                      "agentCapabilities": {"loadSession": self.load_session,
+                                            "promptCapabilities": {
                           "image": False, "audio": False, "embeddedContext": False}}}
         self._respond(rid, result)
+
+    def _load(self, rid: Any, params: JsonObject) -> None:
+        """v1 session/load: replay the history the suite hands over, then answer."""
+        given = params.get("sessionId")
+        sid = given if isinstance(given, str) else "sess-1"
+        turn = self.next_turn()
+        self.events.append({"event": "load", "data": {"sessionId": sid}})
+        for u in turn.replay if turn else ():
+            self.out.append({"jsonrpc": "2.0", "method": "session/update",
+                             "params": {"sessionId": sid, "update": u}})
+        self._respond(rid, {})
+        self.events.append({"event": "load-end", "data": {"sessionId": sid}})
+        self._after_load = turn if turn and turn.actions else None
 
     def _respond(self, rid: Any, result: Any) -> None:
         self.out.append({"jsonrpc": "2.0", "id": rid, "result": result})
@@ -170,7 +203,7 @@ class DoubleEngine:
             rid, params = self._prompts.popleft()
             given = params.get("sessionId")
             sid = given if isinstance(given, str) else "sess-1"
-            turn = self.next_turn()
+            turn, self._after_load = self._after_load or self.next_turn(), None
             self._gen = self._turn(rid, sid, params, turn)
             self._step(None, first=True)
 
@@ -232,7 +265,10 @@ class DoubleEngine:
         self.probes += 1
         probe_id = f"probe-{self.probes}"
         yield ("send", {"jsonrpc": "2.0", "id": probe_id, "method": PROBE_METHOD, "params": {}})
-        yield ("await", probe_id, f"the answer to the liveness probe {probe_id}")
+        if (turn is None or turn.await_probe) and not self.asked_lower:
+            yield ("await", probe_id, f"the answer to the liveness probe {probe_id}")
+        else:
+            self.events.append({"event": "probe-unawaited", "data": {"id": probe_id}})
         if v2:
             yield update({"sessionUpdate": "state_update", "state": "idle",
                           "stopReason": "end_turn"})
@@ -311,7 +347,9 @@ def run(protocol: int, channel: Any, script: list[TurnScript], transcript: str |
         return queued.popleft() if queued else None
 
     engine = DoubleEngine(protocol=protocol, next_turn=next_turn,
-                          response_message_id=response_message_id)
+                          response_message_id=response_message_id,
+                          load_session=bool(channel.config.get("load_session"))
+                          if channel is not None else False)
     stdin = sys.stdin.buffer.fileno()
     stdout = sys.stdout.buffer
     sel = selectors.DefaultSelector()

@@ -31,7 +31,8 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.timeline import Frame, MessageEvent, OtherUpdate, TurnStart
+from conformance.checks.timeline import Frame, MessageEvent, OtherUpdate, ReplayStart, TurnStart
+from conformance.client.controls import Differential, control_view, has_cause
 from conformance.results import Outcome
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
@@ -274,6 +275,10 @@ class Issue:
     expected: Any = None
     actual: Any = None
     outcome: Outcome | None = None
+    # How a control stream decides this issue's cause (conformance.client.controls):
+    # ("merged", text1, text2), ("split", text), ("order",), ("lost", texts...) or
+    # ("attached", text, owner's text); () for an issue that names no cause.
+    test: tuple[str, ...] = ()
 
 
 @dataclass
@@ -325,16 +330,11 @@ def _natural(s: str) -> list[Any]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
 
 
-def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, protocol: int,
-            kinds: Iterable[str] = ("user", "agent", "thought")) -> list[Issue]:
-    v2 = protocol >= 2
-    c03 = F if v2 else W
-    visible = set(kinds)
-    exp = [e for e in expected if e.kind in visible and e.blocks]
-    owner: dict[str, Expected] = {b.text: e for e in exp for b in e.blocks}
+def locate(reducer: Reducer, shown: list[Shown]
+           ) -> tuple[dict[str, list[tuple[int, int]]], list[list[str]]]:
+    """Where each sent text shows up (text -> [(shown index, position)]), and the sent
+    texts each shown message holds, in order."""
     known = _index(set(reducer.sent) | reducer.prompts)
-    issues: list[Issue] = []
-    # where each text shows up: text -> [(shown index, position)]
     where: dict[str, list[tuple[int, int]]] = {}
     per_shown: list[list[str]] = []
     for j, s in enumerate(shown):
@@ -342,6 +342,22 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
         per_shown.append([t for _, t in located])
         for pos, t in located:
             where.setdefault(t, []).append((j, pos))
+    return where, per_shown
+
+
+def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, protocol: int,
+            kinds: Iterable[str] = ("user", "agent", "thought"),
+            controlled: bool = False) -> list[Issue]:
+    """The issues of one observation. ``controlled``: a control stream will decide each
+    cause (conformance.client.controls); without one, a merge of look-alike IDs is put
+    down to the IDs only when the client kept unrelated adjacent IDs apart."""
+    v2 = protocol >= 2
+    c03 = F if v2 else W
+    visible = set(kinds)
+    exp = [e for e in expected if e.kind in visible and e.blocks]
+    owner: dict[str, Expected] = {b.text: e for e in exp for b in e.blocks}
+    issues: list[Issue] = []
+    where, per_shown = locate(reducer, shown)
 
     def ids(*es: Expected) -> list[Any]:
         return [_short(e.mid) if e.mid is not None else None for e in es]
@@ -365,7 +381,8 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
                     issues.append(Issue(
                         "MID-V2-07", f"a v2 chunk without a string messageId was attached to "
                         f"the {owners[0].label()}", (st.seq, *owners[0].entries[:2]),
-                        expected="the chunk rejected or ignored", actual=shown[j].text[:200]))
+                        expected="the chunk rejected or ignored", actual=shown[j].text[:200],
+                        test=("attached", t, owners[0].blocks[0].text)))
                 else:
                     issues.append(Issue(
                         "MID-V2-07", "a v2 chunk without a string messageId is shown as a "
@@ -381,7 +398,7 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
             issues.append(Issue("MID-C-03/content", f"the {e.label()} is shown as {shown[j].role}",
                                 tuple(e.entries[:3]), expected=e.kind, actual=shown[j].role))
         for e1, e2 in itertools.pairwise(owners):
-            issues.append(_merge(reducer, e1, e2, shown[j].text, c03, exp, where))
+            issues.append(_merge(reducer, e1, e2, shown[j].text, c03, exp, where, controlled))
 
     # -- where each expected message went ---------------------------------------------
     for e in exp:
@@ -397,7 +414,8 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
                 for rule in ("MID-C-05", "MID-S-03/client"):
                     issues.append(Issue(rule, f"the client dropped content of a chunk with a "
                                         f"malformed messageId ({e.label()})", ev,
-                                        expected=e.text(), actual="(not shown)"))
+                                        expected=e.text(), actual="(not shown)",
+                                        test=("lost", *(b.text for b in malformed))))
             elif e.malformed_content and lost_all:
                 issues.append(Issue("MID-V2-08", f"a whole-message update with malformed content "
                                     f"cleared the {e.label()}", tuple(e.entries[-2:]),
@@ -437,8 +455,8 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
                                         expected=want, actual=got, outcome=I))
     issues.extend(_order(exp, where))
     # The catalogue grades null-vs-omitted under both names (S-02 / C-04).
-    issues += [Issue("MID-S-02/client", i.message, i.entries, i.expected, i.actual, i.outcome)
-               for i in issues if i.rule == "MID-C-04"]
+    issues += [Issue("MID-S-02/client", i.message, i.entries, i.expected, i.actual, i.outcome,
+                     i.test) for i in issues if i.rule == "MID-C-04"]
     return issues
 
 
@@ -449,9 +467,11 @@ def _shown_text(shown: list[Shown], places: list[int]) -> Any:
 
 
 def _merge(reducer: Reducer, e1: Expected, e2: Expected, text: str, c03: Outcome,
-           exp: list[Expected], where: dict[str, list[tuple[int, int]]]) -> Issue:
+           exp: list[Expected], where: dict[str, list[tuple[int, int]]],
+           controlled: bool = False) -> Issue:
     entries = (e1.entries[0], e2.entries[0])
     evidence = {"ids": [_short(e1.mid), _short(e2.mid)], "shown": text[:200]}
+    test = ("merged", e1.blocks[0].text, e2.blocks[0].text)
     expected = [e1.text(), e2.text()]
     if e1.kind != e2.kind:
         return Issue("MID-C-03/content", f"one rendered message mixes the {e1.label()} and the "
@@ -460,25 +480,26 @@ def _merge(reducer: Reducer, e1: Expected, e2: Expected, text: str, c03: Outcome
         how = related(e1.mid, e2.mid)
         adjacent = not reducer.between(e1, e2) if e1.last < e2.first else \
             not reducer.between(e2, e1)
-        if how and (not adjacent or _separates_unrelated(reducer, exp, where)):
+        if how and (controlled or not adjacent or _separates_unrelated(reducer, exp, where)):
             return Issue("MID-C-02/merged", f"distinct IDs {_short(e1.mid)!r} and "
                          f"{_short(e2.mid)!r} (equal only after {how}) are shown as one message",
-                         entries, expected=expected, actual=evidence)
+                         entries, expected=expected, actual=evidence, test=test)
         extra = f" (the IDs also differ only by {how})" if how else ""
         return Issue("MID-C-03/merged", f"the {e1.label()} and the {e2.label()} are shown as one "
                      f"message{extra}", entries, expected=expected, actual=evidence, outcome=c03)
     pair = (e1, e2)
     if any(e.mid == "" for e in pair) and any(e.mid is None for e in pair):
         return Issue("MID-C-06", "chunks with the empty-string ID are merged with ID-less "
-                     "chunks, as if \"\" were no ID", entries, expected=expected, actual=evidence)
+                     "chunks, as if \"\" were no ID", entries, expected=expected, actual=evidence,
+                     test=test)
     idless = [e for e in pair if e.mid is None]
     if any(model.NULL in e.forms for e in idless):
         return Issue("MID-C-04", f"a null messageId is treated unlike an omitted one: the "
                      f"{e1.label()} and the {e2.label()} are shown as one message", entries,
-                     expected=expected, actual=evidence)
+                     expected=expected, actual=evidence, test=test)
     if any(model.WRONG_TYPE in e.forms for e in idless):
         return Issue("MID-C-05", "a chunk with a malformed messageId was not treated as ID-less",
-                     entries, expected=expected, actual=evidence)
+                     entries, expected=expected, actual=evidence, test=test)
     return Issue("MID-C-03/merged", f"the {e1.label()} and the {e2.label()} are shown as one "
                  "message", entries, expected=expected, actual=evidence, outcome=c03)
 
@@ -521,10 +542,11 @@ def _split(reducer: Reducer, e: Expected, places: list[int],
         if e.mid is None and a.form != b.form and {a.form, b.form} <= {model.ABSENT, model.NULL}:
             return Issue("MID-C-04", f"the {e.label()} is split where the chunks switch between "
                          "an omitted and a null messageId", entries, expected=e.text(),
-                         actual=_shown_text(shown, places))
+                         actual=_shown_text(shown, places), test=("split", e.blocks[0].text))
     if hazardous(e.mid):
         return Issue("MID-C-02/split", f"the {e.label()} is shown as {len(places)} messages{why}",
-                     entries, expected=e.text(), actual=_shown_text(shown, places))
+                     entries, expected=e.text(), actual=_shown_text(shown, places),
+                     test=("split", e.blocks[0].text))
     return Issue("MID-C-03/split", f"the {e.label()} is shown as {len(places)} messages{why}",
                  entries, expected=e.text(), actual=_shown_text(shown, places), outcome=c03)
 
@@ -548,7 +570,7 @@ def _order(exp: list[Expected], where: dict[str, list[tuple[int, int]]]) -> list
     if len(keyed) >= 2 and (mids == sorted(mids) or mids == sorted(mids, key=_natural)):
         return [Issue("MID-C-02/order", "messages are shown sorted by messageId instead of in "
                       "order of first appearance", entries, expected=evidence["expected"],
-                      actual=evidence["shown"])]
+                      actual=evidence["shown"], test=("order",))]
     return [Issue("MID-C-03/order", "messages are shown in another order than first appearance "
                   "(display order is not normative)", entries, expected=evidence["expected"],
                   actual=evidence["shown"])]
@@ -598,6 +620,8 @@ class ShownMessages(Checker):
         _rule("MID-S-03/client", "a wrongly typed v1 messageId reads as absent, the update is "
               "kept", W, versions=(1,)),
         _rule("MID-C-06", "the empty string is a real ID, not \"no ID\"", W),
+        _rule("MID-C-07", "after a reload, each message of the replayed history is shown once, "
+              "whether the replay keeps the IDs or regenerates them", W),
         _rule("MID-V2-02/client", "whole-message updates are upserts keyed by messageId "
               "(omitted keeps, null and [] clear, a value replaces)", F, versions=(2,)),
         _rule("MID-V2-03", "chunks append to and updates replace one message's content, "
@@ -614,6 +638,7 @@ class ShownMessages(Checker):
         super().__init__(*a)
         self.reducers: dict[int, Reducer] = {}
         self.protocols: dict[int, int] = {}
+        self.diff = Differential(self)
 
     def _reducer(self, conn: int) -> Reducer:
         r = self.reducers.get(conn)
@@ -629,6 +654,12 @@ class ShownMessages(Checker):
         self.protocols[ev.conn] = ev.protocol
         if ev.update_type != "state_update":
             self._reducer(ev.conn).other(ev.seq)
+
+    def on_replay_start(self, ev: ReplayStart) -> None:
+        # After a reload the display is the replayed history (and what follows), whatever
+        # the client showed before: the expectation starts afresh (MID-C-07).
+        if ev.requested:
+            self.reducers[ev.conn] = Reducer()
 
     def on_turn_start(self, ev: TurnStart) -> None:
         self.protocols[ev.conn] = ev.protocol
@@ -662,17 +693,40 @@ class ShownMessages(Checker):
         shown = shown_from(data.get("shown") or [])
         if "chunk-meta" in reducer.features and any(s.meta is not UNSET for s in shown):
             specific.add("MID-V2-04")
+        control_of, control = str(data.get("control_of") or ""), str(data.get("control") or "")
         if data.get("exited"):
             why = str(data.get("why") or "the client exited")
+            if control_of:
+                self.diff.control(control_of, None, f"{why} during the control stream")
             for rule in sorted(specific - {"MID-C-02/order", "MID-C-02/split"}
                                or {"MID-C-03/content"}):
                 self.found(rule, f"{why} after this stream (the catalogue grades a crash as "
                            "fail)", entries=[e.seq], expected="the client alive, showing the turn",
                            actual=data.get("tail", ""), outcome=F)
             return
-        for rule in rules | specific:
-            self.exercised(rule, protocol)
         kinds = data.get("kinds") or ("user", "agent", "thought")
-        for issue in compare(reducer, expected, shown, protocol=protocol, kinds=kinds):
+        if control_of:  # evidence for its probe's findings, not graded on its own
+            visible = [x for x in expected if x.kind in kinds and x.blocks]
+            self.diff.control(control_of, control_view(visible, locate(reducer, shown)[0]))
+            return
+        for rule in rules | specific:
+            if control and has_cause(rule):
+                self.diff.exercise(rule, protocol)
+            else:
+                self.exercised(rule, protocol)
+        reload = bool(data.get("reload"))
+        if reload:
+            self.exercised("MID-C-07", protocol)
+        for issue in compare(reducer, expected, shown, protocol=protocol, kinds=kinds,
+                             controlled=bool(control)):
+            if reload and issue.rule == "MID-C-03/content":  # lost or shown twice
+                issue = Issue("MID-C-07", f"after the reload, {issue.message}", issue.entries,
+                              issue.expected, issue.actual, W)
+            if control and issue.test and has_cause(issue.rule):
+                self.diff.hold(str(data.get("turn")), issue, (*issue.entries, e.seq), protocol)
+                continue
             self.found(issue.rule, issue.message, entries=[*issue.entries, e.seq],
                        expected=issue.expected, actual=issue.actual, outcome=issue.outcome)
+
+    def finish(self) -> None:
+        self.diff.finish()

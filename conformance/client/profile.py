@@ -16,6 +16,9 @@ A profile is a small YAML file::
     show: [user, agent]            # optional: the kinds the client shows (default all three)
     send_delay: 0.05               # optional: seconds between seeing ready and typing, for a
                                    #   client that shows its prompt before it reads (default 0)
+    load: "/resume {session}\r"     # optional: what to type to reload a session (MID-C-07);
+                                   #   for a one-shot client, the command line that resumes
+                                   #   one: 'my-cli --agent {agent} --resume {session} {prompt}'
 
 One-shot clients (``{prompt}`` in the client command) need only ``message``
 (``ready`` and ``submit`` are not used). Errors name the file and line.
@@ -32,7 +35,7 @@ from conformance.cases import CaseError, compose_with_lines
 
 ROLES = ("user", "agent", "thought")
 RENDERS = ("cumulative", "incremental")
-KEYS = ("ready", "submit", "message", "render", "quit", "roles", "show", "send_delay")
+KEYS = ("ready", "submit", "message", "render", "quit", "roles", "show", "send_delay", "load")
 MAX_SEND_DELAY = 5.0
 
 
@@ -51,6 +54,7 @@ class Profile:
     show: tuple[str, ...] = ROLES
     source: str = "(profile)"
     send_delay: float = 0.0
+    load: str | None = None  # how to reload a session, with {session}
 
     def role_of(self, label: str) -> str:
         label = label.strip()
@@ -121,6 +125,10 @@ def loads(text: str, name: str = "(profile)") -> Profile:
     submit = string("submit")
     if submit is not None and "{prompt}" not in submit:
         raise ProfileError(f"{at('submit')}: submit must contain the placeholder {{prompt}}")
+    load = string("load")
+    if load is not None and "{session}" not in load:
+        raise ProfileError(f"{at('load')}: load must contain the placeholder {{session}} "
+                           "(the session to reload)")
     roles: dict[str, str] = {}
     if "roles" in data:
         if not isinstance(data["roles"], dict):
@@ -145,7 +153,7 @@ def loads(text: str, name: str = "(profile)") -> Profile:
                            f"to {MAX_SEND_DELAY:g}")
     return Profile(message=message, render=render, ready=regex("ready"), submit=submit,
                    quit=string("quit"), roles=roles, show=show, source=name,
-                   send_delay=float(send_delay))
+                   send_delay=float(send_delay), load=load)
 
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")

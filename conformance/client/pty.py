@@ -54,12 +54,15 @@ class Template:
     def one_shot(self) -> bool:
         return any("{prompt}" in w for w in self.words)
 
-    def argv(self, agent: str, prompt: str | None = None) -> list[str]:
+    def argv(self, agent: str, prompt: str | None = None, session: str | None = None
+             ) -> list[str]:
         out = []
         for w in self.words:
             w = w.replace("{agent}", agent)
             if prompt is not None:
                 w = w.replace("{prompt}", prompt)
+            if session is not None:
+                w = w.replace("{session}", session)
             out.append(w)
         return out
 
@@ -277,13 +280,46 @@ class PtyClient(DoubleTally):
             raise
         self._observe(turn, since)
 
+    def can_reload(self) -> bool:
+        return self.profile is not None and self.profile.load is not None
+
+    def reload(self, turn: TurnScript) -> None:
+        """Reload the session the client has open (MID-C-07): type the profile's ``load``;
+        a one-shot client is started with the ``load`` command line and prompts once."""
+        assert self.profile is not None and self.profile.load is not None
+        session = self.session_id or "sess-1"
+        if self.template.one_shot:
+            import shlex
+
+            target = self.turns_ended + 1
+            self._spawn(Template(shlex.split(self.profile.load)).argv(self.agent, turn.prompt,
+                                                                      session))
+            done = lambda: self.eof and self.turns_ended >= target
+            waiting_for = f"the one-shot client to resume session {session} and exit"
+            since = 0
+        else:
+            target = self.loads_ended + 1
+            since = len(self.buf)
+            self.child.send(self.profile.load.replace("{session}", session).encode("utf-8"))
+            done = lambda: self.loads_ended >= target and self._ready_at_end(since)
+            waiting_for = f"the client to reload session {session} and show ready"
+        try:
+            self._wait(done, waiting_for)
+        except ClientAborted as exc:
+            self._observe(turn, since, exited=str(exc))
+            raise
+        self._observe(turn, since)
+        if self.template.one_shot:
+            self._reap()
+            self.child = None
+
     def _observe(self, turn: TurnScript, since: int, *, exited: str | None = None) -> None:
         if self.profile is None:
             return
         cumulative = self.profile.render == "cumulative" or self.template.one_shot
         lines = screen_lines(self._text(since), last_screen=cumulative)
         data: dict[str, Any] = {
-            "turn": turn.name, "protocol": self.protocol, "source": "pty",
+            **turn.observed_fields(), "protocol": self.protocol, "source": "pty",
             "render": "cumulative" if cumulative else "incremental",
             "kinds": list(self.profile.show), "shown": parse_messages(self.profile, lines)}
         if exited:

@@ -26,8 +26,10 @@ is an interactive terminal client: it shows ``> `` when it waits for input,
 sends each line as a prompt, and prints the conversation as ``role: text``
 lines, all of it after each turn (``--render cumulative``, after clearing the
 screen) or only what the turn added or changed (``--render incremental``).
-With ``--prompt TEXT`` it is a one-shot client: one turn, print, exit.
-``/quit`` ends it. As a library it is an in-process client for
+With ``--prompt TEXT`` it is a one-shot client: one turn, print, exit
+(``--resume SESSION`` loads that session first). ``/load SESSION`` reloads a
+session (v1 ``session/load``: the replay becomes the conversation), ``/quit``
+ends it. As a library it is an in-process client for
 ``--client-adapter conformance.client.reference:make_client``.
 """
 
@@ -61,6 +63,7 @@ submit: "{prompt}\r"
 message: '^(?P<role>user|agent|thought): (?P<text>.*)$'
 render: cumulative
 quit: "/quit\r"
+load: "/load {session}\r"
 """
 
 
@@ -101,6 +104,7 @@ class ReferenceClient:
         self.protocol = max_protocol
         self.cwd = cwd or os.getcwd()
         self.session_id: str | None = None
+        self.resume: str | None = None  # a session to load instead of creating one
         self.failed: str | None = None  # why the connection is unusable
         self.turn_open = False
         self._prompt_id: Any = None
@@ -147,6 +151,20 @@ class ReferenceClient:
         self.turn_open, self._accepted, self._idle = True, False, False
         self._prompt_id = self._request("session/prompt", self.prompt_params(text))
 
+    def load(self, session_id: str) -> None:
+        """Reload a session (v1 session/load): the replayed history becomes the whole
+        conversation, whatever IDs it carries (MID-C-07)."""
+        self.forget()
+        self.session_id = session_id
+        self.turn_open = True  # busy until the load is answered
+        self._request("session/load", {"sessionId": session_id, "cwd": self.cwd,
+                                       "mcpServers": []})
+
+    def forget(self) -> None:
+        """Drop what is shown: a reload replays it."""
+        self.messages, self.by_key, self.touched = [], {}, []
+        self._previous = self._local_prompt = None
+
     def prompt_params(self, text: str) -> JsonObject:
         """The prompt request carries no message ID: IDs are the agent's (MID-C-01)."""
         return {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
@@ -188,6 +206,9 @@ class ReferenceClient:
                 self.failed = f"the agent answered protocolVersion {pv!r}"
                 return
             self.protocol = pv
+            if self.resume is not None and pv < 2:
+                self.load(self.resume)
+                return
             params: JsonObject = {"cwd": self.cwd}
             if pv < 2:
                 params["mcpServers"] = []
@@ -198,6 +219,8 @@ class ReferenceClient:
                 self.session_id = sid
             else:
                 self.failed = "session/new returned no sessionId"
+        elif method == "session/load":
+            self.turn_open = False
         elif method == "session/prompt":
             if self.protocol >= 2:
                 self._accepted = True
@@ -372,6 +395,10 @@ class ReferenceAdapter:
         assert self.client is not None
         return self.client.shown()
 
+    def load(self, session_id: str) -> None:
+        assert self.client is not None
+        self.client.load(session_id)
+
     def close(self) -> None:
         self.client = None
 
@@ -395,13 +422,14 @@ class Terminal:
     """Runs a ReferenceClient against an agent process, for a person at a terminal."""
 
     def __init__(self, client_class: type[ReferenceClient], agent_cmd: str, *, render: str,
-                 max_protocol: int) -> None:
+                 max_protocol: int, resume: str | None = None) -> None:
         argv = shlex.split(agent_cmd)
         if not argv:
             raise SystemExit("reference client: --agent-cmd is empty")
         self.agent = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.DEVNULL, bufsize=0)
         self.client = client_class(self._send, max_protocol=max_protocol)
+        self.client.resume = resume
         self.render_mode = render
         self.out = sys.stdout
         self.sel = selectors.DefaultSelector()
@@ -474,7 +502,11 @@ class Terminal:
             line = self.pump(lambda: False, stdin=True)
             if line is None or line.strip() == "/quit":
                 return 0
-            if line.strip():
+            if line.startswith("/load "):
+                self.client.load(line[len("/load "):].strip())
+                self.pump(lambda: not self.client.turn_open)
+                self.render()
+            elif line.strip():
                 self.turn(line.rstrip("\r\n"))
 
     def close(self) -> None:
@@ -506,10 +538,13 @@ def main(argv: list[str] | None = None,
     p.add_argument("--agent-cmd", required=True, help="the agent command to start")
     p.add_argument("--render", choices=["cumulative", "incremental"], default="cumulative")
     p.add_argument("--prompt", help="one-shot: send this prompt, print the turn, exit")
+    p.add_argument("--resume", metavar="SESSION",
+                   help="load this session (v1 session/load) instead of creating one")
     p.add_argument("--protocol", type=int, choices=[1, 2], default=2,
                    help="newest protocol version to ask for (default 2)")
     args = p.parse_args(argv)
-    term = Terminal(client_class, args.agent_cmd, render=args.render, max_protocol=args.protocol)
+    term = Terminal(client_class, args.agent_cmd, render=args.render, max_protocol=args.protocol,
+                    resume=args.resume)
     try:
         return term.run(args.prompt)
     except KeyboardInterrupt:

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +32,23 @@ from conformance.cases import Case
 from conformance.checks import Options, grade
 from conformance.client.profile import Profile
 from conformance.client.pty import ClientAborted, PtyClient, Template
-from conformance.client.script import TurnScript, build_turn, check_case, new_ids
+from conformance.client.script import (
+    TurnScript,
+    build_control,
+    build_reload,
+    build_turn,
+    check_case,
+    new_ids,
+    wants_controls,
+)
 from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
 from conformance.transcript import Transcript
 
 ALWAYS = ("MID-C-01", "MID-C-08", "MID-S-06/client-framing")
+NO_RELOAD = "the client has no reload"
+HOW_TO_RELOAD = " (give the profile key load, or load() in the adapter)"
+ONE_SHOT_RELOAD = (" (for a one-shot client, the profile key load is the command line that "
+                   "resumes a session, with {agent}, {session} and {prompt})")
 
 
 class ClientSetupError(Exception):
@@ -123,13 +135,13 @@ def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -
     for c in client_cases:
         check_case(c)
     plan = [(p, c) for p in run.protocols for c in client_cases if c.applies_to(p, profile_name)]
-    from conformance.runner import RunInterrupted, run_plan
+    from conformance.runner import RunInterrupted, Shortcut, run_plan
 
     signum = run_plan(result, plan,
                       lambda protocol, case, signals, cutoff: run_client_case(
                           run, case, protocol, target_label, signals=signals),
                       handle_signals=run.handle_signals, progress=run.progress,
-                      jobs=run.jobs, deadline=run.deadline)
+                      jobs=run.jobs, deadline=run.deadline, shortcut=Shortcut())
     for done in result.cases:
         if done.target_info:
             result.target_info = dict(done.target_info)
@@ -155,12 +167,17 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
     played = play_client_case(run, case, protocol, target_label, signals=signals)
     transcript, cr.note = played.transcript, played.note
     cr.target_info = _client_info(transcript)
-    if cr.note.startswith(f"v{protocol} unsupported"):
+    if cr.note.startswith((f"v{protocol} unsupported", NO_RELOAD)):
         cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
                        for r in case.requirements]
+        cr.findings += [f.with_case(name) for f in grade(
+            transcript.entries, protocol=protocol, options=run.options,
+            select=["TARGET/negotiation"], role="client") if f.outcome != Outcome.NOT_APPLICABLE]
     else:
+        # A case with controls reports a fault whose cause they rule out under MID-C-03.
+        generic = ["MID-C-03"] if wants_controls(case) else []
         findings = grade(transcript.entries, protocol=protocol, options=run.options,
-                         select=list(case.checks) + list(ALWAYS), role="client")
+                         select=list(case.checks) + list(ALWAYS) + generic, role="client")
         cr.findings = [f.with_case(name) for f in apply_strict(findings, run.strict)]
     if run.transcripts is not None:
         from conformance.runner import safe_name
@@ -172,18 +189,33 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
 
 
 def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: str, *,
-                     signals: Any = None) -> Played:
-    """Start the client, play the case's drive steps to it, stop it: the transcript."""
+                     signals: Any = None, controls: bool = True) -> Played:
+    """Start the client, play the case's drive steps to it, stop it: the transcript.
+    ``controls=False`` plays no control streams (the fuzzer's generated cases)."""
     name = f"{case.id}@v{protocol}"
     transcript = Transcript({"role": "client", "protocol": protocol,
                              "profile": run.options.profile.name, "target": target_label,
                              "case": name})
     played = Played(transcript)
+    reloads = any(isinstance(step, dict) and "reload" in step for step in case.drive)
+    if reloads and run.adapter is None and (run.profile is None or run.profile.load is None):
+        played.note = NO_RELOAD + HOW_TO_RELOAD  # known before starting: nothing is played
+        return played
+    if (reloads and run.profile is not None and run.profile.load is not None
+            and "{prompt}" in (run.command or "") and "{agent}" not in run.profile.load):
+        played.note = NO_RELOAD + ONE_SHOT_RELOAD  # a pty client's load, given to a one-shot
+        return played
+    history: list[TurnScript] = []  # what a reload replays
     ids = new_ids()
     current: list[TurnScript | None] = [None]
+    client: Any = None
 
     def next_turn(conn: int) -> TurnScript | None:
         turn, current[0] = current[0], None  # each play is served once
+        if turn is not None and client is not None and client.probe_missed:
+            # The client already left a probe unanswered in this case (MID-C-08/probe
+            # failed there): later turns do not wait out the probe timeout again.
+            turn = replace(turn, await_probe=False)
         return turn
 
     response_id = run.options.profile.response_message_id
@@ -192,13 +224,13 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
     with (tempfile.TemporaryDirectory(prefix="acp-cc-") if run.adapter is None
           else contextlib.nullcontext("")) as tmp:
         control = None
-        client: Any
         if run.adapter is not None:
             from conformance.client.adapter import AdapterClient, load_factory
 
             client = AdapterClient(load_factory(run.adapter), transcript=transcript,
                                    protocol=protocol, timeout=run.timeout,
                                    response_message_id=response_id, next_turn=next_turn)
+            client.load_session = reloads
         else:
             from conformance.client.channel import SuiteSide
 
@@ -206,6 +238,7 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
             template = template_of(run.command, run.profile)
             control = SuiteSide(tmp, transcript, protocol=protocol, wait=min(run.timeout, 5.0),
                                 response_message_id=response_id, next_turn=next_turn)
+            control.config["load_session"] = reloads
             agent = double_command(tmp, protocol, control.path)
             workdir = os.path.join(tmp, "work")
             os.mkdir(workdir)
@@ -223,10 +256,23 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
                     elif step == "restart":
                         client.stop()
                         client.start()
+                    elif "reload" in step:
+                        if not client.can_reload():
+                            played.note = NO_RELOAD + HOW_TO_RELOAD
+                            break
+                        current[0] = build_reload(step["reload"], history)
+                        client.reload(current[0])
                     else:
-                        turn = build_turn(case, step["play"], protocol, ids)
+                        turn = build_turn(case, step["play"], protocol, ids,
+                                          controls=controls)
                         current[0] = turn
                         client.play(turn)
+                        history.append(turn)
+                        if _asked_lower(client, protocol):
+                            break  # one turn shows what the client does next; it is recorded
+                        if turn.control:  # played the same way, right after the probe
+                            current[0] = build_control(case, step["play"], protocol, ids)
+                            client.play(current[0])
             finally:
                 if signals is not None:
                     signals.driving = False
@@ -244,11 +290,16 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
             if control is not None:
                 _end_doubles(control)
                 control.close()
-        asked = client.version_asked
-        if isinstance(asked, int) and asked < protocol and client.sessions == 0:
-            played.note = (f"v{protocol} unsupported: the client asked for protocolVersion "
-                           f"{asked} and opened no session")
+        if _asked_lower(client, protocol):
+            played.note = (f"v{protocol} unsupported by the client (it asked for "
+                           f"{client.version_asked})")
     return played
+
+
+def _asked_lower(client: Any, protocol: int) -> bool:
+    """The client asked for an older protocol version than this case's (v1-only client)."""
+    asked = client.version_asked
+    return isinstance(asked, int) and not isinstance(asked, bool) and asked < protocol
 
 
 def _client_info(transcript: Transcript) -> dict[str, Any]:

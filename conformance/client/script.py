@@ -38,6 +38,13 @@ CHUNK_UPDATE = {"user": "user_message_chunk", "agent": "agent_message_chunk",
                 "thought": "agent_thought_chunk"}
 UPSERT_UPDATE = {"user": "user_message", "agent": "agent_message", "thought": "agent_thought"}
 JsonObject = dict[str, Any]
+CONTROL_PREFIX = "Ctrl "  # a plain word: profiles often skip lines that start with a bracket
+CONTROL_SUFFIX = "~control"
+CONTROL_ID = "ctl"  # control IDs: ctl<turn>-<nnn>, numbered in order of first appearance
+#: Rules whose findings name a cause (an ID transform, null, a malformed or empty ID, an
+#: invalid v2 chunk): each is decided against a control stream (conformance.client.observe).
+CAUSE_RULES = ("MID-C-02", "MID-C-04", "MID-S-02", "MID-C-05", "MID-S-03", "MID-C-06",
+               "MID-V2-07")
 
 
 @dataclass(frozen=True)
@@ -48,14 +55,39 @@ class TurnScript:
     prompt: str
     echo: bool  # the double reports the prompt as a user message with its own ID
     actions: tuple[JsonObject, ...]  # {"update": {...}} | {"permission": {"title": ...}}
+    # False once the client left a liveness probe unanswered in this case: the probe is
+    # still sent, but the turn ends without waiting for its answer (MID-C-08 costs once).
+    await_probe: bool = True
+    control_of: str = ""  # this turn is the control stream of that probe turn
+    control: str = ""  # the name of this turn's control stream, played right after it
+    # A reload: the session/update payloads the double replays on session/load (the
+    # history); ``actions`` then answer the prompt of a one-shot client that resumed.
+    replay: tuple[JsonObject, ...] = ()
+    reload: bool = False
 
     def to_json(self) -> JsonObject:
         return {"name": self.name, "prompt": self.prompt, "echo": self.echo,
-                "actions": list(self.actions)}
+                "actions": list(self.actions), "await_probe": self.await_probe,
+                "control_of": self.control_of, "control": self.control,
+                "replay": list(self.replay), "reload": self.reload}
 
     @classmethod
     def from_json(cls, d: JsonObject) -> TurnScript:
-        return cls(str(d["name"]), str(d["prompt"]), bool(d["echo"]), tuple(d["actions"]))
+        return cls(str(d["name"]), str(d["prompt"]), bool(d["echo"]), tuple(d["actions"]),
+                   bool(d.get("await_probe", True)), str(d.get("control_of", "")),
+                   str(d.get("control", "")), tuple(d.get("replay") or ()),
+                   bool(d.get("reload", False)))
+
+    def observed_fields(self) -> JsonObject:
+        """What an ``observed`` harness event says about the turn it observes."""
+        out: JsonObject = {"turn": self.name}
+        if self.control_of:
+            out["control_of"] = self.control_of
+        if self.control:
+            out["control"] = self.control
+        if self.reload:
+            out["reload"] = True
+        return out
 
 
 def text_block(text: str) -> JsonObject:
@@ -82,6 +114,7 @@ def step_id(step: JsonObject) -> tuple[bool, Any]:
 class _Ids:
     def __init__(self) -> None:
         self.tools = 0
+        self.controls = 0
 
     def tool(self) -> str:
         self.tools += 1
@@ -173,9 +206,12 @@ def check_case(case: Case) -> None:
         if isinstance(step, dict) and "play" in step and step["play"] not in turns:
             raise CaseError(f"{where}: play {step['play']!r} names no turn in stream "
                             f"(known: {', '.join(turns)})")
-        if isinstance(step, dict) and "play" not in step:
-            raise CaseError(f"{where}: client cases use start, restart and play steps, "
-                            f"not {next(iter(step))!r}")
+        if isinstance(step, dict) and not {"play", "reload"} & set(step):
+            raise CaseError(f"{where}: client cases use start, restart, play and reload "
+                            f"steps, not {next(iter(step))!r}")
+        if isinstance(step, dict) and "reload" in step and 2 in case.protocols:
+            raise CaseError(f"{where}: reload steps replay through session/load, which "
+                            "exists only in v1 (applies.protocols: [1])")
         if isinstance(step, str) and step not in ("start", "restart"):
             raise CaseError(f"{where}: client cases use start, restart and play steps, "
                             f"not {step!r}")
@@ -204,7 +240,7 @@ def default_prompt(name: str) -> str:
     return f"Please play turn {name}."
 
 
-def build_turn(case: Case, name: str, protocol: int, ids: _Ids | None = None) -> TurnScript:
+def _turn_steps(case: Case, name: str, protocol: int) -> tuple[str, bool, list[JsonObject]]:
     turn = turns_of(case)[name]
     prompt = str(turn.get("prompt", default_prompt(name)))
     echo = bool(turn.get("echo", protocol >= 2))
@@ -216,7 +252,98 @@ def build_turn(case: Case, name: str, protocol: int, ids: _Ids | None = None) ->
                                    text_prefix=f"{name}-")
     else:
         steps = list(turn.get("updates", []))
-    return TurnScript(name, prompt, echo, tuple(expand_steps(steps, protocol, ids)))
+    return prompt, echo, steps
+
+
+def build_turn(case: Case, name: str, protocol: int, ids: _Ids | None = None, *,
+               controls: bool = True) -> TurnScript:
+    """The turn ``name`` of ``case``; with ``controls``, it names the control stream that a
+    case checking a cause-specific rule plays right after it."""
+    prompt, echo, steps = _turn_steps(case, name, protocol)
+    control = f"{name}{CONTROL_SUFFIX}" if controls and wants_controls(case) else ""
+    return TurnScript(name, prompt, echo, tuple(expand_steps(steps, protocol, ids)),
+                      control=control)
+
+
+def build_control(case: Case, name: str, protocol: int, ids: _Ids) -> TurnScript:
+    """The control stream of turn ``name``: the same arrangement with ordinary IDs.
+
+    Every distinct string ID (look-alikes, ``""``, odd and long IDs) becomes its own plain
+    ID, numbered in order of first appearance, so equal IDs stay equal and distinct ones
+    distinct; a v1 ``null`` or wrongly typed ID is omitted (both read as absent,
+    MID-S-02, MID-S-03); in v2 a chunk without a string ID gets an ID of its own. Texts
+    carry the prefix ``Ctrl `` so both streams can be told apart on the screen. The
+    reference reducer expects the same display for both: a client that shows them
+    differently does so because of the property the probe has and the control lacks."""
+    prompt, echo, steps = _turn_steps(case, name, protocol)
+    ids.controls += 1
+    tag = ids.controls
+    plain: dict[str, str] = {}
+    fresh = [0]
+
+    def new_id() -> str:
+        fresh[0] += 1
+        return f"{CONTROL_ID}{tag}-{fresh[0]:03d}"
+
+    def control_step(step: JsonObject) -> JsonObject:
+        kind = step_kind(step)
+        out = dict(step)
+        if kind in KINDS or kind == "upsert":
+            _, value = step_id(step)
+            out.pop("id", None)
+            out.pop("id_repeat", None)
+            if isinstance(value, str):
+                out["id"] = plain.setdefault(value, new_id())
+            elif protocol >= 2:
+                out["id"] = new_id()
+        if kind in KINDS or kind in ("tool_call", "permission"):
+            out[kind] = CONTROL_PREFIX + str(step[kind])
+        elif kind == "upsert" and isinstance(step.get("content"), list):
+            out["content"] = [CONTROL_PREFIX + v if isinstance(v, str) else v
+                              for v in step["content"]]
+        elif kind == "batch":
+            out["batch"] = [control_step(inner) for inner in step["batch"]]
+        return out
+
+    controlled = [control_step(step) for step in steps]
+    return TurnScript(f"{name}{CONTROL_SUFFIX}", CONTROL_PREFIX + prompt, echo,
+                      tuple(expand_steps(controlled, protocol, ids)), control_of=name)
+
+
+def wants_controls(case: Case) -> bool:
+    """A case that checks a rule naming a specific cause plays a control after each turn."""
+    return any(str(c).split("/", 1)[0] in CAUSE_RULES for c in case.checks)
+
+
+def build_reload(mode: str, played: list[TurnScript]) -> TurnScript:
+    """A reload step: the turns played so far replayed as the history of the session
+    (each prompt as a user message, then the turn's updates; permission requests are not
+    replayed), with every message ID replaced by a fresh one (``fresh-ids``, MID-A-08
+    allows it) or kept (``same-ids``). A one-shot client that resumed and prompts gets one
+    short agent message."""
+    fresh: dict[str, str] = {}
+
+    def rid(value: Any) -> Any:
+        if mode != "fresh-ids" or not isinstance(value, str):
+            return value
+        return fresh.setdefault(value, f"reloaded-{len(fresh) + 1}")
+
+    replay: list[JsonObject] = []
+    for t in played:
+        replay.append({"sessionUpdate": "user_message_chunk",
+                       "messageId": rid(f"{t.name}-user"), "content": text_block(t.prompt)})
+        for action in t.actions:
+            for update in action.get("batch") or [action.get("update")]:
+                if not isinstance(update, dict):
+                    continue
+                update = dict(update)
+                if "messageId" in update:
+                    update["messageId"] = rid(update["messageId"])
+                replay.append(update)
+    after = {"update": {"sessionUpdate": "agent_message_chunk", "messageId": f"after-{mode}",
+                        "content": text_block(f"After the reload ({mode}). ")}}
+    return TurnScript(f"reload-{mode}", f"Continue after the reload ({mode}).", False,
+                      (after,), replay=tuple(replay), reload=True)
 
 
 def new_ids() -> _Ids:

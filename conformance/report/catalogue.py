@@ -86,6 +86,15 @@ def requirements() -> dict[str, RequirementMeta]:
     return {m.id: m for m in _metas()}
 
 
+# A client row whose cause a control stream ruled out (conformance.client.controls):
+# neither pass nor fail, and not "not testable" either: the fault is reported elsewhere.
+NOT_ATTRIBUTABLE = "not attributable"
+
+
+def unattributable(f: Finding) -> bool:
+    return f.outcome is Outcome.NOT_APPLICABLE and f.message.startswith(NOT_ATTRIBUTABLE)
+
+
 def meta(req_id: str) -> RequirementMeta:
     base = req_id.split("/", 1)[0]
     return requirements().get(base) or RequirementMeta(base, "", "unregistered")
@@ -109,6 +118,8 @@ class RequirementVerdict:
         if self.outcome is None:
             return "not run" if self.checked else "no direct check"
         if self.outcome is Outcome.NOT_APPLICABLE:
+            if self.findings and all(unattributable(f) for f in self.findings):
+                return NOT_ATTRIBUTABLE
             cases_not_run = self.findings and all(f.message.startswith("not run:")
                                                   for f in self.findings)
             return "not run" if cases_not_run else "not testable"
@@ -199,7 +210,8 @@ class Statement:
         counts: dict[str, int] = {}
         for v in rows:
             counts[v.shown] = counts.get(v.shown, 0) + 1
-        order = ["pass", "fail", "warn", "info", "not testable", "not run", "no direct check"]
+        order = ["pass", "fail", "warn", "info", NOT_ATTRIBUTABLE, "not testable", "not run",
+                 "no direct check"]
         return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "none"
 
 

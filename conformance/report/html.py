@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.report.catalogue import (
+    NOT_ATTRIBUTABLE,
     RequirementVerdict,
     Statement,
     TraceRow,
@@ -30,6 +31,7 @@ from conformance.report.catalogue import (
     source_commit,
     statement,
     tally,
+    unattributable,
 )
 from conformance.report.text import safe
 from conformance.results import SEVERITY, CaseResult, Finding, Outcome, RunResult
@@ -134,7 +136,8 @@ def _requirements(rows: Sequence[RequirementVerdict], case_index: dict[str, int]
         out.append(
             f'<tr id="req-{html.escape(rid)}" class="row-{v.outcome.value if v.outcome else "none"}">'
             f"<td><code>{html.escape(rid)}</code></td><td>{html.escape(v.meta.level)}</td>"
-            f"<td>{_badge(v.outcome)}</td><td>{html.escape(tally(v.counts))}</td>"
+            f"<td>{_badge(v.outcome, v.shown if v.shown == NOT_ATTRIBUTABLE else None)}</td>"
+            f"<td>{html.escape(tally(v.counts))}</td>"
             f"<td>{html.escape(v.meta.title)}<div class=\"sources\">{sources}</div>"
             + (f"<details><summary>{len(v.rules)} sub-rule(s)</summary><ul>{sub}</ul></details>"
                if v.rules else "")
@@ -162,7 +165,8 @@ def _finding_list(findings: Iterable[Finding], case_index: dict[str, int],
         if entries:
             ev.append(f"<dt>entries</dt><dd>{entries}</dd>")
         anchor = f' id="{anchors[j]}"' if anchors and j in anchors else ""
-        items.append(f"<li{anchor}>{_badge(f.outcome)} <code>{html.escape(f.requirement)}</code> "
+        label = NOT_ATTRIBUTABLE if unattributable(f) else None
+        items.append(f"<li{anchor}>{_badge(f.outcome, label)} <code>{html.escape(f.requirement)}</code> "
                      f"in {where}: {esc(f.message, 1000)}"
                      + (f'<dl class="ev">{"".join(ev)}</dl>' if ev else "") + "</li>")
     return f'<ul class="findings">{"".join(items)}</ul>'

@@ -1,0 +1,175 @@
+"""Differential diagnosis: a finding that names a cause is decided against a control stream.
+
+A client case that checks a rule naming a specific cause (an ID transform under
+MID-C-02, ``null`` under MID-C-04 / MID-S-02, a malformed ID under MID-C-05 /
+MID-S-03, ``""`` under MID-C-06, an invalid v2 chunk under MID-V2-07) plays each
+turn twice, the same way: the probe, then its control
+(:func:`conformance.client.script.build_control`), the same arrangement with
+ordinary IDs and ``Ctrl `` before every text. The reference reducer expects
+the same display for both.
+
+A probe issue with a cause is held until its control is shown, then:
+
+* the control was shown as expected: the client treats the probe differently
+  because of the property under test, so the cause-specific finding stands;
+* the control was shown the same way (the same pair merged, the same message
+  split, the same order, the same content lost): the property is not the cause.
+  The cause-specific rule says "not attributable: the control was shown the same
+  way" (neither pass nor fail), and the fault is reported once where it belongs,
+  under MID-C-03 (merged and split: warn in v1, fail in v2; order: info; lost
+  content: fail);
+* no control was shown (the case ended first): no cause can be named either.
+
+Pure: the observation checker (:mod:`conformance.client.observe`) feeds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from conformance.client.script import CAUSE_RULES, CONTROL_ID, CONTROL_PREFIX
+from conformance.results import Outcome
+
+if TYPE_CHECKING:
+    from conformance.client.observe import Expected, Issue
+
+# The rule a fault belongs to when its cause is not the ID property under test.
+GENERIC = {"merged": "MID-C-03/merged", "attached": "MID-C-03/merged",
+           "split": "MID-C-03/split", "order": "MID-C-03/order", "lost": "MID-C-03/content"}
+# The fault as seen, then what its control showed.
+_FAULT = {
+    "merged": "two distinct messages are shown as one message",
+    "attached": "a chunk is shown inside another message",
+    "split": "one message is shown in several parts",
+    "order": "messages are shown in another order than first appearance",
+    "lost": "content of an ID-less chunk is not shown",
+}
+_SAME = {
+    "merged": "and so were the same two in the control stream (ordinary IDs, same "
+              "arrangement): the client does not keep messages apart by messageId here",
+    "attached": "and so was its control, which had an ID of its own: the client does not "
+                "keep messages apart by messageId here",
+    "split": "and so was its control (an ordinary ID, same arrangement): the client does not "
+             "keep one messageId together here",
+    "order": "and so were their controls with ordinary IDs (display order is not normative)",
+    "lost": "nor in the control stream, where the chunk had no messageId at all",
+}
+NOT_ATTRIBUTABLE = "not attributable: the control was shown the same way"
+
+
+def has_cause(rule: str) -> bool:
+    return rule.split("/", 1)[0] in CAUSE_RULES
+
+
+@dataclass
+class ControlView:
+    """What a client showed for a control stream, by sent text."""
+
+    places: dict[str, frozenset[int]]  # a text -> the shown messages its message is in
+    missing: set[str]  # texts of visible messages that are not shown
+    in_order: bool  # the control messages are shown in order of first appearance
+
+
+def control_view(exp: list[Expected], where: dict[str, list[tuple[int, int]]]) -> ControlView:
+    """``exp``: the visible expected messages with content; ``where``: observe.locate()."""
+    places: dict[str, frozenset[int]] = {}
+    missing: set[str] = set()
+    firsts: list[tuple[tuple[int, int], int]] = []
+    for e in exp:
+        spots = [p for b in e.blocks for p in where.get(b.text, ())]
+        shown_in = frozenset(j for j, _ in spots)
+        for b in e.blocks:
+            places[b.text] = shown_in
+            if b.text not in where:
+                missing.add(b.text)
+        # Order: the control's own messages (IDs it numbered in order of first appearance,
+        # or none); the double's echo of the prompt has an ID of the double's making.
+        if (spots and e.blocks[0].text.startswith(CONTROL_PREFIX)
+                and (e.mid is None or e.mid.startswith(CONTROL_ID))):
+            firsts.append((min(spots), e.order))
+    order = [o for _, o in sorted(firsts)]
+    return ControlView(places, missing, order == sorted(order))
+
+
+def shown_same(test: tuple[str, ...], view: ControlView) -> bool | None:
+    """Was the control shown the way the probe was? None: the control cannot tell."""
+    kind, texts = test[0], [CONTROL_PREFIX + t for t in test[1:]]
+    if kind == "order":
+        return not view.in_order
+    if kind == "lost":
+        if not all(t in view.places for t in texts):
+            return None
+        return any(t in view.missing for t in texts)
+    spots = [view.places.get(t) for t in texts]
+    if not spots or any(not s for s in spots):
+        return None  # the control message is not among what the client showed
+    if kind == "split":
+        return len(spots[0] or ()) >= 2
+    a, b = spots[0] or frozenset(), spots[1] or frozenset()
+    return bool(a & b)  # merged / attached
+
+
+@dataclass
+class _Held:
+    issue: Issue
+    entries: tuple[int, ...]
+    protocol: int
+
+
+@dataclass
+class Differential:
+    """Probe issues held until their control is shown; rules exercised under a control are
+    passed only if no probe of theirs turned out not attributable."""
+
+    checker: Any  # the observation checker: found / exercised / not_applicable
+    held: dict[str, list[_Held]] = field(default_factory=dict)  # probe turn -> issues
+    exercised: set[tuple[str, int]] = field(default_factory=set)
+    unattributable: set[str] = field(default_factory=set)
+    reported: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
+
+    def hold(self, probe: str, issue: Issue, entries: tuple[int, ...], protocol: int) -> None:
+        self.held.setdefault(probe, []).append(_Held(issue, entries, protocol))
+
+    def exercise(self, rule: str, protocol: int) -> None:
+        self.exercised.add((rule, protocol))
+
+    def control(self, probe: str, view: ControlView | None, why: str = "") -> None:
+        """The control of turn ``probe`` was shown (``view``), or not (None, with ``why``)."""
+        for h in self.held.pop(probe, []):
+            same = shown_same(h.issue.test, view) if view is not None else None
+            if same is False:
+                self.checker.found(h.issue.rule, h.issue.message + "; its control (the same "
+                                   "arrangement with ordinary IDs) was shown as expected",
+                                   entries=h.entries, expected=h.issue.expected,
+                                   actual=h.issue.actual, outcome=h.issue.outcome)
+                continue
+            rule = h.issue.rule
+            self.unattributable.add(rule)
+            generic = GENERIC[h.issue.test[0]]
+            if same is None:
+                self.checker.not_applicable(rule, "not attributable: " + (
+                    why or "the control stream could not be compared"))
+                message = (f"{_FAULT[h.issue.test[0]]} (no control tells why: "
+                           f"{why or 'the control stream could not be compared'})")
+            else:
+                self.checker.not_applicable(rule, f"{NOT_ATTRIBUTABLE} (the same arrangement "
+                                            f"with ordinary IDs); the fault is reported under "
+                                            f"{generic}")
+                message = f"{_FAULT[h.issue.test[0]]}, {_SAME[h.issue.test[0]]}"
+            key = (generic, h.issue.test)
+            if key in self.reported:
+                continue  # one fault (e.g. MID-C-04 and MID-S-02/client for one merge)
+            self.reported.add(key)
+            outcome = None
+            if generic in ("MID-C-03/merged", "MID-C-03/split"):
+                outcome = Outcome.FAIL if h.protocol >= 2 else Outcome.WARN
+            self.checker.found(generic, message, entries=h.entries, expected=h.issue.expected,
+                               actual=h.issue.actual, outcome=outcome)
+
+    def finish(self) -> None:
+        for name in list(self.held):
+            self.control(name, None, "the case ended before the control stream was shown")
+        for rule, protocol in sorted(self.exercised):
+            if rule not in self.unattributable:
+                self.checker.exercised(rule, protocol)
