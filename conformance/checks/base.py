@@ -11,16 +11,17 @@ grading matrix gives them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from conformance.profiles import DEFAULT_PROFILE, Profile
 from conformance.profiles import get as get_profile
-from conformance.results import Finding, Outcome
+from conformance.results import SEVERITY, Finding, Outcome
 from conformance.transcript import Entry
 
-MAX_FINDINGS_PER_RULE = 5
+MAX_FINDINGS_PER_RULE = 5  # faults per rule reported in full; the rest are counted
+MAX_ENTRIES_PER_FAULT = 8  # transcript entries kept as a fault's evidence
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,16 @@ class Checker:
         self.profile = options.profile
         self._sink = sink
 
-    def found(self, rule: str, message: str, *, entries: Iterable[int] = (),
-              expected: Any = None, actual: Any = None, outcome: Outcome | None = None,
-              times: int = 1) -> None:
-        """Report a breach (``times`` occurrences of it: past the first few, only counted)."""
-        self._sink.add(rule, outcome, message, tuple(entries), expected, actual, times)
+    def found(self, rule: str, message: str, *, key: Hashable = None,
+              entries: Iterable[int] = (), expected: Any = None, actual: Any = None,
+              outcome: Outcome | None = None, times: int = 1) -> None:
+        """Report ``times`` occurrences of a breach of ``rule``.
+
+        ``key`` names the fault (an ID, a pair of messages, ...): every report with the
+        same key is one finding, counted, with the first few entries as evidence and
+        the first message. Without a key each call is a fault of its own.
+        """
+        self._sink.add(rule, outcome, message, tuple(entries), expected, actual, times, key)
 
     def exercised(self, rule: str, protocol: int | None = None) -> None:
         self._sink.exercised(rule, protocol)
@@ -95,32 +101,88 @@ def _load() -> None:
     from conformance.checks import identity, replay, target, turns, wire  # noqa: F401
 
 
+class _Fault:
+    """One fault of one rule while grading: the first report, the count, the evidence."""
+
+    __slots__ = ("actual", "entries", "expected", "message", "occurrences", "outcome")
+
+    def __init__(self, outcome: Outcome, message: str, entries: tuple[int, ...],
+                 expected: Any, actual: Any, occurrences: int) -> None:
+        self.outcome, self.message = outcome, message
+        self.expected, self.actual = expected, actual
+        self.entries = list(entries[:MAX_ENTRIES_PER_FAULT])
+        self.occurrences = occurrences
+
+    def again(self, outcome: Outcome, entries: tuple[int, ...], times: int) -> None:
+        self.occurrences += times
+        if SEVERITY[outcome] > SEVERITY[self.outcome]:
+            self.outcome = outcome
+        kept = self.entries
+        for e in entries:
+            if len(kept) >= MAX_ENTRIES_PER_FAULT:
+                break
+            if e not in kept:
+                kept.append(e)
+
+    def finding(self, rule_id: str) -> Finding:
+        return Finding(rule_id, self.outcome, self.message, self.expected, self.actual,
+                       tuple(self.entries), occurrences=self.occurrences)
+
+
 class Sink:
-    """Collects findings with bounded memory: a few in full per rule, the rest counted."""
+    """Collects findings, one per fault, with bounded memory: a few faults per rule in
+    full, the rest counted (their keys are kept, so a fault is never counted twice)."""
 
     def __init__(self, rules: dict[str, Rule]) -> None:
         self.rules = rules
-        self.findings: dict[str, list[Finding]] = defaultdict(list)
-        self.extra: dict[str, int] = defaultdict(int)
+        self.faults: dict[str, dict[Hashable, _Fault]] = defaultdict(dict)
+        self.more_keys: dict[str, set[Hashable]] = defaultdict(set)  # keyed faults past the few
+        self.more_faults: dict[str, int] = defaultdict(int)
+        self.more_times: dict[str, int] = defaultdict(int)
         self.seen: dict[str, set[int]] = defaultdict(set)
-        self.added = 0  # findings so far, kept or counted
+        self.added = 0  # occurrences so far, kept or counted
         self.reasons: dict[str, str] = {}
 
     def add(self, rule_id: str, outcome: Outcome | None, message: str,
-            entries: tuple[int, ...], expected: Any, actual: Any, times: int = 1) -> None:
+            entries: tuple[int, ...], expected: Any, actual: Any, times: int = 1,
+            key: Hashable = None) -> None:
         self.added += times
-        rule = self.rules[rule_id]
-        out = outcome if outcome is not None else rule.outcome
-        bucket = self.findings[rule_id]
-        if len(bucket) < MAX_FINDINGS_PER_RULE:
-            bucket.append(Finding(rule_id, out, message, expected, actual, entries))
-            times -= 1
-        if times > 0:
-            self.extra[rule_id] += times
         self.seen[rule_id].add(-1)
+        out = outcome if outcome is not None else self.rules[rule_id].outcome
+        faults = self.faults[rule_id]
+        if key is None:
+            key = object()  # a fault of its own
+        else:
+            fault = faults.get(key)
+            if fault is not None:
+                fault.again(out, entries, times)
+                return
+            more = self.more_keys[rule_id]
+            if key in more:
+                self.more_times[rule_id] += times
+                return
+        if len(faults) < MAX_FINDINGS_PER_RULE:
+            faults[key] = _Fault(out, message, entries, expected, actual, times)
+            return
+        self.more_keys[rule_id].add(key)
+        self.more_faults[rule_id] += 1
+        self.more_times[rule_id] += times
 
     def exercised(self, rule_id: str, protocol: int | None) -> None:
         self.seen[rule_id].add(protocol or 0)
+
+    def rows(self, rule_id: str) -> list[Finding]:
+        """The rule's findings: one per fault kept in full, then one counting the rest."""
+        faults = self.faults.get(rule_id)
+        if not faults:
+            return []
+        out = [f.finding(rule_id) for f in faults.values()]
+        more = self.more_faults.get(rule_id, 0)
+        if more:
+            out.append(Finding(rule_id, max((f.outcome for f in out), key=SEVERITY.__getitem__),
+                               f"{more} more fault(s) of this rule, not listed one by one",
+                               entries=(), occurrences=self.more_times[rule_id], faults=more))
+        return out
 
 
 EventHandler = Callable[[Any], None]
@@ -244,14 +306,9 @@ def _dispatch(entries: Iterable[Entry], timeline: Any,
 def _rows(chosen: list[Rule], sink: Sink, versions: set[int]) -> list[Finding]:
     out: list[Finding] = []
     for rule in chosen:
-        found = sink.findings.get(rule.id)
+        found = sink.rows(rule.id)
         if found:
             out.extend(found)
-            if sink.extra.get(rule.id):
-                first = found[0]
-                out.append(Finding(rule.id, first.outcome,
-                                   f"{sink.extra[rule.id]} more occurrence(s) of the above",
-                                   entries=()))
         elif not versions & set(rule.versions):
             out.append(Finding(rule.id, Outcome.NOT_APPLICABLE,
                                f"applies to protocol v{'/v'.join(map(str, rule.versions))} only"))

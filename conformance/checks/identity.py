@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import model
-from conformance.checks.base import MAX_FINDINGS_PER_RULE, Checker, Rule, register
+from conformance.checks.base import MAX_ENTRIES_PER_FAULT, Checker, Rule, register
 from conformance.checks.timeline import REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
 from conformance.checks.wire import short
 from conformance.results import Outcome
@@ -104,7 +104,7 @@ class Uniqueness(Checker):
                 self.found("MID-A-02/user-message-reuse",
                            f"user message of {_turn_name(tk)} reuses ID {short(mid)!r} of the "
                            f"user message of {_turn_name(prev.turn)}",
-                           entries=[prev.seq, ev.seq], expected="a fresh ID per user message",
+                           key=(ev.session, mid), entries=[prev.seq, ev.seq], expected="a fresh ID per user message",
                            actual=short(mid))
         # Rule 2: cross-turn reuse (v1; replay pseudo-turns count too).
         elif not v2:
@@ -114,7 +114,7 @@ class Uniqueness(Checker):
                 self.found("MID-A-02/cross-turn-reuse",
                            f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn)} reappears in "
                            f"{_turn_name(tk)}",
-                           entries=[prev.seq, ev.seq], expected="a fresh ID per message",
+                           key=(ev.session, ev.kind, mid), entries=[prev.seq, ev.seq], expected="a fresh ID per message",
                            actual=short(mid), outcome=self.options.cross_turn_reuse)
         # Rule 3: cross-kind reuse.
         other = st.by_id.get(mid)
@@ -127,7 +127,7 @@ class Uniqueness(Checker):
             if other is not None and other.kind != ev.kind:
                 self.found("MID-A-02/cross-kind-reuse",
                            f"ID {short(mid)!r} names a {other.kind} message and a {ev.kind} "
-                           f"message", entries=[other.seq, ev.seq],
+                           f"message", key=(ev.session, mid), entries=[other.seq, ev.seq],
                            expected="one ID per message across kinds", actual=short(mid))
         # Rule 4: A..B..A within one turn.
         tkey = (ev.session, ev.epoch.index, tk, ev.kind)
@@ -141,7 +141,7 @@ class Uniqueness(Checker):
                 self.found("MID-A-02/interleave",
                            f"{ev.kind} chunks return to ID {short(mid)!r} after {short(last)!r} "
                            f"in {_turn_name(tk)} (interleaving or a reused ID)",
-                           entries=[ev.seq], expected="each message's chunks in one run",
+                           key=(ev.session, ev.kind, mid), entries=[ev.seq], expected="each message's chunks in one run",
                            actual=short(mid), outcome=I if allowed else W)
             self.turn_last[tkey] = mid
         ids.add(mid)
@@ -250,14 +250,14 @@ class Stability(Checker):
                 self.gap_reported.add(key)
                 self.found("MID-A-03/gap",
                            f"a {ev.kind} chunk without ID sits between two chunks of "
-                           f"{short(window[0][0])!r}", entries=[s for _, s in window],
+                           f"{short(window[0][0])!r}", key=(ev.session, window[0][0]), entries=[s for _, s in window],
                            expected=f"messageId {short(window[0][0])!r} on the middle chunk",
                            actual="absent")
         if ev.kind == "user" and ev.protocol < 2:
             self.user_sessions.add(ev.session)
             if ev.mid is None:
                 kept = self.ownerless_user.setdefault(ev.session, [])
-                if len(kept) < MAX_FINDINGS_PER_RULE:
+                if len(kept) < MAX_ENTRIES_PER_FAULT:
                     kept.append(ev.seq)
                 else:
                     self.ownerless_more[ev.session] = self.ownerless_more.get(ev.session, 0) + 1
@@ -374,14 +374,14 @@ class Stability(Checker):
             self.found("MID-A-05/no-ids", "the agent sent no messageId at all in this session "
                        "(allowed in v1; features that need IDs will not work)",
                        entries=[self.first_chunk[session]], actual="no IDs", outcome=grade)
-        # In transcript order: the first few as evidence, the rest counted.
-        matching = [s for s in self.ownerless_user if s in self.id_mode]
-        more = sum(self.ownerless_more.get(s, 0) for s in matching)
-        for i, seq in enumerate(sorted(q for s in matching for q in self.ownerless_user[s])):
-            self.exercised("MID-A-06/user-chunk-without-id")
+        # One fault per session, in transcript order: the first few chunks as evidence.
+        matching = sorted((seqs[0], s) for s, seqs in self.ownerless_user.items()
+                          if s in self.id_mode)
+        for _, session in matching:
+            seqs = self.ownerless_user[session]
             self.found("MID-A-06/user-chunk-without-id",
-                       "a user_message_chunk without ID in a session whose agent uses IDs",
-                       entries=[seq], expected="an agent-generated messageId", actual="absent",
-                       times=1 if i else 1 + more)
+                       "user_message_chunks without ID in a session whose agent uses IDs",
+                       key=session, entries=seqs, expected="an agent-generated messageId",
+                       actual="absent", times=len(seqs) + self.ownerless_more.get(session, 0))
         if self.user_sessions & self.id_mode:
             self.exercised("MID-A-06/user-chunk-without-id")

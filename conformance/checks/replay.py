@@ -182,14 +182,14 @@ class Replay(Checker):
         if ev.phase == UNREQUESTED and v2:
             self.found("MID-V2-06/unrequested-replay",
                        f"a {ev.update_type} arrives for a resume without replayFrom",
-                       entries=[ev.seq], expected="no message-history updates",
+                       key=(ev.session, ev.epoch.index), entries=[ev.seq], expected="no message-history updates",
                        actual=ev.update_type)
             return
         if ev.phase == AFTER_REPLAY:
             rule = "MID-V2-06/after-response" if v2 else "MID-A-07/after-response"
             self.found(rule, f"a replayed {ev.update_type} arrives after the "
                        f"{'session/resume' if v2 else 'session/load'} response",
-                       entries=[ev.seq], expected="all replay before the response",
+                       key=(ev.session, ev.epoch.index), entries=[ev.seq], expected="all replay before the response",
                        actual=ev.update_type)
             return
         if ev.phase != REPLAY:
@@ -201,6 +201,7 @@ class Replay(Checker):
             self.exercised("MID-V2-06/no-id")
             if ev.mid is None:
                 self.found("MID-V2-06/no-id", f"a replayed {ev.update_type} without a string ID",
+                           key=(ev.session, ev.epoch.index, ev.kind, ev.id_state),
                            entries=[ev.seq], expected="a unique opaque messageId",
                            actual=ev.id_state)
         # A replayed turn starts at its user message: after other output, or where a user
@@ -222,13 +223,15 @@ class Replay(Checker):
         if ev.form == "upsert" and "content" in ev.update:
             if mkey in rep.upserted:
                 self.found(dup_rule, f"the replay sends two whole {ev.kind} messages with ID "
-                           f"{short(ev.mid)!r}", entries=[rep.upserted[mkey], ev.seq],
+                           f"{short(ev.mid)!r}", key=(ev.session, ev.epoch.index, mkey),
+                           entries=[rep.upserted[mkey], ev.seq],
                            expected="one ID per replayed message", actual=short(ev.mid))
             rep.upserted[mkey] = ev.seq
         elif ev.form == "chunk":
             if mkey in rep.runs and rep.last_key != mkey:
                 self.found(dup_rule, f"replayed {ev.kind} chunks return to ID {short(ev.mid)!r} "
-                           f"after another message", entries=[rep.runs[mkey], ev.seq],
+                           f"after another message", key=(ev.session, ev.epoch.index, mkey),
+                           entries=[rep.runs[mkey], ev.seq],
                            expected="one ID per replayed message", actual=short(ev.mid))
             rep.runs.setdefault(mkey, ev.seq)
             self.tail = msg

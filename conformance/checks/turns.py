@@ -43,11 +43,12 @@ class Cancellation(Checker):
         if ev.phase == AFTER_CANCEL:
             self.found("MID-A-09/after-cancel",
                        f"a {ev.update_type} arrives after the turn ended as cancelled",
-                       entries=[ev.seq], expected="every update before the cancelled response",
+                       key=(ev.session, ev.epoch.index, ev.turn), entries=[ev.seq], expected="every update before the cancelled response",
                        actual=ev.update_type)
         elif ev.phase == OUT_OF_TURN:
             self.found("MID-A-09/out-of-turn",
-                       f"a {ev.update_type} arrives after the turn ended", entries=[ev.seq],
+                       f"a {ev.update_type} arrives after the turn ended",
+                       key=(ev.session, ev.epoch.index, ev.turn), entries=[ev.seq],
                        actual=ev.update_type)
 
 
@@ -141,7 +142,7 @@ class Echo(Checker):
             return  # separate ID spaces per kind: allowed
         self.found("MID-V2-05/echo-id-reused",
                    f"the echo's ID {short(ev.mid)!r} already names a {kind} message",
-                   entries=[seq, ev.seq], expected="a fresh ID", actual=short(ev.mid))
+                   key=(ev.session, ev.mid), entries=[seq, ev.seq], expected="a fresh ID", actual=short(ev.mid))
 
     def on_accepted(self, ev: PromptAccepted) -> None:
         st = self.turns.get(ev.session)

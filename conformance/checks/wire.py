@@ -38,7 +38,7 @@ class Framing(Checker):
         if e.error is not None:
             shown = e.raw if e.raw is not None else f"base64:{e.raw_b64}"
             self.found("MID-S-06/framing", f"line {e.seq} is not one JSON message: {e.error}",
-                       entries=[e.seq], expected="one UTF-8 JSON object per line",
+                       key=e.conn, entries=[e.seq], expected="one UTF-8 JSON object per line",
                        actual=short(shown, 200))
             return
         self.exercised("MID-S-06/jsonrpc")
@@ -46,10 +46,11 @@ class Framing(Checker):
         if isinstance(msgs, list):
             if ev.protocol < 2:
                 self.found("MID-S-06/jsonrpc", "a JSON-RPC batch array in protocol v1",
-                           entries=[e.seq], expected="single messages", actual=short(e.raw, 200))
+                           key=(e.conn, "batch"), entries=[e.seq], expected="single messages", actual=short(e.raw, 200))
                 return
             if not msgs:
-                self.found("MID-S-06/jsonrpc", "an empty batch array", entries=[e.seq],
+                self.found("MID-S-06/jsonrpc", "an empty batch array", key=(e.conn, "[]"),
+                           entries=[e.seq],
                            expected="a batch with at least one message", actual="[]")
                 return
         else:
@@ -57,7 +58,8 @@ class Framing(Checker):
         for m in msgs:
             problem = model.jsonrpc_problem(m)
             if problem:
-                self.found("MID-S-06/jsonrpc", f"line {e.seq} is {problem}", entries=[e.seq],
+                self.found("MID-S-06/jsonrpc", f"line {e.seq} is {problem}",
+                           key=(e.conn, problem), entries=[e.seq],
                            expected="a JSON-RPC 2.0 message", actual=short(e.raw, 200))
                 return
 
@@ -93,12 +95,13 @@ class IdShape(Checker):
         if ev.id_state == model.WRONG_TYPE:
             self.found("MID-S-01/type",
                        f"{ev.update_type} carries a {model.json_type(ev.raw_id)} messageId",
-                       entries=[ev.seq], expected="a JSON string", actual=short(ev.raw_id))
+                       key=(ev.session, ev.kind, short(repr(ev.raw_id))), entries=[ev.seq], expected="a JSON string", actual=short(ev.raw_id))
         if ev.id_state in (model.ABSENT, model.NULL):
             near = [k for k in model.NEAR_MISS_KEYS if k in u]
             if near:
                 self.found("MID-S-01/near-miss-key",
                            f"{ev.update_type} has {near[0]!r} instead of 'messageId'",
+                           key=(ev.session, ev.kind, near[0], short(repr(u[near[0]]))),
                            entries=[ev.seq], expected="messageId", actual=near[0],
                            outcome=Outcome.FAIL if v2 else Outcome.WARN)
         if ev.mid is not None:
@@ -106,11 +109,11 @@ class IdShape(Checker):
             self.exercised("MID-S-01/long-id")
             if ev.mid == "":
                 self.found("MID-S-01/empty-id", f"{ev.update_type} uses the empty string as ID",
-                           entries=[ev.seq], expected="a non-empty opaque string", actual="")
+                           key=(ev.session, ev.kind), entries=[ev.seq], expected="a non-empty opaque string", actual="")
             elif len(ev.mid) > model.LONG_ID:
                 self.found("MID-S-01/long-id",
                            f"{ev.update_type} has a {len(ev.mid)}-character messageId",
-                           entries=[ev.seq], expected=f"at most {model.LONG_ID} characters",
+                           key=(ev.session, ev.mid), entries=[ev.seq], expected=f"at most {model.LONG_ID} characters",
                            actual=short(ev.mid))
         if not v2:
             if ev.form == "chunk":
@@ -124,6 +127,7 @@ class IdShape(Checker):
             self.exercised("MID-V2-01")
             if ev.id_state != model.STRING:
                 self.found("MID-V2-01", f"v2 {ev.update_type} with a {ev.id_state} messageId",
+                           key=(ev.session, ev.epoch.index, ev.turn, ev.kind, ev.id_state),
                            entries=[ev.seq], expected="a non-null string messageId",
                            actual=short(ev.raw_id) if ev.id_state != model.ABSENT else "absent")
             return
@@ -162,6 +166,7 @@ class Scope(Checker):
         if "messageId" in ev.update:
             self.found("MID-S-04/non-message-kind",
                        f"{ev.update_type} carries a root messageId",
+                       key=(ev.session, ev.update_type, short(repr(ev.update.get("messageId")))),
                        entries=[ev.seq], expected="no messageId on this kind",
                        actual=short(ev.update.get("messageId")))
 
@@ -173,6 +178,7 @@ class Scope(Checker):
             if keys:
                 self.found("MID-S-04/meta-only",
                            f"{ev.update_type} carries its ID only in _meta.{keys[0]}",
+                           key=(ev.session, ev.kind, keys[0], short(repr(meta[keys[0]]))),
                            entries=[ev.seq], actual=short(meta[keys[0]]))
 
 
@@ -317,14 +323,14 @@ class ClientLiveness(Checker):
         self.exercised("MID-S-06/client-framing")
         if e.error is not None:
             self.found("MID-S-06/client-framing", f"the client wrote a line that is not JSON: "
-                       f"{e.error}", entries=[e.seq], expected="one JSON-RPC message per line",
+                       f"{e.error}", key=e.conn, entries=[e.seq], expected="one JSON-RPC message per line",
                        actual=short(e.raw if e.raw is not None else e.raw_b64, 200))
             return
         for m in e.msg if isinstance(e.msg, list) else [e.msg]:
             problem = model.jsonrpc_problem(m)
             if problem:
                 self.found("MID-S-06/client-framing", f"the client wrote {problem}",
-                           entries=[e.seq], expected="a JSON-RPC 2.0 message",
+                           key=(e.conn, problem), entries=[e.seq], expected="a JSON-RPC 2.0 message",
                            actual=short(e.raw, 200))
             elif model.is_response(m):
                 self._answer(e.conn, e.seq, m)

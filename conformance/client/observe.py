@@ -674,5 +674,6 @@ class ShownMessages(Checker):
             self.exercised(rule, protocol)
         kinds = data.get("kinds") or ("user", "agent", "thought")
         for issue in compare(reducer, expected, shown, protocol=protocol, kinds=kinds):
-            self.found(issue.rule, issue.message, entries=[*issue.entries, e.seq],
+            self.found(issue.rule, issue.message, key=(e.conn, issue.entries),
+                       entries=[*issue.entries, e.seq],
                        expected=issue.expected, actual=issue.actual, outcome=issue.outcome)

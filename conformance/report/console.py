@@ -40,7 +40,7 @@ def console_summary(result: RunResult, *, colour: bool | None = None, verbose: b
         worst = max(fs, key=lambda f: SEVERITY[f.outcome])
         per: dict[Outcome, int] = defaultdict(int)
         for f in fs:
-            per[f.outcome] += 1
+            per[f.outcome] += f.faults
         tally = " ".join(f"{n} {o.value}" for o, n in sorted(per.items(),
                                                              key=lambda kv: -SEVERITY[kv[0]]))
         label = _colour(colour, worst.outcome, f"{worst.outcome.value.upper():<14}")
@@ -48,7 +48,7 @@ def console_summary(result: RunResult, *, colour: bool | None = None, verbose: b
         if worst.outcome in (Outcome.FAIL, Outcome.WARN) or verbose:
             where = f" [{worst.case} #{','.join(map(str, worst.entries[:4]))}]" if worst.entries else (
                 f" [{worst.case}]" if worst.case else "")
-            line += f"\n{'':15} {safe(worst.message)}{where}"
+            line += f"\n{'':15} {safe(worst.shown_message)}{where}"
         lines.append(line)
     totals = result.counts()
     lines.append("")
