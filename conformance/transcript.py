@@ -290,6 +290,7 @@ def iter_entries(path: Path) -> tuple[dict[str, Any], Iterator[Entry]]:
 
     def gen() -> Iterator[Entry]:
         readline = fh.readline
+        _message_entry = _message_reader()
         with fh:
             lineno = 1
             expect = 0
@@ -335,6 +336,29 @@ _SOURCE_SET = frozenset(SOURCES)
 _MESSAGE_STREAMS = frozenset(("stdin", "stdout"))
 
 
+def _message_reader() -> Callable[[str], Entry | None]:
+    """:func:`_message_entry`, parsing with msgspec's C JSON decoder when it is installed
+    (about three times as fast as ``json.loads``). It gives exactly what ``json.loads``
+    gives (integers of any size included) or refuses: NaN, infinities and lone
+    surrogates, which ``json.loads`` takes, are refused, and such a line takes the
+    general path."""
+    try:
+        from msgspec.json import Decoder
+    except ImportError:  # the dependency is optional at run time: the standard scanner
+        return _message_entry
+    decode = Decoder().decode
+
+    def parse(line: str) -> Any:
+        if line[:1] != "{":
+            return None
+        try:
+            return decode(line)
+        except (ValueError, RecursionError):  # msgspec's errors are ValueErrors
+            return None
+
+    return lambda line: _entry_of(parse(line))
+
+
 def _message_entry(line: str) -> Entry | None:
     """The entry of a plain message line (seq, t, conn, src, stream, raw, msg), or None.
 
@@ -347,7 +371,14 @@ def _message_entry(line: str) -> Entry | None:
         d, end = _scan(line, 0)
     except (StopIteration, ValueError, RecursionError):
         return None
-    if end != len(line) - 1 or len(d) != 7:
+    if end != len(line) - 1:
+        return None
+    return _entry_of(d)
+
+
+def _entry_of(d: Any) -> Entry | None:
+    """A parsed plain message line -> its entry; None for anything else."""
+    if type(d) is not dict or len(d) != 7:
         return None
     try:
         seq, t, conn, src, stream = d["seq"], d["t"], d["conn"], d["src"], d["stream"]

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import cli_report
 
 from conformance.checks import Options, grade
 from conformance.results import CaseResult, Finding, Outcome, RunResult
 from conformance.transcript import Transcript
-from tests.conftest import cli_report
 
 
 def _update(kind: str, mid: str, text: str) -> dict[str, Any]:

@@ -164,10 +164,11 @@ class Echo(Checker):
                     st) else "after"
                 self.found("MID-A-06/live-echo",
                            f"the agent echoed the prompt as user_message_chunk ({before} its "
-                           f"first output)", entries=[st.echoes[0].seq], actual="echo")
+                           f"first output)", key=before, entries=[st.echoes[0].seq],
+                           actual="echo")
             else:
                 self.found("MID-A-06/live-echo", "the agent did not echo the prompt (allowed)",
-                           entries=[st.start.seq], actual="no echo")
+                           key="no echo", entries=[st.start.seq], actual="no echo")
             return
         if ev.ended_by in ("error", "connection-closed"):
             return
@@ -214,7 +215,7 @@ class Echo(Checker):
             if st.accepted is not None and st.echoes[0].seq < st.accepted.seq:
                 self.found("MID-V2-05/echo-before-response",
                            "the echo arrives before the session/prompt response (allowed)",
-                           entries=[st.echoes[0].seq, st.accepted.seq], actual="before")
+                           key="before", entries=[st.echoes[0].seq, st.accepted.seq], actual="before")
             if len(set(st.echo_ids)) > 1:
                 self.found("MID-V2-05/unmatched-echo",
                            f"one prompt produced {len(set(st.echo_ids))} user messages",
