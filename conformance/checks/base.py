@@ -52,6 +52,7 @@ class Checker:
     # unless the checker found something on the second: the grader then skips it for the
     # rest of the run. Leave False for a checker that counts or keeps every chunk.
     quiet_repeats: ClassVar[bool] = False
+    # ``quiet_on`` may narrow it to some runs (e.g. those with IDs).
     # A checker may also define ``on_repeats(run: timeline.RepeatRun)``: the grader then
     # hands it the rest of a settled run in bulk, and it must do exactly what
     # ``on_message`` would do for each of ``run.events()`` in order.
@@ -71,6 +72,10 @@ class Checker:
         the first message. Without a key each call is a fault of its own.
         """
         self._sink.add(rule, outcome, message, tuple(entries), expected, actual, times, key)
+
+    def quiet_on(self, ev: Any) -> bool:
+        """``quiet_repeats`` for the run that ``ev`` (its first repeat) settles."""
+        return self.quiet_repeats
 
     def exercised(self, rule: str, protocol: int | None = None) -> None:
         self._sink.exercised(rule, protocol)
@@ -206,10 +211,10 @@ def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = 
     chosen_ids = {r.id for r in chosen}
     checkers = [cls(options, sink) for cls in REGISTRY
                 if any(r.id in chosen_ids for r in cls.rules)]
-    handlers: dict[type, list[tuple[EventHandler, bool]]] = defaultdict(list)
+    handlers: dict[type, list[tuple[EventHandler, Callable[[Any], bool]]]] = defaultdict(list)
     for ch in checkers:
         for name, etype in _handler_names(type(ch)):
-            handlers[etype].append((getattr(ch, name), ch.quiet_repeats))
+            handlers[etype].append((getattr(ch, name), ch.quiet_on))
     timeline = Timeline(protocol, repeats=repeats)
     _dispatch(entries, timeline, handlers, sink)
     for ch in checkers:
@@ -222,7 +227,8 @@ RUN_BATCH = 64  # settled repeat lines held for on_repeats at most (more costs c
 
 
 def _dispatch(entries: Iterable[Entry], timeline: Any,
-              handlers: dict[type, list[tuple[EventHandler, bool]]], sink: Sink) -> None:
+              handlers: dict[type, list[tuple[EventHandler, Callable[[Any], bool]]]],
+              sink: Sink) -> None:
     """Feed the timeline and hand each event to its handlers, in order.
 
     A run of chunks of one message is mostly repeat lines (``timeline.repeat_update``:
@@ -284,7 +290,7 @@ def _dispatch(entries: Iterable[Entry], timeline: Any,
                 for h, quiet in frame_all if kind is Frame else message_all:
                     before = sink.added
                     h(ev)
-                    if not quiet or sink.added != before:
+                    if sink.added != before or not quiet(ev):
                         again.append(h)
                 if kind is Frame:
                     frame_again = again

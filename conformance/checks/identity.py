@@ -273,9 +273,12 @@ class Stability(Checker):
         """
         pres, window = self.tail  # type: ignore[misc]  # set by the chunk before
         seq, mid = ev.seq, ev.mid
+        if mid is None:  # an ID-less run: counted; no gap, no run of IDs
+            self._idless([seq], ev.session, ev.kind == "user" and ev.protocol < 2)
+            return
         pres[0] += 1
         pres[2] = seq
-        window.append((mid, seq))  # type: ignore[arg-type]  # a repeat has a string ID
+        window.append((mid, seq))  # an ID-less repeat returned above
         if len(window) > 3:
             del window[0]
         run = self.run
@@ -298,6 +301,10 @@ class Stability(Checker):
     def on_repeats(self, run: RepeatRun) -> None:
         """Many repeats at once: what _repeat does for each, in one step (see Checker)."""
         mid, seqs = run.first.mid, run.seqs
+        if mid is None and self.tail is not None:
+            first = run.first
+            self._idless(seqs, first.session, first.kind == "user" and first.protocol < 2)
+            return
         cur = self.run
         ids = cur.ids if cur is not None else None
         if (self.tail is None or cur is None or not ids or ids[0] != mid or len(ids) > 2
@@ -317,6 +324,21 @@ class Stability(Checker):
                 ids.pop()
         cur.seqs[0] = seqs[-1]
         cur.last_text = model.block_text(run.updates[-1].get("content"))
+
+    def _idless(self, seqs: list[int], session: str, user_v1: bool) -> None:
+        """What on_message does for ID-less chunks continuing the chunk before (``tail``)."""
+        pres, window = self.tail  # type: ignore[misc]  # set by the chunk before
+        pres[1] += len(seqs)
+        pres[3] = seqs[-1]
+        window.extend([("\0absent", s) for s in seqs[-3:]])
+        del window[:-3]
+        if user_v1:
+            kept = self.ownerless_user.setdefault(session, [])
+            room = max(0, MAX_ENTRIES_PER_FAULT - len(kept))
+            kept.extend(seqs[:room])
+            if len(seqs) > room:
+                self.ownerless_more[session] = (self.ownerless_more.get(session, 0)
+                                                + len(seqs) - room)
 
     def _run_step(self, ev: MessageEvent) -> None:
         run = self.run

@@ -176,7 +176,7 @@ class Replay(Checker):
             msg = turn.apply(ev)
             if ev.mid is not None:
                 self.live_ids.setdefault(ev.session, {}).setdefault(ev.mid, msg)
-                self.tail = msg
+            self.tail = msg  # a repeat appends to it (an ID-less one too: legacy grouping)
             return
         v2 = ev.protocol >= 2
         if ev.phase == UNREQUESTED and v2:
@@ -216,6 +216,8 @@ class Replay(Checker):
             rep.last_user_mid = ev.mid
         msg = rep.turns[-1].apply(ev)
         if ev.mid is None:
+            if not v2:  # a repeat appends to it; in v2 each ID-less chunk is a finding
+                self.tail = msg
             return  # an ID-less chunk is a gap (MID-A-03), not another message
         dup_rule = self._dup_rule(ev.protocol)
         self.exercised(dup_rule)

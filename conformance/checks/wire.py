@@ -7,7 +7,14 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.timeline import ConnEnd, Frame, MessageEvent, OtherUpdate, TurnEnd
+from conformance.checks.timeline import (
+    ConnEnd,
+    Frame,
+    MessageEvent,
+    OtherUpdate,
+    RepeatRun,
+    TurnEnd,
+)
 from conformance.results import Outcome
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
@@ -86,6 +93,18 @@ class IdShape(Checker):
         super().__init__(*a)
         self.forms: Counter[str] = Counter()
         self.form_entries: dict[str, int] = {}
+
+    def quiet_on(self, ev: Any) -> bool:
+        # A v1 run without IDs is counted chunk by chunk (MID-S-02/null-form).
+        return ev.mid is not None or ev.protocol >= 2
+
+    def on_repeats(self, run: RepeatRun) -> None:
+        first = run.first
+        if first.mid is None and first.protocol < 2:  # an ID-less v1 run: only counted
+            self.forms["omitted" if first.id_state == model.ABSENT else "null"] += len(run.seqs)
+            return
+        for ev in run.events():
+            self.on_message(ev)
 
     def on_message(self, ev: MessageEvent) -> None:
         u = ev.update
