@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +285,22 @@ def test_the_findings_are_the_same_on_a_transcript_read_back_from_a_file(tmp_pat
     back = list(read)
     assert [e.to_json() for e in back] == [e.to_json() for e in entries]
     assert grade(back, protocol=1) == grade(entries, protocol=1, repeats=False)
+
+
+def test_the_fast_json_reader_reads_what_the_standard_one_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Transcript lines parsed by msgspec give the entries json.loads gives; what msgspec
+    refuses (NaN, lone surrogates) or would read otherwise takes the general path."""
+    entries = random_entries(3, 2, steps=120)
+    t = tmod.from_entries({"role": "agent", "protocol": 2}, entries)
+    for raw in ('{"jsonrpc":"2.0","id":1,"result":{"n":NaN}}',
+                '{"jsonrpc":"2.0","id":123456789012345678901234567890,"result":{}}',
+                '{"jsonrpc":"2.0","method":"x","params":{"s":"\\ud800"}}'):
+        t.add(0, "agent", "stdout", raw.encode())
+    path = tmp_path / "t.jsonl"
+    t.save(path)
+    fast = [e.to_json() for e in tmod.iter_entries(path)[1]]
+    monkeypatch.setitem(sys.modules, "msgspec.json", None)  # import fails: the fallback
+    slow = [e.to_json() for e in tmod.iter_entries(path)[1]]
+    assert fast == slow
+    assert slow[-2]["msg"]["id"] == 123456789012345678901234567890

@@ -24,7 +24,7 @@ SENTENCE_END = (".", "!", "?", "\n", ":", ";")
 ID_PER_CHUNK_RUN = 4
 
 
-@dataclass
+@dataclass(slots=True)
 class _Seen:
     turn: Any  # turn key where the ID was first used
     seq: int
@@ -145,10 +145,12 @@ class Uniqueness(Checker):
                            actual=short(mid), outcome=I if allowed else W)
             self.turn_last[tkey] = mid
         ids.add(mid)
-        if prev is None:
-            st.ids[(ev.kind, mid)] = _Seen(tk, ev.seq, ev.kind)
-        if other is None:
-            st.by_id[mid] = _Seen(tk, ev.seq, ev.kind)
+        if prev is None or other is None:
+            seen = _Seen(tk, ev.seq, ev.kind)  # never changed: one object for both
+            if prev is None:
+                st.ids[(ev.kind, mid)] = seen
+            if other is None:
+                st.by_id[mid] = seen
 
     def _cross_session(self, ev: MessageEvent, mid: str) -> None:
         owner = self.session_of_id.setdefault(mid, ev.session)

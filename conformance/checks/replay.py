@@ -167,6 +167,8 @@ class Replay(Checker):
             tail.add(ev.text)
             self.tail = tail
             return
+        if tail is not None and len(tail.parts) > 1:  # its run ended: one string, not one a chunk
+            tail.parts[:] = ["".join(tail.parts)]
         if ev.phase == LIVE:
             key = (ev.session, ev.epoch.index, ev.turn)
             turn = self.live.get(key)
