@@ -33,7 +33,7 @@ class _Seen:
 
 @dataclass
 class _EpochState:
-    ids: dict[tuple[str, str], _Seen] = field(default_factory=dict)  # (kind, id) -> first use
+    ids: dict[str, dict[str, _Seen]] = field(default_factory=dict)  # kind -> id -> first use
     by_id: dict[str, _Seen] = field(default_factory=dict)  # id -> first use (any kind)
     replay_turn: int = 0
     last_kind: str | None = None
@@ -94,7 +94,10 @@ class Uniqueness(Checker):
             st.turns.add(tk)
         v2 = ev.protocol >= 2
         self._cross_session(ev, mid)
-        prev = st.ids.get((ev.kind, mid))
+        of_kind = st.ids.get(ev.kind)
+        if of_kind is None:
+            of_kind = st.ids[ev.kind] = {}
+        prev = of_kind.get(mid)
         # Rule 1: user-message reuse.
         if ev.kind == "user":
             self.exercised("MID-A-02/user-message-reuse")
@@ -148,7 +151,7 @@ class Uniqueness(Checker):
         if prev is None or other is None:
             seen = _Seen(tk, ev.seq, ev.kind)  # never changed: one object for both
             if prev is None:
-                st.ids[(ev.kind, mid)] = seen
+                of_kind[mid] = seen
             if other is None:
                 st.by_id[mid] = seen
 

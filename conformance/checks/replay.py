@@ -35,7 +35,7 @@ F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
 COMPACT_PARTS = 64  # chunk texts kept apart before they are joined into one
 
 
-@dataclass
+@dataclass(slots=True)
 class Msg:
     kind: str
     mid: str | None
@@ -60,7 +60,7 @@ class Msg:
             parts[:] = ["".join(parts)]
 
 
-@dataclass
+@dataclass(slots=True)
 class Turn:
     msgs: list[Msg] = field(default_factory=list)
     index: dict[tuple[str, str], Msg] = field(default_factory=dict)
@@ -151,6 +151,8 @@ class Replay(Checker):
     def on_replay_end(self, ev: ReplayEnd) -> None:
         rep = self.replays.pop(ev.session, None)
         if rep is not None:
+            rep.runs.clear()  # read only while the replay runs; the cross-check needs the turns
+            rep.upserted.clear()
             self.done.append(rep)
 
     def on_repeats(self, run: RepeatRun) -> None:

@@ -105,12 +105,14 @@ class Echo(Checker):
         self.turns[ev.session] = st
 
     def on_message(self, ev: MessageEvent) -> None:
-        if ev.mid is not None:
+        # The IDs seen, for MID-V2-05/echo-id-reused: v2 only (an epoch has one protocol).
+        record = ev.mid if ev.protocol >= 2 else None
+        if record is not None:
             known = self.ids.setdefault((ev.session, ev.epoch.index), {})
         st = self.turns.get(ev.session)
         if st is None or ev.phase != LIVE or ev.turn != st.start.turn:
-            if ev.mid is not None:
-                known.setdefault(ev.mid, (ev.kind, ev.seq))
+            if record is not None:
+                known.setdefault(record, (ev.kind, ev.seq))
             return
         if ev.kind != "user":
             st.agent_output_seen = True
@@ -125,10 +127,10 @@ class Echo(Checker):
                 st.echoes.append(ev)
                 if ev.mid is not None:
                     st.echo_ids.append(ev.mid)
-                if first and ev.protocol >= 2 and ev.mid is not None:
+                if first and record is not None:
                     self._check_echo_id(ev, known)
-        if ev.mid is not None:
-            known.setdefault(ev.mid, (ev.kind, ev.seq))
+        if record is not None:
+            known.setdefault(record, (ev.kind, ev.seq))
 
     def _check_echo_id(self, ev: MessageEvent, known: dict[str, tuple[str, int]]) -> None:
         self.exercised("MID-V2-05/echo-id-reused")
