@@ -107,7 +107,8 @@ class Uniqueness(Checker):
                 self.found("MID-A-02/user-message-reuse",
                            f"user message of {_turn_name(tk)} reuses ID {short(mid)!r} of the "
                            f"user message of {_turn_name(prev.turn)}",
-                           key=(ev.session, mid), entries=[prev.seq, ev.seq], expected="a fresh ID per user message",
+                           key=(ev.session, mid), entries=[prev.seq, ev.seq],
+                           expected="a fresh ID per user message",
                            actual=short(mid))
         # Rule 2: cross-turn reuse (v1; replay pseudo-turns count too).
         elif not v2:
@@ -117,7 +118,8 @@ class Uniqueness(Checker):
                 self.found("MID-A-02/cross-turn-reuse",
                            f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn)} reappears in "
                            f"{_turn_name(tk)}",
-                           key=(ev.session, ev.kind, mid), entries=[prev.seq, ev.seq], expected="a fresh ID per message",
+                           key=(ev.session, ev.kind, mid), entries=[prev.seq, ev.seq],
+                           expected="a fresh ID per message",
                            actual=short(mid), outcome=self.options.cross_turn_reuse)
         # Rule 3: cross-kind reuse.
         other = st.by_id.get(mid)
@@ -144,7 +146,8 @@ class Uniqueness(Checker):
                 self.found("MID-A-02/interleave",
                            f"{ev.kind} chunks return to ID {short(mid)!r} after {short(last)!r} "
                            f"in {_turn_name(tk)} (interleaving or a reused ID)",
-                           key=(ev.session, ev.kind, mid), entries=[ev.seq], expected="each message's chunks in one run",
+                           key=(ev.session, ev.kind, mid), entries=[ev.seq],
+                           expected="each message's chunks in one run",
                            actual=short(mid), outcome=I if allowed else W)
             self.turn_last[tkey] = mid
         ids.add(mid)
@@ -255,7 +258,8 @@ class Stability(Checker):
                 self.gap_reported.add(key)
                 self.found("MID-A-03/gap",
                            f"a {ev.kind} chunk without ID sits between two chunks of "
-                           f"{short(window[0][0])!r}", key=(ev.session, window[0][0]), entries=[s for _, s in window],
+                           f"{short(window[0][0])!r}", key=(ev.session, window[0][0]),
+                           entries=[s for _, s in window],
                            expected=f"messageId {short(window[0][0])!r} on the middle chunk",
                            actual="absent")
         if ev.kind == "user" and ev.protocol < 2:

@@ -186,14 +186,16 @@ class Replay(Checker):
         if ev.phase == UNREQUESTED and v2:
             self.found("MID-V2-06/unrequested-replay",
                        f"a {ev.update_type} arrives for a resume without replayFrom",
-                       key=(ev.session, ev.epoch.index), entries=[ev.seq], expected="no message-history updates",
+                       key=(ev.session, ev.epoch.index), entries=[ev.seq],
+                       expected="no message-history updates",
                        actual=ev.update_type)
             return
         if ev.phase == AFTER_REPLAY:
             rule = "MID-V2-06/after-response" if v2 else "MID-A-07/after-response"
             self.found(rule, f"a replayed {ev.update_type} arrives after the "
                        f"{'session/resume' if v2 else 'session/load'} response",
-                       key=(ev.session, ev.epoch.index), entries=[ev.seq], expected="all replay before the response",
+                       key=(ev.session, ev.epoch.index), entries=[ev.seq],
+                       expected="all replay before the response",
                        actual=ev.update_type)
             return
         if ev.phase != REPLAY:

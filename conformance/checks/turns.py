@@ -43,7 +43,8 @@ class Cancellation(Checker):
         if ev.phase == AFTER_CANCEL:
             self.found("MID-A-09/after-cancel",
                        f"a {ev.update_type} arrives after the turn ended as cancelled",
-                       key=(ev.session, ev.epoch.index, ev.turn), entries=[ev.seq], expected="every update before the cancelled response",
+                       key=(ev.session, ev.epoch.index, ev.turn), entries=[ev.seq],
+                       expected="every update before the cancelled response",
                        actual=ev.update_type)
         elif ev.phase == OUT_OF_TURN:
             self.found("MID-A-09/out-of-turn",
@@ -144,7 +145,8 @@ class Echo(Checker):
             return  # separate ID spaces per kind: allowed
         self.found("MID-V2-05/echo-id-reused",
                    f"the echo's ID {short(ev.mid)!r} already names a {kind} message",
-                   key=(ev.session, ev.mid), entries=[seq, ev.seq], expected="a fresh ID", actual=short(ev.mid))
+                   key=(ev.session, ev.mid), entries=[seq, ev.seq], expected="a fresh ID",
+                   actual=short(ev.mid))
 
     def on_accepted(self, ev: PromptAccepted) -> None:
         st = self.turns.get(ev.session)
@@ -217,7 +219,8 @@ class Echo(Checker):
             if st.accepted is not None and st.echoes[0].seq < st.accepted.seq:
                 self.found("MID-V2-05/echo-before-response",
                            "the echo arrives before the session/prompt response (allowed)",
-                           key="before", entries=[st.echoes[0].seq, st.accepted.seq], actual="before")
+                           key="before", entries=[st.echoes[0].seq, st.accepted.seq],
+                           actual="before")
             if len(set(st.echo_ids)) > 1:
                 self.found("MID-V2-05/unmatched-echo",
                            f"one prompt produced {len(set(st.echo_ids))} user messages",

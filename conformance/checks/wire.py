@@ -61,7 +61,8 @@ class Framing(Checker):
         if isinstance(msgs, list):
             if ev.protocol < 2:
                 self.found("MID-S-06/jsonrpc", "a JSON-RPC batch array in protocol v1",
-                           key=(e.conn, "batch"), entries=[e.seq], expected="single messages", actual=short(e.raw, 200))
+                           key=(e.conn, "batch"), entries=[e.seq], expected="single messages",
+                           actual=short(e.raw, 200))
                 return
             if not msgs:
                 self.found("MID-S-06/jsonrpc", "an empty batch array", key=(e.conn, "[]"),
@@ -125,7 +126,8 @@ class IdShape(Checker):
         if ev.id_state == model.WRONG_TYPE:
             self.found("MID-S-01/type",
                        f"{ev.update_type} carries a {model.json_type(ev.raw_id)} messageId",
-                       key=(ev.session, ev.kind, short(repr(ev.raw_id))), entries=[ev.seq], expected="a JSON string", actual=short(ev.raw_id))
+                       key=(ev.session, ev.kind, short(repr(ev.raw_id))), entries=[ev.seq],
+                       expected="a JSON string", actual=short(ev.raw_id))
         if ev.id_state in (model.ABSENT, model.NULL):
             near = [k for k in model.NEAR_MISS_KEYS if k in u]
             if near:
@@ -141,11 +143,13 @@ class IdShape(Checker):
                 self.exercised("MID-S-01/long-id")
             if ev.mid == "":
                 self.found("MID-S-01/empty-id", f"{ev.update_type} uses the empty string as ID",
-                           key=(ev.session, ev.kind), entries=[ev.seq], expected="a non-empty opaque string", actual="")
+                           key=(ev.session, ev.kind), entries=[ev.seq],
+                           expected="a non-empty opaque string", actual="")
             elif len(ev.mid) > model.LONG_ID:
                 self.found("MID-S-01/long-id",
                            f"{ev.update_type} has a {len(ev.mid)}-character messageId",
-                           key=(ev.session, ev.mid), entries=[ev.seq], expected=f"at most {model.LONG_ID} characters",
+                           key=(ev.session, ev.mid), entries=[ev.seq],
+                           expected=f"at most {model.LONG_ID} characters",
                            actual=short(ev.mid))
         if not v2:
             if ev.form == "chunk":
@@ -355,14 +359,16 @@ class ClientLiveness(Checker):
         self.exercised("MID-S-06/client-framing")
         if e.error is not None:
             self.found("MID-S-06/client-framing", f"the client wrote a line that is not JSON: "
-                       f"{e.error}", key=e.conn, entries=[e.seq], expected="one JSON-RPC message per line",
+                       f"{e.error}", key=e.conn, entries=[e.seq],
+                       expected="one JSON-RPC message per line",
                        actual=short(e.raw if e.raw is not None else e.raw_b64, 200))
             return
         for m in e.msg if isinstance(e.msg, list) else [e.msg]:
             problem = model.jsonrpc_problem(m)
             if problem:
                 self.found("MID-S-06/client-framing", f"the client wrote {problem}",
-                           key=(e.conn, problem), entries=[e.seq], expected="a JSON-RPC 2.0 message",
+                           key=(e.conn, problem), entries=[e.seq],
+                           expected="a JSON-RPC 2.0 message",
                            actual=short(e.raw, 200))
             elif model.is_response(m):
                 self._answer(e.conn, e.seq, m)
