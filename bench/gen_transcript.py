@@ -110,6 +110,16 @@ class Writer:
     def respond(self, rid: Any, result: Any) -> None:
         self.message("agent", {"jsonrpc": "2.0", "id": rid, "result": result})
 
+    def permission(self, rid: int, sid: str, call: str, title: str, kind: str) -> None:
+        """The agent asks to run a tool call; the client allows it once."""
+        self.message("agent", {"jsonrpc": "2.0", "id": rid, "method": "session/request_permission",
+                               "params": {"sessionId": sid, "toolCall": {
+                                   "toolCallId": call, "title": title, "kind": kind},
+                                   "options": [{"optionId": "allow_once", "name": "Allow",
+                                                "kind": "allow_once"}]}})
+        self.message("client", {"jsonrpc": "2.0", "id": rid, "result": {
+            "outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+
     def update(self, sid: str, update: dict[str, Any]) -> None:
         self.message("agent", {"jsonrpc": "2.0", "method": "session/update",
                                "params": {"sessionId": sid, "update": update}})
@@ -218,14 +228,7 @@ def _close(w: Writer) -> None:
 def _tool_call(w: Writer, sid: str, call: str, rng: random.Random, agent_rids: Iterator[int],
                replay: bool = False) -> None:
     if not replay and rng.random() < 0.2:
-        perm = next(agent_rids)
-        w.message("agent", {"jsonrpc": "2.0", "id": perm, "method": "session/request_permission",
-                            "params": {"sessionId": sid, "toolCall": {
-                                "toolCallId": call, "title": "Edit main.py", "kind": "edit"},
-                                "options": [{"optionId": "allow_once", "name": "Allow",
-                                             "kind": "allow_once"}]}})
-        w.message("client", {"jsonrpc": "2.0", "id": perm, "result": {
-            "outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+        w.permission(next(agent_rids), sid, call, "Edit main.py", "edit")
     w.update(sid, {"sessionUpdate": "tool_call", "toolCallId": call, "title": "Read main.py",
                    "kind": "read", "status": "completed" if replay else "pending"})
     for _ in range(0 if replay else rng.randint(1, 3)):
@@ -327,14 +330,7 @@ def write_transcript(out: TextIO, *, updates: int, turns: int = 8,
         for m in msgs[:half]:
             w.chunks(sid, m, ids=not no_ids)
         call = f"call_{index:08d}"
-        perm = next(agent_rids)
-        w.message("agent", {"jsonrpc": "2.0", "id": perm, "method": "session/request_permission",
-                            "params": {"sessionId": sid, "toolCall": {
-                                "toolCallId": call, "title": "Read notes.txt", "kind": "read"},
-                                "options": [{"optionId": "allow_once", "name": "Allow",
-                                             "kind": "allow_once"}]}})
-        w.message("client", {"jsonrpc": "2.0", "id": perm, "result": {
-            "outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+        w.permission(next(agent_rids), sid, call, "Read notes.txt", "read")
         w.update(sid, {"sessionUpdate": "tool_call", "toolCallId": call,
                        "title": "Read notes.txt", "kind": "read", "status": "pending"})
         w.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": call,
