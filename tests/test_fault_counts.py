@@ -119,3 +119,25 @@ def test_broken_agent_gets_one_finding_per_reused_id(tmp_path: Path) -> None:
     assert f"{len(rows)} warn" in output and shown in output, output
     for name in ("r.md", "r.xml", "r.html"):
         assert shown in (tmp_path / name).read_text(encoding="utf-8"), name
+
+
+def test_fault_bookkeeping_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Faults past the few listed are told apart by their keys' hashes, up to a bound;
+    a fault without a key is never remembered. Memory does not grow with the faults."""
+    from conformance.checks import base
+
+    monkeypatch.setattr(base, "MAX_FAULT_KEYS", 10)
+    rule = "MID-A-02/cross-kind-reuse"
+    sink = base.Sink(base.all_rules())
+    for i in range(1000):
+        sink.add(rule, None, "m", (i,), None, None)  # no key: each a fault of its own
+    assert not sink.more_keys[rule]
+    for _ in range(3):  # the same 20 keyed faults, three times each
+        for i in range(20):
+            sink.add("MID-A-02/interleave", None, "m", (i,), None, None, key=("id", i))
+    listed, rest = sink.rows("MID-A-02/interleave")[:5], sink.rows("MID-A-02/interleave")[5]
+    assert [f.occurrences for f in listed] == [3] * 5
+    assert len(sink.more_keys["MID-A-02/interleave"]) == 10
+    # 15 more faults; the 5 past the bound are counted again on each repeat
+    assert (rest.faults, rest.occurrences) == (15 + 2 * 5, 45)
+    assert sink.rows(rule)[5].faults == 995

@@ -23,6 +23,7 @@ from conformance.transcript import Entry
 
 MAX_FINDINGS_PER_RULE = 5  # faults per rule reported in full; the rest are counted
 MAX_ENTRIES_PER_FAULT = 8  # transcript entries kept as a fault's evidence
+MAX_FAULT_KEYS = 100_000  # faults per rule told apart past the few (a few MB at most)
 
 
 @dataclass(frozen=True)
@@ -138,12 +139,14 @@ class _Fault:
 
 class Sink:
     """Collects findings, one per fault, with bounded memory: a few faults per rule in
-    full, the rest counted (their keys are kept, so a fault is never counted twice)."""
+    full, the rest counted. Their keys' hashes are kept, so a fault is counted once;
+    past MAX_FAULT_KEYS faults of one rule a repeat of a later one may count again."""
 
     def __init__(self, rules: dict[str, Rule]) -> None:
         self.rules = rules
         self.faults: dict[str, dict[Hashable, _Fault]] = defaultdict(dict)
-        self.more_keys: dict[str, set[Hashable]] = defaultdict(set)  # keyed faults past the few
+        # the hashes of keyed faults past the few, so a fault is counted once (up to a bound)
+        self.more_keys: dict[str, set[int]] = defaultdict(set)
         self.more_faults: dict[str, int] = defaultdict(int)
         self.more_times: dict[str, int] = defaultdict(int)
         self.seen: dict[str, set[int]] = defaultdict(set)
@@ -157,6 +160,7 @@ class Sink:
         self.seen[rule_id].add(-1)
         out = outcome if outcome is not None else self.rules[rule_id].outcome
         faults = self.faults[rule_id]
+        seen = None
         if key is None:
             key = object()  # a fault of its own
         else:
@@ -164,14 +168,15 @@ class Sink:
             if fault is not None:
                 fault.again(out, entries, times)
                 return
-            more = self.more_keys[rule_id]
-            if key in more:
+            seen = self.more_keys[rule_id]
+            if hash(key) in seen:
                 self.more_times[rule_id] += times
                 return
         if len(faults) < MAX_FINDINGS_PER_RULE:
             faults[key] = _Fault(out, message, entries, expected, actual, times)
             return
-        self.more_keys[rule_id].add(key)
+        if seen is not None and len(seen) < MAX_FAULT_KEYS:
+            seen.add(hash(key))
         self.more_faults[rule_id] += 1
         self.more_times[rule_id] += times
 
