@@ -14,6 +14,13 @@ the ID of an agent message of the first turn, which the suite must report
 ``--no-ids`` writes what many real v1 agents send: no ``messageId`` at all
 (allowed in v1), and the echo of each long prompt streamed a word a chunk.
 
+``--shape real`` writes what LLM-backed agents really stream: token-sized chunks
+in short runs (run lengths drawn around a median of 12, from 1 to 120), thoughts
+and tool calls (a call, its updates, now and then a permission request) between
+the messages of a turn, a prompt echo of one chunk, and a ``session/load`` that
+replays each stored message as one chunk (tool calls included). The default
+shape, ``long``, streams every message as one run of ``--chunks-per-message``.
+
     python3 -m bench.gen_transcript --updates 1000000 -o big.jsonl
 """
 
@@ -21,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +40,11 @@ from conformance import TOOL_NAME, __version__
 from conformance.transcript import FORMAT, FORMAT_VERSION
 
 VIOLATIONS = ("none", "cross-turn-reuse")
+SHAPES = ("long", "real")
+TOKENS = ("The", " agent", " stream", "s", " a", " long", " answer", " in", " small",
+          " piece", "s", ",", " so", " every", " client", " can", " show", " it", " as",
+          " one", " message", " token", " by", " token", ":", " `", "code", "`", "\n", "-")
+RUN_MEDIAN, RUN_MAX = 12, 120  # chunks per message in the real shape
 WORDS = ("the", "agent", "streams", "a", "long", "answer", "in", "small", "pieces", "so",
          "every", "client", "can", "show", "it", "as", "one", "message")
 
@@ -96,6 +110,16 @@ class Writer:
     def respond(self, rid: Any, result: Any) -> None:
         self.message("agent", {"jsonrpc": "2.0", "id": rid, "result": result})
 
+    def permission(self, rid: int, sid: str, call: str, title: str, kind: str) -> None:
+        """The agent asks to run a tool call; the client allows it once."""
+        self.message("agent", {"jsonrpc": "2.0", "id": rid, "method": "session/request_permission",
+                               "params": {"sessionId": sid, "toolCall": {
+                                   "toolCallId": call, "title": title, "kind": kind},
+                                   "options": [{"optionId": "allow_once", "name": "Allow",
+                                                "kind": "allow_once"}]}})
+        self.message("client", {"jsonrpc": "2.0", "id": rid, "result": {
+            "outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+
     def update(self, sid: str, update: dict[str, Any]) -> None:
         self.message("agent", {"jsonrpc": "2.0", "method": "session/update",
                                "params": {"sessionId": sid, "update": update}})
@@ -159,25 +183,26 @@ def _turn_messages(plan: Plan, turn: int, ids: Iterator[str], reuse: str | None,
     return prompt, msgs
 
 
-def write_transcript(out: TextIO, *, updates: int, turns: int = 8,
-                     chunks_per_message: int = 300, violation: str = "none",
-                     no_ids: bool = False) -> Stats:
-    if violation not in VIOLATIONS:
-        raise ValueError(f"unknown violation {violation!r}; choose from {', '.join(VIOLATIONS)}")
-    if no_ids and violation != "none":
-        raise ValueError(f"--violation {violation} reuses an ID: it needs IDs (not --no-ids)")
-    plan = Plan(updates, max(1, turns), max(1, chunks_per_message))
-    header = {"format": FORMAT, "version": FORMAT_VERSION, "tool": f"{TOOL_NAME} {__version__}",
-              "role": "agent", "protocol": 1, "profile": "acp-sdk-2.4.0",
-              "target": "bench/gen_transcript.py (synthetic conformant agent)",
-              "case": f"bench-{updates}-updates" + ("" if violation == "none" else
-                                                    f"-{violation}") + ("-no-ids" if no_ids
-                                                                        else "")}
-    out.write(json.dumps(header, ensure_ascii=False) + "\n")
-    w = Writer(out)
-    sid = "sess_0123456789abcdef0123456789abcdef"
-    counter = iter(range(10**9))
-    ids = (f"msg_{next(counter):032x}" for _ in iter(int, 1))
+def _run_length(rng: random.Random) -> int:
+    """Chunks in one message: log-normal around RUN_MEDIAN, from 1 to RUN_MAX."""
+    return max(1, min(RUN_MAX, round(rng.lognormvariate(math.log(RUN_MEDIAN), 0.9))))
+
+
+def _tokens(rng: random.Random, n: int) -> list[str]:
+    out = [rng.choice(TOKENS) for _ in range(n)]
+    out[-1] += "."
+    return out
+
+
+def _header(updates: int, violation: str, no_ids: bool, shape: str) -> dict[str, Any]:
+    return {"format": FORMAT, "version": FORMAT_VERSION, "tool": f"{TOOL_NAME} {__version__}",
+            "role": "agent", "protocol": 1, "profile": "acp-sdk-2.4.0",
+            "target": "bench/gen_transcript.py (synthetic conformant agent)",
+            "case": f"bench-{updates}-updates" + ("" if shape == "long" else f"-{shape}")
+            + ("" if violation == "none" else f"-{violation}") + ("-no-ids" if no_ids else "")}
+
+
+def _open_session(w: Writer, sid: str) -> None:
     w.entry("harness", "harness", event="start",
             data={"argv": ["synthetic-agent"], "pid_role": "agent", "pid": 1, "pgid": 1})
     rid = w.request("initialize", {
@@ -190,6 +215,109 @@ def write_transcript(out: TextIO, *, updates: int, turns: int = 8,
                     "authMethods": []})
     rid = w.request("session/new", {"cwd": "/project", "mcpServers": []})
     w.respond(rid, {"sessionId": sid})
+
+
+def _close(w: Writer) -> None:
+    w.entry("harness", "harness", event="exit",
+            data={"returncode": 0, "signal": None, "killed_by_suite": False,
+                  "ended_by": "stdin-eof", "grace": 2.0, "output_held": False,
+                  "stderr_bytes": 0, "stderr_kept": 0, "unrecorded_lines": 0,
+                  "unrecorded_bytes": 0})
+
+
+def _tool_call(w: Writer, sid: str, call: str, rng: random.Random, agent_rids: Iterator[int],
+               replay: bool = False) -> None:
+    if not replay and rng.random() < 0.2:
+        w.permission(next(agent_rids), sid, call, "Edit main.py", "edit")
+    w.update(sid, {"sessionUpdate": "tool_call", "toolCallId": call, "title": "Read main.py",
+                   "kind": "read", "status": "completed" if replay else "pending"})
+    for _ in range(0 if replay else rng.randint(1, 3)):
+        w.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": call,
+                       "status": "in_progress"})
+    if not replay:
+        w.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": call,
+                       "status": "completed", "content": [{"type": "content", "content": {
+                           "type": "text", "text": "def main():\n    pass\n"}}]})
+
+
+def write_real(out: TextIO, *, updates: int, violation: str = "none", no_ids: bool = False,
+               seed: int = 1) -> Stats:
+    """The real LLM shape (see the module docstring): about ``updates`` updates."""
+    rng = random.Random(seed)
+    out.write(json.dumps(_header(updates, violation, no_ids, "real"), ensure_ascii=False) + "\n")
+    w = Writer(out)
+    sid = "sess_0123456789abcdef0123456789abcdef"
+    counter = iter(range(10**9))
+    agent_rids = iter(range(10**9))
+    _open_session(w, sid)
+    # history: per turn, the prompt and its items (a Message, or a tool call's ID)
+    history: list[tuple[str, list[Message | str]]] = []
+    first_agent: str | None = None
+    live_budget = updates * 12 // 13  # the replay adds about one update per message
+
+    def turn(index: int, reuse: str | None) -> None:
+        nonlocal first_agent
+        prompt = f"Step {index + 1}: fix the failing test in main.py."
+        prid = w.request("session/prompt", {"sessionId": sid,
+                                            "prompt": [{"type": "text", "text": prompt}]})
+        items: list[Message | str] = [Message("user", f"msg_{next(counter):026x}", [prompt])]
+        for _ in range(rng.randint(1, 4)):  # thought, tool calls, then an agent message
+            if rng.random() < 0.6:
+                items.append(Message("thought", f"msg_{next(counter):026x}",
+                                     _tokens(rng, _run_length(rng))))
+            items += [f"call_{next(counter):08d}" for _ in range(rng.choice((0, 1, 1, 2)))]
+            mid = f"msg_{next(counter):026x}"
+            if reuse is not None:
+                mid, reuse = reuse, None
+            items.append(Message("agent", mid, _tokens(rng, _run_length(rng))))
+        for item in items:
+            if isinstance(item, Message):
+                w.chunks(sid, item, ids=not no_ids)
+                w.stats.messages += 1
+                if item.kind == "agent" and first_agent is None:
+                    first_agent = item.mid
+            else:
+                _tool_call(w, sid, item, rng, agent_rids)
+        w.respond(prid, {"stopReason": "end_turn"})
+        history.append((prompt, items))
+
+    index = 0
+    while w.stats.updates < live_budget:
+        reuse = first_agent if (violation == "cross-turn-reuse" and index == 3) else None
+        turn(index, reuse)
+        index += 1
+    rid = w.request("session/load", {"sessionId": sid, "cwd": "/project", "mcpServers": []})
+    for _prompt, items in history:
+        for item in items:
+            if isinstance(item, Message):
+                w.chunks(sid, Message(item.kind, item.mid, ["".join(item.chunks)]),
+                         ids=not no_ids)
+            else:
+                _tool_call(w, sid, item, rng, agent_rids, replay=True)
+    w.respond(rid, {})
+    turn(index, None)
+    _close(w)
+    return w.stats
+
+
+def write_transcript(out: TextIO, *, updates: int, turns: int = 8,
+                     chunks_per_message: int = 300, violation: str = "none",
+                     no_ids: bool = False, shape: str = "long") -> Stats:
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}; choose from {', '.join(SHAPES)}")
+    if violation not in VIOLATIONS:
+        raise ValueError(f"unknown violation {violation!r}; choose from {', '.join(VIOLATIONS)}")
+    if no_ids and violation != "none":
+        raise ValueError(f"--violation {violation} reuses an ID: it needs IDs (not --no-ids)")
+    if shape == "real":
+        return write_real(out, updates=updates, violation=violation, no_ids=no_ids)
+    plan = Plan(updates, max(1, turns), max(1, chunks_per_message))
+    out.write(json.dumps(_header(updates, violation, no_ids, shape), ensure_ascii=False) + "\n")
+    w = Writer(out)
+    sid = "sess_0123456789abcdef0123456789abcdef"
+    counter = iter(range(10**9))
+    ids = (f"msg_{next(counter):032x}" for _ in iter(int, 1))
+    _open_session(w, sid)
     history: list[tuple[str, list[Message]]] = []
     first_agent_id: str | None = None
     agent_rids = iter(range(10**9))
@@ -202,14 +330,7 @@ def write_transcript(out: TextIO, *, updates: int, turns: int = 8,
         for m in msgs[:half]:
             w.chunks(sid, m, ids=not no_ids)
         call = f"call_{index:08d}"
-        perm = next(agent_rids)
-        w.message("agent", {"jsonrpc": "2.0", "id": perm, "method": "session/request_permission",
-                            "params": {"sessionId": sid, "toolCall": {
-                                "toolCallId": call, "title": "Read notes.txt", "kind": "read"},
-                                "options": [{"optionId": "allow_once", "name": "Allow",
-                                             "kind": "allow_once"}]}})
-        w.message("client", {"jsonrpc": "2.0", "id": perm, "result": {
-            "outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+        w.permission(next(agent_rids), sid, call, "Read notes.txt", "read")
         w.update(sid, {"sessionUpdate": "tool_call", "toolCallId": call,
                        "title": "Read notes.txt", "kind": "read", "status": "pending"})
         w.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": call,
@@ -233,11 +354,7 @@ def write_transcript(out: TextIO, *, updates: int, turns: int = 8,
             w.chunks(sid, m, ids=not no_ids)
     w.respond(rid, {})
     turn(plan.turns, None)
-    w.entry("harness", "harness", event="exit",
-            data={"returncode": 0, "signal": None, "killed_by_suite": False,
-                  "ended_by": "stdin-eof", "grace": 2.0, "output_held": False,
-                  "stderr_bytes": 0, "stderr_kept": 0, "unrecorded_lines": 0,
-                  "unrecorded_bytes": 0})
+    _close(w)
     return w.stats
 
 
@@ -256,13 +373,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--violation", choices=VIOLATIONS, default="none")
     p.add_argument("--no-ids", action="store_true",
                    help="no messageId at all (allowed in v1); long prompts echoed in chunks")
+    p.add_argument("--shape", choices=SHAPES, default="long",
+                   help="long: every message one long run of chunks; real: token-sized "
+                   "chunks in short runs with thoughts and tool calls between")
     p.add_argument("-o", "--output", type=Path, required=True)
     ns = p.parse_args(argv)
     if ns.no_ids and ns.violation != "none":
         p.error("--violation needs IDs: it cannot go with --no-ids")
     stats = generate(ns.output, updates=ns.updates, turns=ns.turns,
                      chunks_per_message=ns.chunks_per_message, violation=ns.violation,
-                     no_ids=ns.no_ids)
+                     no_ids=ns.no_ids, shape=ns.shape)
     print(f"{ns.output}: {stats.lines} lines, {stats.updates} updates, "
           f"{stats.messages} messages")
     return 0

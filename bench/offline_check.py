@@ -1,20 +1,22 @@
 """Offline grading cost: ``acp-conformance check`` against a bare JSON-lines loop.
 
-For each size it writes a conformant transcript (bench/gen_transcript.py: several
-turns, long chunk runs, a session/load replay), then runs, alternately and a few
-times each, in fresh processes:
+For each size, shape and ID mode it writes a conformant transcript
+(bench/gen_transcript.py; shape ``long``: several turns of long chunk runs, shape
+``real``: token-sized chunks in short runs with thoughts and tool calls between;
+each with and without message IDs, and a session/load replay), then runs,
+alternately and a few times each, in fresh processes:
 
 * the baseline: a bare loop that reads the same file and ``json.loads`` each line;
 * the subject: ``python -m conformance check FILE`` (the full grading).
 
 It prints the CPU-time ratio (the target: at most 1.5x at 1M updates), the wall
 ratio, and the peak memory (RSS) of both, and checks that the transcript with a
-planted violation still fails on the expected rule at the same size.
+planted violation still fails on the expected rule at the same size and shape.
 
-    python3 -m bench.offline_check                       # 10k, 100k, 1M updates
+    python3 -m bench.offline_check                       # 10k, 100k, 1M; every shape
     python3 -m bench.offline_check --sizes 2000 --repeats 1   # a smoke run
+    python3 -m bench.offline_check --shapes real --ids no    # one shape, no IDs (v1)
     python3 -m bench.offline_check --breakdown          # where the time goes, in-process
-    python3 -m bench.offline_check --no-ids             # an agent that sends no IDs (v1)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import time
 from pathlib import Path
 
 from bench.common import Sample, alternate, conformance_cli, python, ratio_line, run
-from bench.gen_transcript import generate
+from bench.gen_transcript import SHAPES, generate
 
 TARGET_RATIO = 1.5  # check / bare parse, CPU time, at 1M updates
 TARGET_RSS_MB = 150.0  # peak memory of the check at 1M updates
@@ -52,13 +54,14 @@ def _label(n: int) -> str:
 
 
 def measure_size(workdir: Path, updates: int, repeats: int, chunks_per_message: int,
-                 no_ids: bool = False) -> bool:
+                 no_ids: bool = False, shape: str = "long") -> bool:
     path = workdir / f"transcript-{updates}.jsonl"
     t0 = time.perf_counter()
     stats = generate(path, updates=updates, chunks_per_message=chunks_per_message,
-                     no_ids=no_ids)
+                     no_ids=no_ids, shape=shape)
     size_mb = path.stat().st_size / 1e6
-    print(f"\n{_label(updates)} updates: {stats.lines} lines, {stats.updates} updates, "
+    name = f"{_label(updates)} {shape}{' no-ids' if no_ids else ''}"
+    print(f"\n{name}: {stats.lines} lines, {stats.updates} updates, "
           f"{stats.messages} messages, {size_mb:.0f} MB "
           f"(written in {time.perf_counter() - t0:.1f} s)")
 
@@ -80,10 +83,10 @@ def measure_size(workdir: Path, updates: int, repeats: int, chunks_per_message: 
     print(f"  check       cpu {subject.cpu:7.2f} s  wall {subject.wall:7.2f} s  "
           f"peak {subject.max_rss_mb:6.1f} MB")
     limit = TARGET_RATIO if updates >= 1_000_000 else None
-    print(ratio_line(f"check/bare-parse cpu {_label(updates)}", cpu, limit))
-    print(ratio_line(f"check/bare-parse wall {_label(updates)}", wall, None))
+    print(ratio_line(f"check/bare-parse cpu {name}", cpu, limit))
+    print(ratio_line(f"check/bare-parse wall {name}", wall, None))
     rss_ok = subject.max_rss_mb <= TARGET_RSS_MB or updates < 1_000_000
-    print(f"memory check {_label(updates)}: peak {subject.max_rss_mb:.1f} MB "
+    print(f"memory check {name}: peak {subject.max_rss_mb:.1f} MB "
           f"({subject.max_rss_mb - base.max_rss_mb:+.1f} MB over the bare loop; "
           f"{stats.messages} messages, {stats.updates} updates)"
           + ("" if updates < 1_000_000 else
@@ -94,17 +97,18 @@ def measure_size(workdir: Path, updates: int, repeats: int, chunks_per_message: 
 
     bad = workdir / f"transcript-{updates}-violation.jsonl"
     generate(bad, updates=updates, chunks_per_message=chunks_per_message,
-             violation="cross-turn-reuse")
+             violation="cross-turn-reuse", shape=shape)
     caught = run(conformance_cli() + ["check", str(bad)])
     found = any(line.startswith(VIOLATION_RULE + " ") and " FAIL " in line
                 for line in caught.stdout.splitlines())
-    print(f"violation {_label(updates)}: exit {caught.returncode}, {VIOLATION_RULE} "
+    print(f"violation {name}: exit {caught.returncode}, {VIOLATION_RULE} "
           f"{'reported' if found else 'NOT reported'} (cpu {caught.cpu:.2f} s)")
     bad.unlink()
     return ok and found and caught.returncode == 1
 
 
-def breakdown(workdir: Path, updates: int, chunks_per_message: int) -> None:
+def breakdown(workdir: Path, updates: int, chunks_per_message: int, no_ids: bool = False,
+              shape: str = "long") -> None:
     """In one process: reading, timeline and checkers, each over the same file."""
     import json
 
@@ -113,7 +117,8 @@ def breakdown(workdir: Path, updates: int, chunks_per_message: int) -> None:
     from conformance.checks.timeline import Timeline
 
     path = workdir / "breakdown.jsonl"
-    generate(path, updates=updates, chunks_per_message=chunks_per_message)
+    generate(path, updates=updates, chunks_per_message=chunks_per_message, no_ids=no_ids,
+             shape=shape)
 
     def bare() -> None:
         with open(path, encoding="utf-8") as fh:
@@ -144,7 +149,8 @@ def breakdown(workdir: Path, updates: int, chunks_per_message: int) -> None:
             best_time = min(best_time, time.process_time() - t0)
         times[name] = best_time
     base = times["bare json.loads loop"]
-    print(f"\nbreakdown, {_label(updates)} updates, in one process (CPU, best of 3):")
+    print(f"\nbreakdown, {_label(updates)} updates, {shape}{' no-ids' if no_ids else ''}, "
+          "in one process (CPU, best of 3):")
     for name, value in times.items():
         print(f"  {name:<44} {value:7.2f} s  {value / base:5.2f}x")
     path.unlink()
@@ -160,18 +166,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--breakdown", action="store_true",
                    help="also split the cost in-process at the largest size")
     p.add_argument("--workdir", type=Path, help="where transcripts go (default: a temp dir)")
-    p.add_argument("--no-ids", action="store_true",
-                   help="transcripts of an agent that sends no messageId (allowed in v1)")
+    p.add_argument("--shapes", default=",".join(SHAPES),
+                   help=f"transcript shapes, comma-separated (default: {','.join(SHAPES)})")
+    p.add_argument("--ids", choices=("yes", "no", "both"), default="both",
+                   help="with message IDs, without (allowed in v1), or both (default)")
     ns = p.parse_args(argv)
     sizes = [_size(s) for s in ns.sizes.split(",") if s.strip()]
+    shapes = [s.strip() for s in ns.shapes.split(",") if s.strip()]
+    if not shapes or any(s not in SHAPES for s in shapes):
+        p.error(f"--shapes takes {', '.join(SHAPES)}")
+    modes = {"yes": [False], "no": [True], "both": [False, True]}[ns.ids]
     print(f"offline grading: acp-conformance check vs a bare json.loads loop, "
           f"best of {ns.repeats}, fresh processes ({sys.executable})")
     with tempfile.TemporaryDirectory(prefix="acp-bench-", dir=ns.workdir) as tmp:
-        results = [measure_size(Path(tmp), n, ns.repeats, ns.chunks_per_message, ns.no_ids)
-                   for n in sizes]  # every size runs, even after a failed one
-        ok = all(results)
+        results = [measure_size(Path(tmp), n, ns.repeats, ns.chunks_per_message, no_ids, shape)
+                   for n in sizes for shape in shapes for no_ids in modes]
+        ok = all(results)  # every size and shape ran, even after a failed one
         if ns.breakdown:
-            breakdown(Path(tmp), max(sizes), ns.chunks_per_message)
+            for shape in shapes:
+                for no_ids in modes:
+                    breakdown(Path(tmp), max(sizes), ns.chunks_per_message, no_ids, shape)
     return 0 if ok else 1
 
 

@@ -233,7 +233,7 @@ def describe_failure(exc: CaseFailed) -> str:
     if exc.unexpected:
         lines.append(f"{len(exc.unexpected)} fail finding(s):")
     for f in exc.unexpected:
-        lines.append(f"  FAIL {f.requirement}: {safe(f.message, 300)}")
+        lines.append(f"  FAIL {f.requirement}: {safe(f.shown_message, 300)}")
         evidence = []
         if f.entries:
             evidence.append("entries " + ", ".join(f"#{e}" for e in f.entries))
@@ -298,7 +298,7 @@ class AcpCase(pytest.Item):
             self.add_report_section("call", "stderr (target, tail)", cr.stderr_tail)
         for f in cr.findings:
             if f.outcome is Outcome.WARN:
-                self.user_properties.append(("warn", f"{f.requirement}: {f.message}"))
+                self.user_properties.append(("warn", f"{f.requirement}: {f.shown_message}"))
         fails = [f for f in cr.findings if f.outcome is Outcome.FAIL]
         verdict = state.baseline.evaluate([cr]) if state.baseline is not None else None
         unexpected = verdict.unexpected if verdict is not None else fails
@@ -489,7 +489,7 @@ class AgentSession:
 
         fails = self.failures(*select)
         if fails:
-            pytest.fail("\n".join(f"FAIL {f.requirement}: {safe(f.message, 300)} "
+            pytest.fail("\n".join(f"FAIL {f.requirement}: {safe(f.shown_message, 300)} "
                                   f"(entries {list(f.entries)})" for f in fails), pytrace=False)
 
     @property

@@ -7,6 +7,7 @@ Findings never carry wall-clock times, so reports are deterministic.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,7 +37,13 @@ SEVERITY: dict[Outcome, int] = {
 
 @dataclass(frozen=True)
 class Finding:
-    """One graded observation about one requirement (or sub-rule)."""
+    """One graded observation about one requirement (or sub-rule).
+
+    A violation is one *fault* (one ID, one pair of messages, ... in one case) however
+    often the transcript shows it: ``occurrences`` counts how often, and ``entries``
+    holds the first few of them. ``faults`` is more than 1 only on the row that
+    counts the faults of a rule past the few reported in full.
+    """
 
     requirement: str  # "MID-A-02/cross-turn-reuse" or "MID-V2-01"
     outcome: Outcome
@@ -45,18 +52,25 @@ class Finding:
     actual: Any = None
     entries: tuple[int, ...] = ()  # transcript sequence numbers
     case: str = ""
+    occurrences: int = 1
+    faults: int = 1
 
     @property
     def base_requirement(self) -> str:
         return self.requirement.split("/", 1)[0]
 
+    @property
+    def shown_message(self) -> str:
+        """The message with its occurrence count, as every report shows it."""
+        if self.occurrences > 1:
+            return f"{self.message} (x {self.occurrences} occurrences)"
+        return self.message
+
     def with_case(self, case: str) -> Finding:
-        return Finding(self.requirement, self.outcome, self.message, self.expected,
-                       self.actual, self.entries, case)
+        return dataclasses.replace(self, case=case)
 
     def with_outcome(self, outcome: Outcome) -> Finding:
-        return Finding(self.requirement, outcome, self.message, self.expected,
-                       self.actual, self.entries, self.case)
+        return dataclasses.replace(self, outcome=outcome)
 
     def to_json(self) -> dict[str, Any]:
         evidence: dict[str, Any] = {"entries": list(self.entries)}
@@ -64,13 +78,18 @@ class Finding:
             evidence["expected"] = self.expected
         if self.actual is not None:
             evidence["actual"] = self.actual
-        return {
+        out: dict[str, Any] = {
             "case": self.case,
             "requirement": self.requirement,
             "outcome": self.outcome.value,
             "message": self.message,
             "evidence": evidence,
         }
+        if self.occurrences > 1:
+            out["occurrences"] = self.occurrences
+        if self.faults > 1:
+            out["faults"] = self.faults
+        return out
 
 
 def worst(outcomes: Iterable[Outcome]) -> Outcome:
@@ -127,9 +146,10 @@ class RunResult:
         return [f for c in self.cases for f in c.findings]
 
     def counts(self) -> dict[str, int]:
+        """Faults by outcome (a fault seen many times counts once)."""
         counts = {o.value: 0 for o in Outcome}
         for f in self.all_findings():
-            counts[f.outcome.value] += 1
+            counts[f.outcome.value] += f.faults
         return counts
 
     @property

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO_ROOT, load_json, outcomes, run_cli
+from test_grading_repeats import assert_graded_the_same_both_ways
 
 MANIFEST = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
 DEFAULT_PROFILE = MANIFEST["profiles"][0]
@@ -64,8 +65,11 @@ def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profil
     exp = expectations(fx, protocol, profile)
     report = tmp_path / "report.json"
     proc = run_cli("--agent", fixture_command(name), "--protocol", str(protocol),
-                   "--profile", profile, "--json", str(report), "--timeout", "5")
+                   "--profile", profile, "--json", str(report), "--timeout", "5",
+                   "--transcripts", str(tmp_path / "t"))
     assert report.exists(), proc.stderr
+    for path in sorted((tmp_path / "t").glob("*.jsonl")):  # the short path changes no finding
+        assert_graded_the_same_both_ways(path)
     found = outcomes(load_json(report))
     for outcome in ("fail", "warn", "info"):
         for req in exp.get(outcome, []):

@@ -8,6 +8,7 @@ can be reproduced. The transcript generator's output is graded for real.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -32,9 +33,45 @@ def test_offline_check_on_a_tiny_transcript() -> None:
     done = bench("bench.offline_check", "--sizes", "2000", "--repeats", "1",
                  "--chunks-per-message", "20")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert len(ratios(done.stdout)) == 2  # cpu and wall
-    assert "memory check 2k: peak" in done.stdout
-    assert "MID-A-02/cross-turn-reuse reported" in done.stdout
+    assert len(ratios(done.stdout)) == 8  # cpu and wall, for both shapes with and without IDs
+    for shape in ("long", "real"):
+        for ids in ("", " no-ids"):
+            assert f"memory check 2k {shape}{ids}: peak" in done.stdout
+        assert f"violation 2k {shape}: exit 1, MID-A-02/cross-turn-reuse reported" in done.stdout
+
+
+def test_real_shaped_transcripts_pass_and_the_planted_violation_fails(tmp_path: Path) -> None:
+    """The real LLM shape: short token-sized runs, tool calls and thoughts, a replay."""
+    from bench.gen_transcript import RUN_MAX, generate
+
+    good, bad, bare = tmp_path / "good.jsonl", tmp_path / "bad.jsonl", tmp_path / "bare.jsonl"
+    stats = generate(good, updates=3000, shape="real")
+    generate(bad, updates=3000, shape="real", violation="cross-turn-reuse")
+    generate(bare, updates=3000, shape="real", no_ids=True)
+    runs: list[int] = []
+    last = None
+    for line in good.read_text(encoding="utf-8").splitlines()[1:]:
+        msg = json.loads(line).get("msg") or {}
+        if msg.get("method") == "session/load":
+            break  # the live turns; the replay sends each message as one chunk
+        u = msg.get("params", {}).get("update", {})
+        mid = u.get("messageId") if u.get("sessionUpdate", "").endswith("_chunk") else None
+        if mid is not None and mid == last:
+            runs[-1] += 1
+        elif mid is not None:
+            runs.append(1)
+        last = mid
+    runs.sort()
+    assert 6 <= runs[len(runs) // 2] <= 20 and max(runs) <= RUN_MAX, runs
+    assert stats.updates >= 3000 and stats.messages >= len(runs) > 100, stats
+    passed = run_cli("check", str(good))
+    assert passed.returncode == 0, passed.stdout
+    assert "MID-A-08/stability" in passed.stdout and "tool" not in passed.stdout.lower()
+    failed = run_cli("check", str(bad))
+    assert failed.returncode == 1
+    assert re.search(r"^FAIL\s+MID-A-02/cross-turn-reuse", failed.stdout, re.MULTILINE)
+    no_ids = run_cli("check", str(bare))
+    assert no_ids.returncode == 0 and "MID-A-05/no-ids" in no_ids.stdout, no_ids.stdout
 
 
 def test_generated_transcripts_pass_and_the_planted_violation_fails(tmp_path: Path) -> None:

@@ -133,10 +133,10 @@ def test_a_turn_with_only_its_echo_keeps_the_replay_aligned(protocol: int) -> No
     assert stability.outcome.value == "info" and "stable" in stability.message, stability
 
 
-def test_user_chunks_without_id_first_five_shown_the_rest_counted() -> None:
-    """Two v1 sessions whose agent uses IDs; twelve echo chunks without an ID, the two
-    sessions taking turns. The first five by position are the evidence, the other seven
-    are counted, exactly as if every one had been kept."""
+def test_user_chunks_without_id_one_fault_per_session_counted() -> None:
+    """Two v1 sessions whose agent uses IDs; 24 echo chunks without an ID, the two
+    sessions taking turns. Each session is one fault: its first eight chunks are the
+    evidence and all twelve are counted, exactly as if every one had been kept."""
     lines: list[Any] = [
         ("client", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
                     "params": {"protocolVersion": 1}}),
@@ -150,7 +150,7 @@ def test_user_chunks_without_id_first_five_shown_the_rest_counted() -> None:
         lines.append(("client", {"jsonrpc": "2.0", "id": rid, "method": "session/prompt",
                                  "params": {"sessionId": sid, "prompt": [text("Hi")]}}))
     echoes = []
-    for i in range(12):
+    for i in range(24):
         sid = "st"[i % 2]
         echoes.append(len(lines))
         lines.append(("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
@@ -163,8 +163,7 @@ def test_user_chunks_without_id_first_five_shown_the_rest_counted() -> None:
                   ("agent", {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})]
     findings = grade(transcript(1, lines).entries, protocol=1, options=Options(),
                      select=["MID-A-06/user-chunk-without-id"])
-    shown = [f for f in findings if f.entries]
-    assert [f.entries for f in shown] == [(seq,) for seq in echoes[:5]], findings
-    [counted] = [f for f in findings if not f.entries]
-    assert counted.message == "7 more occurrence(s) of the above"
+    assert [f.entries for f in findings] == [tuple(echoes[0::2][:8]),
+                                             tuple(echoes[1::2][:8])], findings
+    assert [f.occurrences for f in findings] == [12, 12], findings
     assert all(f.outcome.value == "warn" for f in findings), findings

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,9 @@ class _Builder:
         sid = rng.choice(self.sessions)
         kind = rng.choice(KINDS[self.protocol])
         mid = self.pick_id()
-        style = rng.choice(["one-id", "one-id", "id-per-chunk", "gap"])
+        style = rng.choice(["one-id", "one-id", "id-per-chunk", "gap", "no-id", "null-id"])
+        if style in ("no-id", "null-id"):  # a run without IDs: omitted or null throughout
+            mid = "ABSENT" if style == "no-id" else None
         for i in range(rng.randint(1, 12)):
             if style == "id-per-chunk":
                 mid = f"p{len(self.ids)}"
@@ -200,20 +203,78 @@ def random_entries(seed: int, protocol: int, steps: int = 60) -> list[Entry]:
 OPTIONS = [Options(), Options(cross_turn_reuse=Outcome.WARN, strict_ids=True)]
 
 
+def _repeats(entries: list[Entry], protocol: int) -> tuple[int, int]:
+    """Repeat lines (with an ID, without one) the short path would take."""
+    timeline = Timeline(protocol)
+    with_id = without = 0
+    for e in entries:
+        update = timeline.repeat_update(e)
+        if update is not None:
+            if timeline.last_chunk is not None and timeline.last_chunk.mid is None:
+                without += 1
+            else:
+                with_id += 1
+        timeline.feed(e)
+    return with_id, without
+
+
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_random_transcripts_grade_the_same_with_and_without_the_short_path(protocol: int) -> None:
-    repeats_seen = 0
+    seen = [0, 0]
     for seed in range(30):
         entries = random_entries(seed, protocol)
-        timeline = Timeline(protocol)
-        for e in entries:
-            repeats_seen += timeline.repeat_update(e) is not None
-            timeline.feed(e)
+        for i, n in enumerate(_repeats(entries, protocol)):
+            seen[i] += n
         for options in OPTIONS:
             fast = grade(entries, protocol=protocol, options=options)
             slow = grade(entries, protocol=protocol, options=options, repeats=False)
             assert fast == slow, f"seed {seed}, protocol {protocol}"
-    assert repeats_seen > 100  # the short path was really taken
+    assert seen[0] > 100 and seen[1] > 50, seen  # the short path was really taken, both kinds
+
+
+@pytest.mark.parametrize("shape", ["long", "real"])
+@pytest.mark.parametrize("no_ids", [False, True])
+@pytest.mark.parametrize("violation", ["none", "cross-turn-reuse"])
+def test_benchmark_transcripts_grade_the_same_both_ways(tmp_path: Path, shape: str,
+                                                        no_ids: bool, violation: str) -> None:
+    """The offline benchmark's shapes: long runs and real LLM-shaped short runs, with IDs
+    and without, conformant and with the planted violation."""
+    from bench.gen_transcript import generate
+
+    if no_ids and violation != "none":
+        pytest.skip("the planted violation reuses an ID")
+    path = tmp_path / "t.jsonl"
+    generate(path, updates=4000, shape=shape, no_ids=no_ids, violation=violation,
+             chunks_per_message=40)
+    entries = list(tmod.iter_entries(path)[1])
+    assert _repeats(entries, 1)[1 if no_ids else 0] > 1000
+    for options in OPTIONS:
+        assert grade(entries, protocol=1, options=options) == grade(
+            entries, protocol=1, options=options, repeats=False)
+
+
+def _recorded() -> list[Path]:
+    root = Path(__file__).resolve().parents[1] / "fixtures"
+    return sorted(root.rglob("*.jsonl"))
+
+
+def assert_graded_the_same_both_ways(path: Path) -> None:
+    """A recorded transcript graded with and without the short path (ID-less runs
+    included), in its own role and protocol, under both option sets."""
+    header, read = tmod.iter_entries(path)
+    entries = list(read)
+    protocol = int(header.get("protocol") or 1)
+    role = str(header.get("role") or "agent")
+    for options in OPTIONS:
+        assert grade(entries, protocol=protocol, options=options, role=role) == grade(
+            entries, protocol=protocol, options=options, role=role, repeats=False), path.name
+
+
+@pytest.mark.parametrize("path", _recorded(), ids=lambda p: p.parent.name + "/" + p.name)
+def test_recorded_transcripts_grade_the_same_both_ways(path: Path) -> None:
+    """Every transcript kept in the repository (the live transcripts of every broken agent
+    are graded both ways in test_agent_suite)."""
+    assert_graded_the_same_both_ways(path)
 
 
 def test_the_findings_are_the_same_on_a_transcript_read_back_from_a_file(tmp_path: Path) -> None:
@@ -224,3 +285,22 @@ def test_the_findings_are_the_same_on_a_transcript_read_back_from_a_file(tmp_pat
     back = list(read)
     assert [e.to_json() for e in back] == [e.to_json() for e in entries]
     assert grade(back, protocol=1) == grade(entries, protocol=1, repeats=False)
+
+
+def test_the_fast_json_reader_reads_what_the_standard_one_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Transcript lines parsed by msgspec give the entries json.loads gives; what msgspec
+    refuses (NaN, lone surrogates) or would read otherwise takes the general path."""
+    entries = random_entries(3, 2, steps=120)
+    t = tmod.from_entries({"role": "agent", "protocol": 2}, entries)
+    for raw in ('{"jsonrpc":"2.0","id":1,"result":{"n":NaN}}',
+                '{"jsonrpc":"2.0","id":123456789012345678901234567890,"result":{}}',
+                '{"jsonrpc":"2.0","method":"x","params":{"s":"\\ud800"}}'):
+        t.add(0, "agent", "stdout", raw.encode())
+    path = tmp_path / "t.jsonl"
+    t.save(path)
+    fast = [e.to_json() for e in tmod.iter_entries(path)[1]]
+    monkeypatch.setitem(sys.modules, "msgspec.json", None)  # import fails: the fallback
+    slow = [e.to_json() for e in tmod.iter_entries(path)[1]]
+    assert fast == slow
+    assert slow[-2]["msg"]["id"] == 123456789012345678901234567890

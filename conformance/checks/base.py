@@ -10,17 +10,20 @@ grading matrix gives them.
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from conformance.profiles import DEFAULT_PROFILE, Profile
 from conformance.profiles import get as get_profile
-from conformance.results import Finding, Outcome
+from conformance.results import SEVERITY, Finding, Outcome
 from conformance.transcript import Entry
 
-MAX_FINDINGS_PER_RULE = 5
+MAX_FINDINGS_PER_RULE = 5  # faults per rule reported in full; the rest are counted
+MAX_ENTRIES_PER_FAULT = 8  # transcript entries kept as a fault's evidence
+MAX_FAULT_KEYS = 100_000  # faults per rule told apart past the few (a few MB at most)
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Checker:
     # unless the checker found something on the second: the grader then skips it for the
     # rest of the run. Leave False for a checker that counts or keeps every chunk.
     quiet_repeats: ClassVar[bool] = False
+    # ``quiet_on`` may narrow it to some runs (e.g. those with IDs).
     # A checker may also define ``on_repeats(run: timeline.RepeatRun)``: the grader then
     # hands it the rest of a settled run in bulk, and it must do exactly what
     # ``on_message`` would do for each of ``run.events()`` in order.
@@ -59,15 +63,25 @@ class Checker:
         self.options = options
         self.profile = options.profile
         self._sink = sink
+        self._seen = sink.seen
 
-    def found(self, rule: str, message: str, *, entries: Iterable[int] = (),
-              expected: Any = None, actual: Any = None, outcome: Outcome | None = None,
-              times: int = 1) -> None:
-        """Report a breach (``times`` occurrences of it: past the first few, only counted)."""
-        self._sink.add(rule, outcome, message, tuple(entries), expected, actual, times)
+    def found(self, rule: str, message: str, *, key: Hashable = None,
+              entries: Iterable[int] = (), expected: Any = None, actual: Any = None,
+              outcome: Outcome | None = None, times: int = 1) -> None:
+        """Report ``times`` occurrences of a breach of ``rule``.
+
+        ``key`` names the fault (an ID, a pair of messages, ...): every report with the
+        same key is one finding, counted, with the first few entries as evidence and
+        the first message. Without a key each call is a fault of its own.
+        """
+        self._sink.add(rule, outcome, message, tuple(entries), expected, actual, times, key)
+
+    def quiet_on(self, ev: Any) -> bool:
+        """``quiet_repeats`` for the run that ``ev`` (its first repeat) settles."""
+        return self.quiet_repeats
 
     def exercised(self, rule: str, protocol: int | None = None) -> None:
-        self._sink.exercised(rule, protocol)
+        self._seen[rule].add(protocol or 0)  # Sink.exercised, one call less (a hot path)
 
     def not_applicable(self, rule: str, reason: str) -> None:
         """The rule does not apply to this traffic (e.g. a profile allows it): say why."""
@@ -91,32 +105,92 @@ def all_rules() -> dict[str, Rule]:
     return {r.id: r for cls in REGISTRY for r in cls.rules}
 
 
+class _Fault:
+    """One fault of one rule while grading: the first report, the count, the evidence."""
+
+    __slots__ = ("actual", "entries", "expected", "message", "occurrences", "outcome")
+
+    def __init__(self, outcome: Outcome, message: str, entries: tuple[int, ...],
+                 expected: Any, actual: Any, occurrences: int) -> None:
+        self.outcome, self.message = outcome, message
+        self.expected, self.actual = expected, actual
+        self.entries = list(entries[:MAX_ENTRIES_PER_FAULT])
+        self.occurrences = occurrences
+
+    def again(self, outcome: Outcome, entries: tuple[int, ...], times: int) -> None:
+        self.occurrences += times
+        if SEVERITY[outcome] > SEVERITY[self.outcome]:
+            self.outcome = outcome
+        kept = self.entries
+        for e in entries:
+            if len(kept) >= MAX_ENTRIES_PER_FAULT:
+                break
+            if e not in kept:
+                kept.append(e)
+
+    def finding(self, rule_id: str) -> Finding:
+        return Finding(rule_id, self.outcome, self.message, self.expected, self.actual,
+                       tuple(self.entries), occurrences=self.occurrences)
+
+
 class Sink:
-    """Collects findings with bounded memory: a few in full per rule, the rest counted."""
+    """Collects findings, one per fault, with bounded memory: a few faults per rule in
+    full, the rest counted. Their keys' hashes are kept, so a fault is counted once;
+    past MAX_FAULT_KEYS faults of one rule a repeat of a later one may count again."""
 
     def __init__(self, rules: dict[str, Rule]) -> None:
         self.rules = rules
-        self.findings: dict[str, list[Finding]] = defaultdict(list)
-        self.extra: dict[str, int] = defaultdict(int)
+        self.faults: dict[str, dict[Hashable, _Fault]] = defaultdict(dict)
+        # the hashes of keyed faults past the few, so a fault is counted once (up to a bound)
+        self.more_keys: dict[str, set[int]] = defaultdict(set)
+        self.more_faults: dict[str, int] = defaultdict(int)
+        self.more_times: dict[str, int] = defaultdict(int)
         self.seen: dict[str, set[int]] = defaultdict(set)
-        self.added = 0  # findings so far, kept or counted
+        self.added = 0  # occurrences so far, kept or counted
         self.reasons: dict[str, str] = {}
 
     def add(self, rule_id: str, outcome: Outcome | None, message: str,
-            entries: tuple[int, ...], expected: Any, actual: Any, times: int = 1) -> None:
+            entries: tuple[int, ...], expected: Any, actual: Any, times: int = 1,
+            key: Hashable = None) -> None:
         self.added += times
-        rule = self.rules[rule_id]
-        out = outcome if outcome is not None else rule.outcome
-        bucket = self.findings[rule_id]
-        if len(bucket) < MAX_FINDINGS_PER_RULE:
-            bucket.append(Finding(rule_id, out, message, expected, actual, entries))
-            times -= 1
-        if times > 0:
-            self.extra[rule_id] += times
         self.seen[rule_id].add(-1)
+        out = outcome if outcome is not None else self.rules[rule_id].outcome
+        faults = self.faults[rule_id]
+        seen = None
+        if key is None:
+            key = object()  # a fault of its own
+        else:
+            fault = faults.get(key)
+            if fault is not None:
+                fault.again(out, entries, times)
+                return
+            seen = self.more_keys[rule_id]
+            if hash(key) in seen:
+                self.more_times[rule_id] += times
+                return
+        if len(faults) < MAX_FINDINGS_PER_RULE:
+            faults[key] = _Fault(out, message, entries, expected, actual, times)
+            return
+        if seen is not None and len(seen) < MAX_FAULT_KEYS:
+            seen.add(hash(key))
+        self.more_faults[rule_id] += 1
+        self.more_times[rule_id] += times
 
     def exercised(self, rule_id: str, protocol: int | None) -> None:
         self.seen[rule_id].add(protocol or 0)
+
+    def rows(self, rule_id: str) -> list[Finding]:
+        """The rule's findings: one per fault kept in full, then one counting the rest."""
+        faults = self.faults.get(rule_id)
+        if not faults:
+            return []
+        out = [f.finding(rule_id) for f in faults.values()]
+        more = self.more_faults.get(rule_id, 0)
+        if more:
+            out.append(Finding(rule_id, max((f.outcome for f in out), key=SEVERITY.__getitem__),
+                               f"{more} more fault(s) of this rule, not listed one by one",
+                               entries=(), occurrences=self.more_times[rule_id], faults=more))
+        return out
 
 
 EventHandler = Callable[[Any], None]
@@ -140,12 +214,20 @@ def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = 
     chosen_ids = {r.id for r in chosen}
     checkers = [cls(options, sink) for cls in REGISTRY
                 if any(r.id in chosen_ids for r in cls.rules)]
-    handlers: dict[type, list[tuple[EventHandler, bool]]] = defaultdict(list)
+    handlers: dict[type, list[tuple[EventHandler, Callable[[Any], bool]]]] = defaultdict(list)
     for ch in checkers:
         for name, etype in _handler_names(type(ch)):
-            handlers[etype].append((getattr(ch, name), ch.quiet_repeats))
+            handlers[etype].append((getattr(ch, name), ch.quiet_on))
     timeline = Timeline(protocol, repeats=repeats)
-    _dispatch(entries, timeline, handlers, sink)
+    # The checkers' state makes no reference cycles; the cyclic collector would only walk
+    # it again and again as it grows with the messages (about 8% of a 1M-update check).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _dispatch(entries, timeline, handlers, sink)
+    finally:
+        if collecting:
+            gc.enable()
     for ch in checkers:
         ch.finish()
     versions_seen = set(timeline.negotiated.values()) or {protocol}
@@ -156,7 +238,8 @@ RUN_BATCH = 64  # settled repeat lines held for on_repeats at most (more costs c
 
 
 def _dispatch(entries: Iterable[Entry], timeline: Any,
-              handlers: dict[type, list[tuple[EventHandler, bool]]], sink: Sink) -> None:
+              handlers: dict[type, list[tuple[EventHandler, Callable[[Any], bool]]]],
+              sink: Sink) -> None:
     """Feed the timeline and hand each event to its handlers, in order.
 
     A run of chunks of one message is mostly repeat lines (``timeline.repeat_update``:
@@ -174,64 +257,65 @@ def _dispatch(entries: Iterable[Entry], timeline: Any,
                for h, _ in message_all}
     frame_again: list[EventHandler] = [h for h, _ in frame_all]
     message_again: list[EventHandler] = [h for h, _ in message_all]
-    get = handlers.get
+    plain = {etype: [h for h, _ in hs] for etype, hs in handlers.items()}
+    get = plain.get
     repeat_update, repeat_event, feed_new = (timeline.repeat_update, timeline.repeat_event,
                                              timeline.feed_new)
+
+    def settle(handlers: list[tuple[EventHandler, Callable[[Any], bool]]],
+               ev: Any) -> list[EventHandler]:
+        """Hand ``ev`` (a run's first repeat) to every handler; those the rest of the run
+        still needs."""
+        again = []
+        for h, quiet in handlers:
+            before = sink.added
+            h(ev)
+            if sink.added != before or not quiet(ev):
+                again.append(h)
+        return again
+
     settled = False  # the current run has had its first repeat
     bulk: list[Callable[[Any], None]] = []  # on_repeats of message_again, when all have one
     run: Any = None  # a RepeatRun of settled lines not yet handed to ``bulk``
     for entry in entries:
         update = repeat_update(entry)
-        if update is not None:
-            if settled:
-                if run is not None:
-                    run.seqs.append(entry.seq)
-                    run.updates.append(update)
-                    if len(run.seqs) >= RUN_BATCH:
-                        for fn in bulk:
-                            fn(run)
-                        run = RepeatRun(run.first)
-                    continue
-                repeat = repeat_event(entry, update)
-                if frame_again:
-                    frame = Frame(entry, repeat.protocol)
-                    for h in frame_again:
-                        h(frame)
-                for h in message_again:
-                    h(repeat)
-                continue
-            settled = True
-            repeat = repeat_event(entry, update)
-            events: list[Any] = [Frame(entry, repeat.protocol), repeat]
-        else:
+        if update is None:
             if run is not None:
                 if run.seqs:
                     for fn in bulk:
                         fn(run)
                 run = None
             settled = False
-            events = feed_new(entry)
-        for ev in events:
-            kind = type(ev)
-            if kind is Frame or kind is MessageEvent:
-                again = []
-                for h, quiet in frame_all if kind is Frame else message_all:
-                    before = sink.added
+            for ev in feed_new(entry):
+                for h in get(type(ev), ()):
                     h(ev)
-                    if not quiet or sink.added != before:
-                        again.append(h)
-                if kind is Frame:
-                    frame_again = again
-                else:
-                    message_again = again
+            continue
+        if settled:
+            if run is not None:
+                run.seqs.append(entry.seq)
+                run.updates.append(update)
+                if len(run.seqs) >= RUN_BATCH:
+                    for fn in bulk:
+                        fn(run)
+                    run = RepeatRun(run.first)
                 continue
-            for h, _ in get(kind, ()):
-                h(ev)
-        if settled and not frame_again:
+            repeat = repeat_event(entry, update)
+            if frame_again:
+                frame = Frame(entry, repeat.protocol)
+                for h in frame_again:
+                    h(frame)
+            for h in message_again:
+                h(repeat)
+            continue
+        settled = True
+        repeat = repeat_event(entry, update)
+        frame_again = settle(frame_all, Frame(entry, repeat.protocol))
+        message_again = settle(message_all, repeat)
+        if not frame_again:
             fns = [bulk_of.get(h) for h in message_again]
             if all(fns):
                 bulk = fns  # type: ignore[assignment]  # all() ruled out None
-                run = RepeatRun(events[1])
+                run = RepeatRun(repeat)
     if run is not None and run.seqs:
         for fn in bulk:
             fn(run)
@@ -240,14 +324,9 @@ def _dispatch(entries: Iterable[Entry], timeline: Any,
 def _rows(chosen: list[Rule], sink: Sink, versions: set[int]) -> list[Finding]:
     out: list[Finding] = []
     for rule in chosen:
-        found = sink.findings.get(rule.id)
+        found = sink.rows(rule.id)
         if found:
             out.extend(found)
-            if sink.extra.get(rule.id):
-                first = found[0]
-                out.append(Finding(rule.id, first.outcome,
-                                   f"{sink.extra[rule.id]} more occurrence(s) of the above",
-                                   entries=()))
         elif not versions & set(rule.versions):
             out.append(Finding(rule.id, Outcome.NOT_APPLICABLE,
                                f"applies to protocol v{'/v'.join(map(str, rule.versions))} only"))

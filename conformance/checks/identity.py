@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import model
-from conformance.checks.base import MAX_FINDINGS_PER_RULE, Checker, Rule, register
+from conformance.checks.base import MAX_ENTRIES_PER_FAULT, Checker, Rule, register
 from conformance.checks.timeline import REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
 from conformance.checks.wire import short
 from conformance.results import Outcome, with_article
@@ -24,7 +24,7 @@ SENTENCE_END = (".", "!", "?", "\n", ":", ";")
 ID_PER_CHUNK_RUN = 4
 
 
-@dataclass
+@dataclass(slots=True)
 class _Seen:
     turn: Any  # turn key where the ID was first used
     seq: int
@@ -33,7 +33,7 @@ class _Seen:
 
 @dataclass
 class _EpochState:
-    ids: dict[tuple[str, str], _Seen] = field(default_factory=dict)  # (kind, id) -> first use
+    ids: dict[str, dict[str, _Seen]] = field(default_factory=dict)  # kind -> id -> first use
     by_id: dict[str, _Seen] = field(default_factory=dict)  # id -> first use (any kind)
     replay_turn: int = 0
     last_kind: str | None = None
@@ -94,7 +94,10 @@ class Uniqueness(Checker):
             st.turns.add(tk)
         v2 = ev.protocol >= 2
         self._cross_session(ev, mid)
-        prev = st.ids.get((ev.kind, mid))
+        of_kind = st.ids.get(ev.kind)
+        if of_kind is None:
+            of_kind = st.ids[ev.kind] = {}
+        prev = of_kind.get(mid)
         # Rule 1: user-message reuse.
         if ev.kind == "user":
             self.exercised("MID-A-02/user-message-reuse")
@@ -104,7 +107,8 @@ class Uniqueness(Checker):
                 self.found("MID-A-02/user-message-reuse",
                            f"user message of {_turn_name(tk)} reuses ID {short(mid)!r} of the "
                            f"user message of {_turn_name(prev.turn)}",
-                           entries=[prev.seq, ev.seq], expected="a fresh ID per user message",
+                           key=(ev.session, mid), entries=[prev.seq, ev.seq],
+                           expected="a fresh ID per user message",
                            actual=short(mid))
         # Rule 2: cross-turn reuse (v1; replay pseudo-turns count too).
         elif not v2:
@@ -114,7 +118,8 @@ class Uniqueness(Checker):
                 self.found("MID-A-02/cross-turn-reuse",
                            f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn)} reappears in "
                            f"{_turn_name(tk)}",
-                           entries=[prev.seq, ev.seq], expected="a fresh ID per message",
+                           key=(ev.session, ev.kind, mid), entries=[prev.seq, ev.seq],
+                           expected="a fresh ID per message",
                            actual=short(mid), outcome=self.options.cross_turn_reuse)
         # Rule 3: cross-kind reuse.
         other = st.by_id.get(mid)
@@ -127,7 +132,8 @@ class Uniqueness(Checker):
             if other is not None and other.kind != ev.kind:
                 self.found("MID-A-02/cross-kind-reuse",
                            f"ID {short(mid)!r} names {with_article(other.kind)} message and "
-                           f"{with_article(ev.kind)} message", entries=[other.seq, ev.seq],
+                           f"{with_article(ev.kind)} message", key=(ev.session, mid),
+                           entries=[other.seq, ev.seq],
                            expected="one ID per message across kinds", actual=short(mid))
         # Rule 4: A..B..A within one turn.
         tkey = (ev.session, ev.epoch.index, tk, ev.kind)
@@ -141,14 +147,17 @@ class Uniqueness(Checker):
                 self.found("MID-A-02/interleave",
                            f"{ev.kind} chunks return to ID {short(mid)!r} after {short(last)!r} "
                            f"in {_turn_name(tk)} (interleaving or a reused ID)",
-                           entries=[ev.seq], expected="each message's chunks in one run",
+                           key=(ev.session, ev.kind, mid), entries=[ev.seq],
+                           expected="each message's chunks in one run",
                            actual=short(mid), outcome=I if allowed else W)
             self.turn_last[tkey] = mid
         ids.add(mid)
-        if prev is None:
-            st.ids[(ev.kind, mid)] = _Seen(tk, ev.seq, ev.kind)
-        if other is None:
-            st.by_id[mid] = _Seen(tk, ev.seq, ev.kind)
+        if prev is None or other is None:
+            seen = _Seen(tk, ev.seq, ev.kind)  # never changed: one object for both
+            if prev is None:
+                of_kind[mid] = seen
+            if other is None:
+                st.by_id[mid] = seen
 
     def _cross_session(self, ev: MessageEvent, mid: str) -> None:
         owner = self.session_of_id.setdefault(mid, ev.session)
@@ -250,14 +259,15 @@ class Stability(Checker):
                 self.gap_reported.add(key)
                 self.found("MID-A-03/gap",
                            f"{with_article(ev.kind)} chunk without ID sits between two chunks of "
-                           f"{short(window[0][0])!r}", entries=[s for _, s in window],
+                           f"{short(window[0][0])!r}", key=(ev.session, window[0][0]),
+                           entries=[s for _, s in window],
                            expected=f"messageId {short(window[0][0])!r} on the middle chunk",
                            actual="absent")
         if ev.kind == "user" and ev.protocol < 2:
             self.user_sessions.add(ev.session)
             if ev.mid is None:
                 kept = self.ownerless_user.setdefault(ev.session, [])
-                if len(kept) < MAX_FINDINGS_PER_RULE:
+                if len(kept) < MAX_ENTRIES_PER_FAULT:
                     kept.append(ev.seq)
                 else:
                     self.ownerless_more[ev.session] = self.ownerless_more.get(ev.session, 0) + 1
@@ -273,9 +283,12 @@ class Stability(Checker):
         """
         pres, window = self.tail  # type: ignore[misc]  # set by the chunk before
         seq, mid = ev.seq, ev.mid
+        if mid is None:  # an ID-less run: counted; no gap, no run of IDs
+            self._idless([seq], ev.session, ev.kind == "user" and ev.protocol < 2)
+            return
         pres[0] += 1
         pres[2] = seq
-        window.append((mid, seq))  # type: ignore[arg-type]  # a repeat has a string ID
+        window.append((mid, seq))  # an ID-less repeat returned above
         if len(window) > 3:
             del window[0]
         run = self.run
@@ -298,6 +311,10 @@ class Stability(Checker):
     def on_repeats(self, run: RepeatRun) -> None:
         """Many repeats at once: what _repeat does for each, in one step (see Checker)."""
         mid, seqs = run.first.mid, run.seqs
+        if mid is None and self.tail is not None:
+            first = run.first
+            self._idless(seqs, first.session, first.kind == "user" and first.protocol < 2)
+            return
         cur = self.run
         ids = cur.ids if cur is not None else None
         if (self.tail is None or cur is None or not ids or ids[0] != mid or len(ids) > 2
@@ -317,6 +334,21 @@ class Stability(Checker):
                 ids.pop()
         cur.seqs[0] = seqs[-1]
         cur.last_text = model.block_text(run.updates[-1].get("content"))
+
+    def _idless(self, seqs: list[int], session: str, user_v1: bool) -> None:
+        """What on_message does for ID-less chunks continuing the chunk before (``tail``)."""
+        pres, window = self.tail  # type: ignore[misc]  # set by the chunk before
+        pres[1] += len(seqs)
+        pres[3] = seqs[-1]
+        window.extend([("\0absent", s) for s in seqs[-3:]])
+        del window[:-3]
+        if user_v1:
+            kept = self.ownerless_user.setdefault(session, [])
+            room = max(0, MAX_ENTRIES_PER_FAULT - len(kept))
+            kept.extend(seqs[:room])
+            if len(seqs) > room:
+                self.ownerless_more[session] = (self.ownerless_more.get(session, 0)
+                                                + len(seqs) - room)
 
     def _run_step(self, ev: MessageEvent) -> None:
         run = self.run
@@ -374,14 +406,14 @@ class Stability(Checker):
             self.found("MID-A-05/no-ids", "the agent sent no messageId at all in this session "
                        "(allowed in v1; features that need IDs will not work)",
                        entries=[self.first_chunk[session]], actual="no IDs", outcome=grade)
-        # In transcript order: the first few as evidence, the rest counted.
-        matching = [s for s in self.ownerless_user if s in self.id_mode]
-        more = sum(self.ownerless_more.get(s, 0) for s in matching)
-        for i, seq in enumerate(sorted(q for s in matching for q in self.ownerless_user[s])):
-            self.exercised("MID-A-06/user-chunk-without-id")
+        # One fault per session, in transcript order: the first few chunks as evidence.
+        matching = sorted((seqs[0], s) for s, seqs in self.ownerless_user.items()
+                          if s in self.id_mode)
+        for _, session in matching:
+            seqs = self.ownerless_user[session]
             self.found("MID-A-06/user-chunk-without-id",
-                       "a user_message_chunk without ID in a session whose agent uses IDs",
-                       entries=[seq], expected="an agent-generated messageId", actual="absent",
-                       times=1 if i else 1 + more)
+                       "user_message_chunks without ID in a session whose agent uses IDs",
+                       key=session, entries=seqs, expected="an agent-generated messageId",
+                       actual="absent", times=len(seqs) + self.ownerless_more.get(session, 0))
         if self.user_sessions & self.id_mode:
             self.exercised("MID-A-06/user-chunk-without-id")

@@ -35,7 +35,7 @@ F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
 COMPACT_PARTS = 64  # chunk texts kept apart before they are joined into one
 
 
-@dataclass
+@dataclass(slots=True)
 class Msg:
     kind: str
     mid: str | None
@@ -60,7 +60,7 @@ class Msg:
             parts[:] = ["".join(parts)]
 
 
-@dataclass
+@dataclass(slots=True)
 class Turn:
     msgs: list[Msg] = field(default_factory=list)
     index: dict[tuple[str, str], Msg] = field(default_factory=dict)
@@ -151,6 +151,8 @@ class Replay(Checker):
     def on_replay_end(self, ev: ReplayEnd) -> None:
         rep = self.replays.pop(ev.session, None)
         if rep is not None:
+            rep.runs.clear()  # read only while the replay runs; the cross-check needs the turns
+            rep.upserted.clear()
             self.done.append(rep)
 
     def on_repeats(self, run: RepeatRun) -> None:
@@ -167,6 +169,8 @@ class Replay(Checker):
             tail.add(ev.text)
             self.tail = tail
             return
+        if tail is not None and len(tail.parts) > 1:  # its run ended: one string, not one a chunk
+            tail.parts[:] = ["".join(tail.parts)]
         if ev.phase == LIVE:
             key = (ev.session, ev.epoch.index, ev.turn)
             turn = self.live.get(key)
@@ -176,20 +180,22 @@ class Replay(Checker):
             msg = turn.apply(ev)
             if ev.mid is not None:
                 self.live_ids.setdefault(ev.session, {}).setdefault(ev.mid, msg)
-                self.tail = msg
+            self.tail = msg  # a repeat appends to it (an ID-less one too: legacy grouping)
             return
         v2 = ev.protocol >= 2
         if ev.phase == UNREQUESTED and v2:
             self.found("MID-V2-06/unrequested-replay",
                        f"{with_article(ev.update_type)} arrives for a resume without replayFrom",
-                       entries=[ev.seq], expected="no message-history updates",
+                       key=(ev.session, ev.epoch.index), entries=[ev.seq],
+                       expected="no message-history updates",
                        actual=ev.update_type)
             return
         if ev.phase == AFTER_REPLAY:
             rule = "MID-V2-06/after-response" if v2 else "MID-A-07/after-response"
             self.found(rule, f"a replayed {ev.update_type} arrives after the "
                        f"{'session/resume' if v2 else 'session/load'} response",
-                       entries=[ev.seq], expected="all replay before the response",
+                       key=(ev.session, ev.epoch.index), entries=[ev.seq],
+                       expected="all replay before the response",
                        actual=ev.update_type)
             return
         if ev.phase != REPLAY:
@@ -201,6 +207,7 @@ class Replay(Checker):
             self.exercised("MID-V2-06/no-id")
             if ev.mid is None:
                 self.found("MID-V2-06/no-id", f"a replayed {ev.update_type} without a string ID",
+                           key=(ev.session, ev.epoch.index, ev.kind, ev.id_state),
                            entries=[ev.seq], expected="a unique opaque messageId",
                            actual=ev.id_state)
         # A replayed turn starts at its user message: after other output, or where a user
@@ -215,6 +222,8 @@ class Replay(Checker):
             rep.last_user_mid = ev.mid
         msg = rep.turns[-1].apply(ev)
         if ev.mid is None:
+            if not v2:  # a repeat appends to it; in v2 each ID-less chunk is a finding
+                self.tail = msg
             return  # an ID-less chunk is a gap (MID-A-03), not another message
         dup_rule = self._dup_rule(ev.protocol)
         self.exercised(dup_rule)
@@ -222,13 +231,15 @@ class Replay(Checker):
         if ev.form == "upsert" and "content" in ev.update:
             if mkey in rep.upserted:
                 self.found(dup_rule, f"the replay sends two whole {ev.kind} messages with ID "
-                           f"{short(ev.mid)!r}", entries=[rep.upserted[mkey], ev.seq],
+                           f"{short(ev.mid)!r}", key=(ev.session, ev.epoch.index, mkey),
+                           entries=[rep.upserted[mkey], ev.seq],
                            expected="one ID per replayed message", actual=short(ev.mid))
             rep.upserted[mkey] = ev.seq
         elif ev.form == "chunk":
             if mkey in rep.runs and rep.last_key != mkey:
                 self.found(dup_rule, f"replayed {ev.kind} chunks return to ID {short(ev.mid)!r} "
-                           f"after another message", entries=[rep.runs[mkey], ev.seq],
+                           f"after another message", key=(ev.session, ev.epoch.index, mkey),
+                           entries=[rep.runs[mkey], ev.seq],
                            expected="one ID per replayed message", actual=short(ev.mid))
             rep.runs.setdefault(mkey, ev.seq)
             self.tail = msg

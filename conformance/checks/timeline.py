@@ -59,7 +59,8 @@ class MessageEvent:
     protocol: int
     batch: int | None = None  # seq of the batch line, v2
     # A chunk line that continues the message of the line just before it: same connection,
-    # session, epoch, turn, phase, kind and string ID, in a plain JSON-RPC notification.
+    # session, epoch, turn, phase, kind and string ID, in a plain JSON-RPC notification; or,
+    # for a run without IDs, the same absent (or null) ID and nothing but the content.
     repeat: bool = False
     text: str = ""  # a repeat's chunk text (model.block_text of its content), read once
 
@@ -204,6 +205,7 @@ class Timeline:
         self.negotiated: dict[int, int] = {}
         # The first chunk of the run the previous line belonged to, while the run can go on.
         self.last_chunk: MessageEvent | None = None
+        self.idless_keys = 0  # keys of the update of an ID-less last_chunk
 
     def _conn(self, conn: int) -> _Conn:
         c = self.conns.get(conn)
@@ -253,8 +255,15 @@ class Timeline:
             params = msg["params"]
             update = params["update"]
             if (params["sessionId"] != last.session
-                    or update["sessionUpdate"] != last.update_type
-                    or update["messageId"] != last.mid or type(update) is not dict):
+                    or update["sessionUpdate"] != last.update_type or type(update) is not dict):
+                return None
+            if last.mid is not None:
+                if update["messageId"] != last.mid:
+                    return None
+            # An ID-less run goes on only while its lines carry nothing but the content (and
+            # the same null ID): a near-miss key or a _meta on one chunk ends the run.
+            elif (len(update) != self.idless_keys or "content" not in update
+                  or (self.idless_keys == 3 and update.get("messageId", 0) is not None)):
                 return None
         except (KeyError, TypeError):
             return None
@@ -297,9 +306,16 @@ class Timeline:
         events.extend(self._from_agent(entry, conn, msg, None))
         if self.repeats and len(events) == 2 and entry.src == "agent" and stream == "stdout":
             ev = events[1]
-            if (type(ev) is MessageEvent and ev.mid is not None and ev.form == "chunk"
+            if (type(ev) is MessageEvent and ev.form == "chunk"
                     and msg.get("jsonrpc") == "2.0" and "id" not in msg):
-                self.last_chunk = ev  # the next line may continue this message
+                if ev.mid is not None:
+                    self.last_chunk = ev  # the next line may continue this message
+                elif ev.id_state in (model.ABSENT, model.NULL) and "content" in ev.update:
+                    # An ID-less chunk of nothing but its content: repeats must be the same.
+                    n = 2 if ev.id_state == model.ABSENT else 3
+                    if len(ev.update) == n:
+                        self.last_chunk = ev
+                        self.idless_keys = n
         return events
 
     # -- client -> agent ---------------------------------------------------

@@ -43,12 +43,14 @@ class Cancellation(Checker):
         if ev.phase == AFTER_CANCEL:
             self.found("MID-A-09/after-cancel",
                        f"{with_article(ev.update_type)} arrives after the turn ended as cancelled",
-                       entries=[ev.seq], expected="every update before the cancelled response",
+                       key=(ev.session, ev.epoch.index, ev.turn), entries=[ev.seq],
+                       expected="every update before the cancelled response",
                        actual=ev.update_type)
         elif ev.phase == OUT_OF_TURN:
             self.found("MID-A-09/out-of-turn",
                        f"{with_article(ev.update_type)} arrives after the turn ended",
-                       entries=[ev.seq], actual=ev.update_type)
+                       key=(ev.session, ev.epoch.index, ev.turn), entries=[ev.seq],
+                       actual=ev.update_type)
 
 
 @dataclass
@@ -104,12 +106,14 @@ class Echo(Checker):
         self.turns[ev.session] = st
 
     def on_message(self, ev: MessageEvent) -> None:
-        if ev.mid is not None:
+        # The IDs seen, for MID-V2-05/echo-id-reused: v2 only (an epoch has one protocol).
+        record = ev.mid if ev.protocol >= 2 else None
+        if record is not None:
             known = self.ids.setdefault((ev.session, ev.epoch.index), {})
         st = self.turns.get(ev.session)
         if st is None or ev.phase != LIVE or ev.turn != st.start.turn:
-            if ev.mid is not None:
-                known.setdefault(ev.mid, (ev.kind, ev.seq))
+            if record is not None:
+                known.setdefault(record, (ev.kind, ev.seq))
             return
         if ev.kind != "user":
             st.agent_output_seen = True
@@ -124,10 +128,10 @@ class Echo(Checker):
                 st.echoes.append(ev)
                 if ev.mid is not None:
                     st.echo_ids.append(ev.mid)
-                if first and ev.protocol >= 2 and ev.mid is not None:
+                if first and record is not None:
                     self._check_echo_id(ev, known)
-        if ev.mid is not None:
-            known.setdefault(ev.mid, (ev.kind, ev.seq))
+        if record is not None:
+            known.setdefault(record, (ev.kind, ev.seq))
 
     def _check_echo_id(self, ev: MessageEvent, known: dict[str, tuple[str, int]]) -> None:
         self.exercised("MID-V2-05/echo-id-reused")
@@ -141,7 +145,8 @@ class Echo(Checker):
             return  # separate ID spaces per kind: allowed
         self.found("MID-V2-05/echo-id-reused",
                    f"the echo's ID {short(ev.mid)!r} already names {with_article(kind)} message",
-                   entries=[seq, ev.seq], expected="a fresh ID", actual=short(ev.mid))
+                   key=(ev.session, ev.mid), entries=[seq, ev.seq], expected="a fresh ID",
+                   actual=short(ev.mid))
 
     def on_accepted(self, ev: PromptAccepted) -> None:
         st = self.turns.get(ev.session)
@@ -163,10 +168,11 @@ class Echo(Checker):
                     st) else "after"
                 self.found("MID-A-06/live-echo",
                            f"the agent echoed the prompt as user_message_chunk ({before} its "
-                           f"first output)", entries=[st.echoes[0].seq], actual="echo")
+                           f"first output)", key=before, entries=[st.echoes[0].seq],
+                           actual="echo")
             else:
                 self.found("MID-A-06/live-echo", "the agent did not echo the prompt (allowed)",
-                           entries=[st.start.seq], actual="no echo")
+                           key="no echo", entries=[st.start.seq], actual="no echo")
             return
         if ev.ended_by in ("error", "connection-closed"):
             return
@@ -213,7 +219,8 @@ class Echo(Checker):
             if st.accepted is not None and st.echoes[0].seq < st.accepted.seq:
                 self.found("MID-V2-05/echo-before-response",
                            "the echo arrives before the session/prompt response (allowed)",
-                           entries=[st.echoes[0].seq, st.accepted.seq], actual="before")
+                           key="before", entries=[st.echoes[0].seq, st.accepted.seq],
+                           actual="before")
             if len(set(st.echo_ids)) > 1:
                 self.found("MID-V2-05/unmatched-echo",
                            f"one prompt produced {len(set(st.echo_ids))} user messages",

@@ -725,7 +725,8 @@ class ShownMessages(Checker):
             if control and issue.test and has_cause(issue.rule):
                 self.diff.hold(str(data.get("turn")), issue, (*issue.entries, e.seq), protocol)
                 continue
-            self.found(issue.rule, issue.message, entries=[*issue.entries, e.seq],
+            self.found(issue.rule, issue.message, key=(e.conn, issue.entries),
+                       entries=[*issue.entries, e.seq],
                        expected=issue.expected, actual=issue.actual, outcome=issue.outcome)
 
     def finish(self) -> None:

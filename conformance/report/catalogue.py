@@ -148,7 +148,7 @@ def requirement_verdicts(result: RunResult, *, include_unrun: bool = False) -> l
         counts: dict[Outcome, int] = {}
         rules: dict[str, list[Outcome]] = {}
         for f in fs:
-            counts[f.outcome] = counts.get(f.outcome, 0) + 1
+            counts[f.outcome] = counts.get(f.outcome, 0) + f.faults
             rules.setdefault(f.requirement, []).append(f.outcome)
         rows.append(RequirementVerdict(m, worst(counts), counts,
                                        {r: worst(os) for r, os in rules.items()}, fs))

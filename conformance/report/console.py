@@ -65,7 +65,7 @@ def _cell(findings: list[Finding]) -> tuple[Outcome | None, str]:
         return None, NO_FINDING
     per: dict[Outcome, int] = defaultdict(int)
     for f in findings:
-        per[f.outcome] += 1
+        per[f.outcome] += f.faults  # a row counts faults, not their occurrences
     top = worst(per)
     return top, f"{_short(top.value).upper():<4} {_short(tally(per))}"
 
@@ -131,12 +131,12 @@ def console_summary(result: RunResult, *, colour: bool | None = None, verbose: b
         top_finding = max((f for fs in rows[req].values() for f in fs),
                           key=lambda f: SEVERITY[f.outcome])
         if top_finding.outcome in (Outcome.FAIL, Outcome.WARN) or verbose:
-            lines.append(f"    {safe(top_finding.message)}{_where(top_finding)}")
+            lines.append(f"    {safe(top_finding.shown_message)}{_where(top_finding)}")
     lines.append("")
     for i, p in enumerate(versions):  # counts of what the column shows
         counts = {o: 0 for o in Outcome}
         for f in (f for per in rows.values() for f in per[p]):
-            counts[f.outcome] += 1
+            counts[f.outcome] += f.faults
         lead = "summary:" if i == 0 else ""
         lines.append(f"{lead:<8} v{p} " + ", ".join(f"{n} {o.value}" for o, n in counts.items()))
     if not versions:

@@ -167,7 +167,7 @@ def _finding_list(findings: Iterable[Finding], case_index: dict[str, int],
         anchor = f' id="{anchors[j]}"' if anchors and j in anchors else ""
         label = NOT_ATTRIBUTABLE if unattributable(f) else None
         items.append(f"<li{anchor}>{_badge(f.outcome, label)} <code>{html.escape(f.requirement)}</code> "
-                     f"in {where}: {esc(f.message, 1000)}"
+                     f"in {where}: {esc(f.shown_message, 1000)}"
                      + (f'<dl class="ev">{"".join(ev)}</dl>' if ev else "") + "</li>")
     return f'<ul class="findings">{"".join(items)}</ul>'
 

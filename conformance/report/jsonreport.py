@@ -5,12 +5,18 @@
      "target_info": {"name", "version", "protocol"}, "protocols": [1, 2],
      "profile": str, "strict": bool,
      "results": [{"case", "requirement", "outcome", "message",
-                  "evidence": {"entries": [int], "expected"?, "actual"?}}],
+                  "evidence": {"entries": [int], "expected"?, "actual"?},
+                  "occurrences"?: n, "faults"?: n}],
      "cases": [{"case", "description", "protocol", "requirements", "outcome",
                 "note", "transcript", "stderr_tail"}],
      "summary": {"pass": n, "fail": n, "warn": n, "info": n, "not_applicable": n,
                  "verdict": "pass"|"fail"},
      "date"?: "YYYY-MM-DD", "cut"?: str}
+
+A result row is one fault: ``occurrences`` (when more than 1) says how often the
+transcript showed it, and ``evidence.entries`` holds the first few of them. A row
+that counts the faults of a rule past the few listed in full says how many in
+``faults``. Summary counts are faults.
 
 No wall-clock times appear in it: the optional top-level ``date`` (the day of
 the run, for the certification statement) is the only date, and it is outside
@@ -72,7 +78,8 @@ def case_from_json(d: dict[str, Any], results: list[dict[str, Any]]) -> CaseResu
         ev = r.get("evidence") or {}
         cr.findings.append(Finding(str(r["requirement"]), Outcome(r["outcome"]), str(r["message"]),
                                    ev.get("expected"), ev.get("actual"),
-                                   tuple(int(e) for e in ev.get("entries", [])), cr.case))
+                                   tuple(int(e) for e in ev.get("entries", [])), cr.case,
+                                   int(r.get("occurrences", 1)), int(r.get("faults", 1))))
     return cr
 
 

@@ -26,12 +26,12 @@ def to_xml(result: RunResult) -> str:
             worst = max(fs, key=lambda f: SEVERITY[f.outcome])
             tc = ET.SubElement(suite, "testcase", classname=xml_safe(c.case), name=xml_safe(req))
             text = "\n".join(
-                f"[{f.outcome.value}] {f.message} entries={list(f.entries)}"
+                f"[{f.outcome.value}] {f.shown_message} entries={list(f.entries)}"
                 + (f" expected={f.expected!r}" if f.expected is not None else "")
                 + (f" actual={f.actual!r}" if f.actual is not None else "") for f in fs)
             if worst.outcome is Outcome.FAIL:
                 failures += 1
-                el = ET.SubElement(tc, "failure", message=xml_safe(worst.message, 500))
+                el = ET.SubElement(tc, "failure", message=xml_safe(worst.shown_message, 500))
                 el.text = xml_safe(text)
             elif worst.outcome is Outcome.NOT_APPLICABLE:
                 skipped += 1

@@ -104,7 +104,7 @@ def _findings(result: RunResult) -> list[str]:
         if f.actual is not None:
             ev.append(f"actual {md(f.actual, 80)}")
         out.append(f"| {f.outcome.value.upper()} | `{f.requirement}` | {md(f.case)} | "
-                   f"{md(f.message, 300)} | {'; '.join(ev) or '-'} |")
+                   f"{md(f.shown_message, 300)} | {'; '.join(ev) or '-'} |")
     if len(bad) > MAX_ROWS:
         out.append("")
         out.append(f"{len(bad) - MAX_ROWS} more fail/warn findings are in the JSON report.")
