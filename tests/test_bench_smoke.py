@@ -69,7 +69,7 @@ def test_real_shaped_transcripts_pass_and_the_planted_violation_fails(tmp_path: 
     assert "MID-A-08/stability" in passed.stdout and "tool" not in passed.stdout.lower()
     failed = run_cli("check", str(bad))
     assert failed.returncode == 1
-    assert re.search(r"^FAIL\s+MID-A-02/cross-turn-reuse", failed.stdout, re.MULTILINE)
+    assert re.search(r"^MID-A-02/cross-turn-reuse\s+FAIL \d+ fail", failed.stdout, re.MULTILINE)
     no_ids = run_cli("check", str(bare))
     assert no_ids.returncode == 0 and "MID-A-05/no-ids" in no_ids.stdout, no_ids.stdout
 
