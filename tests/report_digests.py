@@ -36,8 +36,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from test_client_fixtures import MANIFEST as CLIENT_MANIFEST  # noqa: E402
-from test_client_fixtures import client_args  # noqa: E402
+from test_client_fixtures import MANIFEST as CLIENT_MANIFEST
+from test_client_fixtures import client_args
 
 AGENTS = REPO / "fixtures" / "agents"
 FORMATS = ("json", "junit", "markdown", "html")
