@@ -10,6 +10,8 @@ protocol versions; every broken client of ``fixtures/clients/manifest.yaml``, dr
 its manifest says) runs through the real CLI with ``-j 1`` and a fixed
 ``SOURCE_DATE_EPOCH``, writing the console summary, JSON, JUnit, Markdown and HTML. The
 digest of each output is recorded with its text, so ``--compare`` shows what changed.
+What is random by design in every run (the reference agent's ``uuid4`` message and
+session IDs, process IDs, temporary folder names) is masked before comparing.
 
 Outputs that depend on timing (how many chunks of a cancelled "long" reply arrived
 before the cancel, a shutdown that needed SIGTERM) can differ between two runs of the
@@ -25,6 +27,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,6 +44,25 @@ from test_client_fixtures import client_args
 
 AGENTS = REPO / "fixtures" / "agents"
 FORMATS = ("json", "junit", "markdown", "html")
+
+
+# Random in every run by design, the same in kind: masked before comparing.
+MASKS = (
+    (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
+    (re.compile(r"[0-9a-f]{32}"), "<hex>"),  # uuid4().hex: message, session, tool call IDs
+    (re.compile(r"acp-[a-z-]+?[-_][A-Za-z0-9_]{8}\b"), "<tmpdir>"),  # tempfile.mkdtemp names
+    (re.compile(r"(p(?:g)?id(?:&quot;|\\?\")?\s*:\s*)\d+"), r"\1<pid>"),
+)
+
+
+def masked(text: str) -> str:
+    for pattern, repl in MASKS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def digest(entry: dict[str, Any]) -> str:
+    return hashlib.sha256(masked(entry["text"]).encode()).hexdigest()
 
 
 def targets() -> dict[str, list[str]]:
@@ -87,8 +109,7 @@ def record(out: Path, jobs: int) -> None:
         for fut in concurrent.futures.as_completed(futures):
             name = futures[fut]
             texts = fut.result()
-            results[name] = {k: {"sha256": hashlib.sha256(v.encode()).hexdigest(), "text": v}
-                             for k, v in texts.items()}
+            results[name] = {k: {"text": v} for k, v in texts.items()}
             print(f"{name}: exit {texts['exit']}", flush=True)
     out.write_text(json.dumps(dict(sorted(results.items())), indent=1), encoding="utf-8")
 
@@ -98,13 +119,17 @@ def compare(paths: list[Path]) -> int:
     old, new = runs[0], runs[-1]
     noisy = runs[1] if len(runs) == 3 else None
     changed = unstable = same = 0
+
+    def of(run: dict[str, Any], name: str, fmt: str) -> str | None:
+        entry = run.get(name, {}).get(fmt)
+        return digest(entry) if entry is not None else None
+
     for name in sorted(set(old) | set(new)):
         for fmt in sorted(set(old.get(name, {})) | set(new.get(name, {}))):
-            a = old.get(name, {}).get(fmt, {}).get("sha256")
-            b = new.get(name, {}).get(fmt, {}).get("sha256")
+            a, b = of(old, name, fmt), of(new, name, fmt)
             if a == b:
                 same += 1
-            elif noisy is not None and noisy.get(name, {}).get(fmt, {}).get("sha256") != a:
+            elif noisy is not None and of(noisy, name, fmt) != a:
                 unstable += 1
                 print(f"unstable (differs between two runs of the old code): {name} {fmt}")
             else:
