@@ -27,14 +27,14 @@ from typing import Any
 
 from typing_extensions import Self
 
-from conformance.modelserver.apis import (
+from conformance.modelserver.apis import shape_for
+from conformance.modelserver.apis.base import (
     HARMLESS_TOOLS,
     Item,
     Plan,
     Request,
     Shape,
     fit_arguments,
-    shape_for,
     split_deltas,
 )
 from conformance.modelserver.script import ModelScript, default_script
