@@ -20,7 +20,7 @@ factory once per client start::
 
 ``send`` may be called at any time from inside these methods. The suite plays
 the agent with the same engine as the agent double process
-(:class:`conformance.client.double.DoubleEngine`); every message goes through
+(:class:`conformance.client.double_engine.DoubleEngine`); every message goes through
 JSON text both ways, and is recorded in the case transcript exactly as on a
 pipe. A request the client has not answered by the time it goes quiet gets the
 probe's timeout. An exception from the adapter is a crash (MID-C-08/exit); a
@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from conformance.client.double import DoubleEngine, DoubleTally, encode_line
+from conformance.client.double_engine import DoubleEngine, DoubleTally, encode_line
 from conformance.client.pty import ClientAborted
 from conformance.client.script import TurnScript
 from conformance.transcript import Transcript
