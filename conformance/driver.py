@@ -4,6 +4,13 @@ It performs the handshake (v1 or v2 as asked), answers every agent->client
 request, and waits only on messages: each wait ends when the awaited message
 arrives, or after ``timeout`` seconds with a ``timeout`` event in the
 transcript. It never grades anything; checkers read the transcript afterwards.
+
+Why this module stays over ~400 lines: :class:`ClientDriver` is one state
+machine over one connection, and protocol v1 and v2 differ only in a branch or
+two inside each step (the handshake's fields, how a turn ends, load or resume),
+so splitting by version would write each step twice. The exceptions and
+:class:`Cutoff` above it are what the runner, the plugin and the fuzzer catch
+and pass in; they belong with the waits that raise and honour them.
 """
 
 from __future__ import annotations

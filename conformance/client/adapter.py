@@ -20,7 +20,7 @@ factory once per client start::
 
 ``send`` may be called at any time from inside these methods. The suite plays
 the agent with the same engine as the agent double process
-(:class:`conformance.client.double.DoubleEngine`); every message goes through
+(:class:`conformance.client.double_engine.DoubleEngine`); every message goes through
 JSON text both ways, and is recorded in the case transcript exactly as on a
 pipe. A request the client has not answered by the time it goes quiet gets the
 probe's timeout. An exception from the adapter is a crash (MID-C-08/exit); a
@@ -35,16 +35,13 @@ import importlib
 import importlib.util
 import json
 import os
-import queue
-import threading
-import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from conformance.client.double import DoubleEngine, DoubleTally, encode_line
+from conformance.client.double_engine import DoubleEngine, DoubleTally, encode_line
+from conformance.client.lanes import Abandoned, Hung, Worker
 from conformance.client.pty import ClientAborted
 from conformance.client.script import TurnScript
 from conformance.transcript import Transcript
@@ -118,7 +115,7 @@ class AdapterClient(DoubleTally):
         self.outbox: deque[Any] = deque()
         self.observed: str | None = None  # the turn whose observation is recorded
         self.load_session = False  # the double advertises loadSession (reload cases)
-        self.worker = _Worker(timeout)
+        self.worker = Worker(timeout)
 
     # -- running adapter code with a time limit -------------------------------------------
     def _run(self, step: Callable[[], Any]) -> Any:
@@ -126,7 +123,7 @@ class AdapterClient(DoubleTally):
         of its adapter calls is recorded here and ends the step."""
         try:
             return self.worker.run(step)
-        except _Hung as hung:
+        except Hung as hung:
             self._event("timeout", {"timeout": self.timeout, "waiting_for": hung.what})
             raise ClientAborted(f"the adapter did not return from {hung.what}") from None
 
@@ -134,7 +131,7 @@ class AdapterClient(DoubleTally):
         """One call into adapter code (on the adapter's thread): an exception is a crash."""
         try:
             return self.worker.guarded(what, fn)
-        except _Abandoned:
+        except Abandoned:
             raise
         except BaseException as exc:  # noqa: BLE001 - a crash of the client under test
             self._event("early-exit", {"waiting_for": what, "returncode": None,
@@ -292,127 +289,6 @@ class AdapterClient(DoubleTally):
             self.transcript.add(self.conn, "harness", "harness", event="exit",
                                 data={"pid_role": "client", "adapter": True})
         self.worker.end()
-
-
-class _Hung(Exception):
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
-
-
-class _Abandoned(BaseException):
-    """Ends a thread whose adapter call returned after the suite gave up on it."""
-
-
-class _Lane:
-    """One thread that runs adapter code, and the adapter call it is in."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.call: tuple[str, float] | None = None  # (what, started) of the call in progress
-        self.abandoned = False
-        self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        threading.Thread(target=self.loop, name="client-adapter", daemon=True).start()
-
-    @classmethod
-    def take(cls) -> _Lane:
-        """An idle thread from earlier clients, or a new one (starting a thread costs
-        about as much as a whole in-process fuzz example)."""
-        with _IDLE_LOCK:
-            if _IDLE:
-                return _IDLE.pop()
-        return cls()
-
-    def give_back(self) -> None:
-        with _IDLE_LOCK:
-            if len(_IDLE) < MAX_IDLE_LANES:
-                _IDLE.append(self)
-                return
-        self.jobs.put(None)  # enough idle ones: this thread ends
-
-    def loop(self) -> None:
-        _here.lane = self
-        while (job := self.jobs.get()) is not None:
-            try:
-                job.value = job.step()
-            except _Abandoned:
-                return
-            except BaseException as exc:  # noqa: BLE001 - handed to the suite's thread
-                job.error = exc
-            job.done.set()
-
-
-@dataclass
-class _Job:
-    step: Callable[[], Any]
-    done: threading.Event = field(default_factory=threading.Event)
-    value: Any = None
-    error: BaseException | None = None
-
-
-_here = threading.local()
-_IDLE: list[_Lane] = []  # threads of ended clients, waiting for the next one
-_IDLE_LOCK = threading.Lock()
-MAX_IDLE_LANES = 2
-
-
-class _Worker:
-    """Adapter code runs on a thread of its own, so a call that never returns cannot stop
-    the suite. The suite hands over whole steps (a start, a turn, a close) and sleeps
-    until the step ends or the adapter call in progress passes ``timeout``; marking a call
-    costs a lock, not a thread per call. A hung thread cannot be stopped: it is abandoned
-    (if its call ever returns, it ends without touching the transcript) and the next
-    step gets another thread. The thread of a client that ended waits for the next one."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.lane: _Lane | None = None
-
-    def run(self, step: Callable[[], Any]) -> Any:
-        lane = self.lane = self.lane or _Lane.take()
-        job = _Job(step)
-        lane.jobs.put(job)
-        try:
-            while not job.done.wait(self._left(lane)):
-                with lane.lock:
-                    call = lane.call
-                    if call is not None and time.monotonic() - call[1] >= self.timeout:
-                        raise _Hung(call[0])
-        except BaseException:  # a hang, or an interrupt: this thread is not waited for again
-            if not job.done.is_set():
-                with lane.lock:
-                    lane.abandoned = True
-                lane.jobs.put(None)  # if it ever gets back to its queue, it ends there
-                self.lane = None
-            raise
-        if job.error is not None:
-            raise job.error
-        return job.value
-
-    def _left(self, lane: _Lane) -> float:
-        call = lane.call
-        if call is None:  # the suite's own code between calls: check again after a while
-            return self.timeout
-        return max(0.0, call[1] + self.timeout - time.monotonic())
-
-    @staticmethod
-    def guarded(what: str, fn: Callable[[], Any]) -> Any:
-        """Call ``fn`` on the adapter's thread, marked as the call in progress."""
-        lane: _Lane = _here.lane
-        with lane.lock:
-            lane.call = (what, time.monotonic())
-        try:
-            return fn()
-        finally:
-            with lane.lock:
-                lane.call = None
-                if lane.abandoned:
-                    raise _Abandoned()
-
-    def end(self) -> None:
-        lane, self.lane = self.lane, None
-        if lane is not None:
-            lane.give_back()
 
 
 def _shown(m: Any) -> JsonObject:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.client.channel import SuiteSide
-from conformance.client.double import DoubleTally
+from conformance.client.double_engine import DoubleTally
 from conformance.client.profile import Profile, parse_messages, screen_lines, strip_ansi
 from conformance.client.script import TurnScript
 from conformance.driver import TURN_TIMEOUT_FACTOR

@@ -32,7 +32,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from conformance.modelserver.apis import HARMLESS_TOOLS
+from conformance.modelserver.apis.base import HARMLESS_TOOLS
 
 Step = dict[str, Any]
 KINDS = ("user", "agent", "thought")

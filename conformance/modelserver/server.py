@@ -10,39 +10,34 @@ be read next to the model output that produced it.
 
 Streaming responses use HTTP/1.1 chunked encoding; an agent that hangs up in
 the middle (a cancelled turn) ends that response quietly and is logged.
+This module decides what to answer and keeps the log; ``handler`` speaks HTTP.
 """
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
 import sys
 import threading
-import time
-import zlib
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 from typing_extensions import Self
 
-from conformance.modelserver.apis import (
+from conformance.modelserver.apis.base import (
     HARMLESS_TOOLS,
     Item,
     Plan,
     Request,
     Shape,
     fit_arguments,
-    shape_for,
     split_deltas,
 )
+from conformance.modelserver.handler import Handler, Server
 from conformance.modelserver.script import ModelScript, default_script
 
 DUMMY_KEY = "acp-conformance-dummy-key"
-MAX_BODY = 64 * 1024 * 1024
 MAX_LOG = 2000  # requests kept per case; a looping agent cannot grow memory without bound
-_TEXT_CAP = 300  # characters of a prompt kept in the request log
 
 
 class _Route:
@@ -78,7 +73,7 @@ class ModelServer:
         self.faults: list[str] = []  # errors of the server's own (one line each, also printed)
         # client port -> route name, for requests that name no route in their path
         self.resolver: Callable[[int], str | None] | None = None
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd = Server(("127.0.0.1", 0), Handler)
         self._httpd.model = self
         self._thread: threading.Thread | None = None
 
@@ -288,167 +283,3 @@ def _fill(text: str, values: dict[str, Any]) -> str:
     for k, v in values.items():
         out = out.replace("{" + k + "}", str(v))
     return out
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    model: ModelServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """An exception out of a request's handling: never a traceback on the user's console.
-
-        A client that resets or drops its connection is the client's business: it is
-        recorded in the request log (the transcript header's ``model_requests``). Any
-        other exception is a fault of the server: one line on stderr, and recorded.
-        """
-        exc = sys.exc_info()[1]
-        what = f"{type(exc).__name__}: {exc}"[:300]
-        port = client_address[1] if isinstance(client_address, tuple) else None
-        self.model.record({"connection_error": what, "client_port": port})
-        if not isinstance(exc, (ConnectionError, TimeoutError, OSError)):
-            self.model.fault(f"internal error while handling a request ({what})")
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-    route: _Route | None = None  # of the last request on this connection
-    timeout = 60  # an idle keep-alive connection is closed after this
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # the request log replaces the access log
-
-    def handle(self) -> None:
-        """Serve the connection; a client that resets or drops it is recorded in the log of
-        the route it last used (so in its case's ``model_requests``), never printed."""
-        try:
-            super().handle()
-        except (ConnectionError, TimeoutError) as exc:
-            self.close_connection = True
-            route = getattr(self, "route", None)
-            self.server.model.record({"connection_error": f"{type(exc).__name__}: {exc}"[:300],
-                                      "client_port": self.client_address[1]}, route)
-
-    # -- plumbing ------------------------------------------------------------
-    def _body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            data = bytearray()
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    self.rfile.readline()
-                    break
-                data += self.rfile.read(size)
-                self.rfile.readline()
-                if len(data) > MAX_BODY:
-                    raise ValueError("request body too large")
-            raw = bytes(data)
-        else:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY:
-                raise ValueError("request body too large")
-            raw = self.rfile.read(length) if length else b""
-        encoding = self.headers.get("Content-Encoding", "").lower()
-        if encoding == "gzip":
-            raw = gzip.decompress(raw)
-        elif encoding == "deflate":
-            raw = zlib.decompress(raw)
-        elif encoding not in ("", "identity"):
-            raise ValueError(f"unsupported Content-Encoding {encoding}")
-        return raw
-
-    def _send_json(self, status: int, obj: Any) -> None:
-        data = json.dumps(obj).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _send_stream(self, events: Iterator[bytes], pace: float) -> bool:
-        """Stream SSE events with chunked encoding; False if the agent hung up."""
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        try:
-            for n, event in enumerate(events):
-                if pace and n:
-                    time.sleep(pace)  # pacing what the model says, not waiting on a test
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, OSError):
-            self.close_connection = True
-            return False
-        return True
-
-    # -- verbs -----------------------------------------------------------------
-    def do_GET(self) -> None:
-        model = self.server.model
-        route, path = model._route(self.path.split("?", 1)[0], self.client_address[1],
-                                   self.route)
-        self.route = route
-        number = model.next_request_number(route)
-        body: dict[str, Any]
-        if path.endswith("/models"):
-            body = {"object": "list", "data": [{"id": "scripted", "object": "model",
-                                                 "owned_by": "acp-conformance"}],
-                    "models": [{"name": "models/scripted",
-                                "supportedGenerationMethods": ["generateContent"]}]}
-            status = 200
-        else:
-            body = {"error": {"message": f"no such endpoint: GET {path}"}}
-            status = 404
-        model.record({"n": number, "method": "GET", "path": path, "status": status}, route)
-        self._send_json(status, body)
-
-    def do_POST(self) -> None:
-        model = self.server.model
-        route, path = model._route(self.path.split("?", 1)[0], self.client_address[1],
-                                   self.route)
-        self.route = route
-        number = model.next_request_number(route)
-        entry: dict[str, Any] = {"n": number, "method": "POST", "path": path}
-        try:
-            raw = self._body()
-            body = json.loads(raw.decode("utf-8")) if raw else {}
-            if not isinstance(body, dict):
-                raise ValueError("request body is not a JSON object")  # noqa: TRY004 - a 400
-        except (ValueError, OSError, zlib.error, UnicodeDecodeError) as exc:
-            model.record({**entry, "status": 400, "error": str(exc)[:200]}, route)
-            self._send_json(400, {"error": {"message": f"bad request: {exc}"}})
-            return
-        if path.endswith((":countTokens", "/count_tokens")):
-            model.record({**entry, "status": 200, "api": "count-tokens"}, route)
-            self._send_json(200, {"totalTokens": 10, "input_tokens": 10})
-            return
-        shape = shape_for(path)
-        if shape is None:
-            model.record({**entry, "status": 404}, route)
-            self._send_json(404, {"error": {"message": f"no such endpoint: POST {path}"}})
-            return
-        req = shape.parse(path, body)
-        plan, notes = model.plan(shape, req, number, route)
-        entry.update({"api": shape.name, "model": req.model, "stream": req.stream,
-                      "turn": req.turn, "round": req.round,
-                      "last_user": req.last_user[:_TEXT_CAP],
-                      "tools": sorted(req.tools)[:50], **notes,
-                      "response_id": plan.response_id,
-                      "said": [i.summary() for i in plan.items]})
-        if req.wants_json:
-            entry["side_request"] = "structured output"
-        entry["status"] = 200
-        model.record(entry, route)  # now, so the log keeps request order; completion is filled in
-        if req.stream:
-            model._stream_started()
-            try:
-                entry["completed"] = self._send_stream(shape.events(plan, req), plan.pace)
-            finally:
-                model._stream_ended()
-        else:
-            entry["completed"] = True
-            self._send_json(200, shape.complete(plan, req))

@@ -1,0 +1,119 @@
+"""pytest plugin: the conformance cases as pytest items, and fixtures for vendor tests.
+
+``pytest --acp-agent CMD`` collects every agent case of the suite once per
+protocol version as an item named by its case ID (``ids-across-turns[v1]``);
+``pytest --acp-client CMD --acp-client-profile FILE`` does the same with the
+client cases. ``-k``, ``-x``, ``-m acp_v2``, ``--junitxml`` and pytest-xdist's
+``-n`` work as for any test. A case fails when it has a fail finding the baseline
+does not list; the failure shows the findings with their evidence, the
+transcript path and the tail of the target's stderr. Every item is
+independent: its own target process, temporary working directory and
+transcript file, so items can run in any order on any worker.
+
+Vendors who write their own tests get ``acp_session``: a driven session with
+the suite's client driver, graded by the suite's checkers.
+
+The plugin is a thin shell over ``conformance.runner`` and
+``conformance.client.runner``; it is inert unless ``--acp-agent`` or
+``--acp-client`` is given. It registers the ``pytest11`` entry point
+``acp_conformance``. This module holds the hooks; ``state`` reads the options
+into the run and its plan, ``items`` collects the cases as items, ``reports``
+writes the suite's own reports, ``session`` has ``acp_session`` and its fixtures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conformance.pytest_plugin.items import AcpCase, AcpSuite, payload
+from conformance.pytest_plugin.reports import Reports
+from conformance.pytest_plugin.session import (  # noqa: F401  (fixtures the plugin provides)
+    SESSION,
+    acp_agent_command,
+    acp_protocol,
+    acp_session,
+)
+from conformance.pytest_plugin.state import STATE, load_state
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("acp-conformance", "ACP messageId conformance (acp-conformance)")
+    g.addoption("--acp-agent", metavar="CMD",
+                help="collect the agent conformance cases against this agent command")
+    g.addoption("--acp-client", metavar="CMD",
+                help="collect the client conformance cases against this client command; "
+                     "{agent} marks where the suite's agent double goes")
+    g.addoption("--acp-client-profile", metavar="FILE",
+                help="how to drive the client through a pty and read its messages (YAML)")
+    g.addoption("--acp-agent-env", action="append", default=[], metavar="K=V",
+                help="extra environment for the target (repeatable)")
+    g.addoption("--acp-protocol", choices=["1", "2", "both"], default="both",
+                help="protocol version(s) to test (default: both)")
+    g.addoption("--acp-profile", default=None, metavar="NAME",
+                help="v2 rule profile (default: the newest published rules)")
+    g.addoption("--acp-strict", action="store_true", help="turn every warn into a fail")
+    g.addoption("--acp-timeout", type=float, default=10.0, metavar="SECONDS",
+                help="longest silence allowed while waiting for the target (default 10)")
+    g.addoption("--acp-deadline", type=float, default=None, metavar="SECONDS",
+                help="longest the whole session may spend on the cases: then the case in "
+                     "progress is cut and graded and the rest are not run; both fail")
+    g.addoption("--acp-cases", metavar="DIR", help="case directory (default: bundled)")
+    g.addoption("--acp-case", action="append", default=[], metavar="ID",
+                help="collect only this case, case prefix (load-*) or requirement (repeatable)")
+    g.addoption("--acp-transcripts", metavar="DIR",
+                help="write one transcript per case into DIR (default: pytest's temp dir)")
+    g.addoption("--acp-baseline", metavar="FILE",
+                help="expected failures (case:requirement): listed fails become xfail, "
+                     "listed entries that now pass fail as stale")
+    g.addoption("--acp-json", metavar="PATH", help="write the suite's JSON report here")
+    g.addoption("--acp-html", metavar="PATH", help="write the suite's HTML report here")
+    g.addoption("--acp-markdown", metavar="PATH",
+                help="write the Markdown summary and certification statement here")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "acp: a case of the acp-conformance suite")
+    config.addinivalue_line("markers", "acp_v1: an acp-conformance case run over protocol v1")
+    config.addinivalue_line("markers", "acp_v2: an acp-conformance case run over protocol v2")
+    agent, client = config.getoption("acp_agent"), config.getoption("acp_client")
+    if not agent and not client:
+        if config.getoption("acp_client_profile"):
+            raise pytest.UsageError("acp-conformance: --acp-client-profile needs --acp-client")
+        return
+    if agent and client:
+        raise pytest.UsageError("acp-conformance: --acp-agent and --acp-client test different "
+                                "sides: run them separately")
+    config.stash[STATE] = load_state(config, "agent" if agent else "client", agent or client)
+    config.pluginmanager.register(Reports(config), "acp-conformance-reports")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so both apply to the cases
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    if STATE not in config.stash:
+        return
+    name = f"acp-{config.stash[STATE].role}"
+    suite = AcpSuite.from_parent(session, name=name, nodeid=name)
+    collected = suite.collect()
+    # The items come after pytest's own collection: report them, so the terminal counts them.
+    session.ihook.pytest_collectreport(
+        report=pytest.CollectReport(suite.nodeid, "passed", None, list(collected)))
+    items.extend(collected)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    outcome: Any = yield
+    report = outcome.get_result()
+    if call.when == "call" and isinstance(item, AcpCase) and item.result is not None:
+        report.acp_case = payload(item)
+    session = item.stash.get(SESSION, None)
+    if session is not None and report.failed and call.when == "call":
+        path = session.save()
+        report.sections.append(("acp-conformance transcript", str(path)))
+        tail = session.stderr_tail
+        if tail.strip():
+            report.sections.append(("Captured stderr (target, tail)", tail))

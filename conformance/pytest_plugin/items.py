@@ -1,0 +1,148 @@
+"""The suite's cases as pytest items: one per case and protocol version, in plan order."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from conformance.pytest_plugin.state import STATE, transcripts_dir
+
+if TYPE_CHECKING:
+    from conformance.cases import Case
+    from conformance.results import CaseResult, Finding
+
+
+class AcpSuite(pytest.Collector):
+    """The suite's cases for one target, in the order a CLI run executes them."""
+
+    def collect(self) -> list[pytest.Item]:
+        state = self.config.stash[STATE]
+        return [AcpCase.from_parent(self, name=f"{case.id}[v{protocol}]", case=case,
+                                    protocol=protocol, order=i)
+                for i, (protocol, case) in enumerate(state.plan)]
+
+
+class CaseFailed(Exception):
+    """A case with fails the baseline does not list, or with stale baseline entries."""
+
+    def __init__(self, result: CaseResult, unexpected: Sequence[Finding],
+                 stale: Sequence[Any]) -> None:
+        super().__init__(result.case)
+        self.result = result
+        self.unexpected = list(unexpected)
+        self.stale = list(stale)
+
+
+def describe_failure(exc: CaseFailed) -> str:
+    from conformance.report.text import safe
+
+    cr = exc.result
+    lines = [f"{cr.case}: {cr.description}"]
+    if exc.unexpected:
+        lines.append(f"{len(exc.unexpected)} fail finding(s):")
+    for f in exc.unexpected:
+        lines.append(f"  FAIL {f.requirement}: {safe(f.shown_message, 300)}")
+        evidence = []
+        if f.entries:
+            evidence.append("entries " + ", ".join(f"#{e}" for e in f.entries))
+        if f.expected is not None:
+            evidence.append(f"expected {safe(f.expected, 120)}")
+        if f.actual is not None:
+            evidence.append(f"actual {safe(f.actual, 120)}")
+        if evidence:
+            lines.append(f"       {'; '.join(evidence)}")
+    for e in exc.stale:
+        lines.append(f"  STALE baseline entry {e} ({e.where}): it no longer fails; remove it")
+    if cr.note:
+        lines.append(f"note: {safe(cr.note, 300)}")
+    lines.append(f"transcript: {cr.transcript_path or '(not saved)'}")
+    if cr.stderr_tail.strip():
+        tail = cr.stderr_tail.strip("\n").split("\n")[-20:]
+        lines.append("target stderr (tail):")
+        lines.extend(f"  {safe(line, 300)}" for line in tail)
+    return "\n".join(lines)
+
+
+class AcpCase(pytest.Item):
+    """One case over one protocol version against the target."""
+
+    def __init__(self, *, case: Case, protocol: int, order: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.protocol = protocol
+        self.order = order
+        self.result: CaseResult | None = None
+        self.add_marker("acp")
+        self.add_marker(f"acp_v{protocol}")
+        self.extra_keyword_matches.update(case.requirements)  # -k MID-A-07
+
+    def runtest(self) -> None:
+        from conformance.results import Outcome
+
+        state = self.config.stash[STATE]
+        run = dataclasses.replace(state.run, transcripts=transcripts_dir(self.config, state))
+        if state.deadline_at is not None and time.monotonic() >= state.deadline_at:
+            from conformance.runner import DEADLINE_NOTE, not_run
+
+            self.result = not_run(self.case, self.protocol, DEADLINE_NOTE)
+            pytest.fail(f"{DEADLINE_NOTE} (--acp-deadline passed)", pytrace=False)
+        if state.role == "agent":
+            from conformance.driver import Cutoff
+            from conformance.runner import CUT_NOTE, run_agent_case
+
+            run = dataclasses.replace(run, deadline=self.config.getoption("acp_deadline"))
+            cr = run_agent_case(run, self.case, self.protocol, cutoff=Cutoff(state.deadline_at))
+            if cr.note.startswith(CUT_NOTE):
+                self.result = cr
+                pytest.fail(f"{cr.case}: {cr.note}", pytrace=False)
+        else:
+            from conformance.client.runner import run_client_case
+
+            cr = run_client_case(run, self.case, self.protocol, state.label)
+        self.result = cr
+        if cr.transcript_path:
+            self.user_properties.append(("transcript", cr.transcript_path))
+        if cr.stderr_tail.strip():
+            self.add_report_section("call", "stderr (target, tail)", cr.stderr_tail)
+        for f in cr.findings:
+            if f.outcome is Outcome.WARN:
+                self.user_properties.append(("warn", f"{f.requirement}: {f.shown_message}"))
+        fails = [f for f in cr.findings if f.outcome is Outcome.FAIL]
+        verdict = state.baseline.evaluate([cr]) if state.baseline is not None else None
+        unexpected = verdict.unexpected if verdict is not None else fails
+        stale = verdict.stale if verdict is not None else []
+        if unexpected or stale:
+            raise CaseFailed(cr, unexpected, stale)
+        if verdict is not None and verdict.expected:
+            listed = sorted({f.requirement for f in verdict.expected})
+            pytest.xfail(f"baseline lists {len(verdict.expected)} failure(s): {', '.join(listed)}")
+        if cr.note and not cr.note.startswith("aborted"):
+            pytest.skip(f"not testable: {cr.note}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> Any:
+        if isinstance(excinfo.value, CaseFailed):
+            return describe_failure(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        path, _, line = self.case.source.rpartition(":")
+        return Path(path), max(int(line) - 1, 0) if line.isdigit() else 0, \
+            f"{self.case.id} v{self.protocol}"
+
+
+def payload(item: AcpCase) -> dict[str, Any]:
+    """A case result as plain JSON data: it travels from xdist workers in the report."""
+    from conformance.report.jsonreport import case_to_json
+
+    assert item.result is not None
+    data = {"order": item.order, "case": case_to_json(item.result),
+            "results": [f.to_json() for f in item.result.findings],
+            "target_info": item.result.target_info}
+    return dict(json.loads(json.dumps(data, ensure_ascii=True, default=str)))

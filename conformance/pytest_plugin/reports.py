@@ -1,0 +1,82 @@
+"""The suite's own reports: case results gathered (from xdist workers too) and written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.pytest_plugin.state import STATE
+
+
+class Reports:
+    """Gathers case results (from xdist workers too) and writes the suite's reports."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.cases: dict[int, dict[str, Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "acp_case", None)
+        if isinstance(data, dict) and report.when == "call":
+            self.cases[int(data["order"])] = data
+
+    def result(self) -> Any:
+        from conformance import __version__
+        from conformance.report.catalogue import run_date
+        from conformance.report.jsonreport import case_from_json
+        from conformance.results import RunResult
+
+        state = self.config.stash[STATE]
+        result = RunResult(__version__, state.label, state.role, list(state.run.protocols),
+                           state.run.options.profile.name, state.run.strict, date=run_date())
+        for order in sorted(self.cases):
+            data = self.cases[order]
+            cr = case_from_json(data["case"], data["results"])
+            cr.target_info = dict(data.get("target_info") or {})
+            result.cases.append(cr)
+            if not result.target_info and cr.target_info.get("name"):
+                result.target_info = dict(cr.target_info)
+        return result
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
+            return
+        opt = self.config.getoption
+        if not (opt("acp_json") or opt("acp_html") or opt("acp_markdown")):
+            return
+        from conformance.report.catalogue import traceability
+        from conformance.report.jsonreport import write_json
+
+        state = self.config.stash[STATE]
+        result = self.result()
+        verdict = state.baseline.evaluate(result.cases) if state.baseline is not None else None
+        trace = traceability(state.cases)
+        if opt("acp_json"):
+            write_json(result, Path(opt("acp_json")))
+        if opt("acp_html"):
+            from conformance.report.html import write_html
+
+            write_html(result, Path(opt("acp_html")), baseline=verdict, trace=trace)
+        if opt("acp_markdown"):
+            from conformance.report.markdown import write_markdown
+
+            write_markdown(result, Path(opt("acp_markdown")), baseline=verdict, trace=trace)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput") or not self.cases:
+            return
+        state = self.config.stash[STATE]
+        result = self.result()
+        counts = result.counts()
+        terminalreporter.section("acp-conformance")
+        terminalreporter.write_line(
+            f"{len(result.cases)} case(s) against {state.label}: "
+            + ", ".join(f"{counts[k]} {k}" for k in ("fail", "warn", "info", "pass") if counts[k]))
+        if state.baseline is not None:
+            for line in state.baseline.evaluate(result.cases).lines():
+                terminalreporter.write_line(line)
+        for key in ("acp_json", "acp_html", "acp_markdown"):
+            if self.config.getoption(key):
+                terminalreporter.write_line(f"{key[4:]} report: {self.config.getoption(key)}")

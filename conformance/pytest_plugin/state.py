@@ -1,0 +1,118 @@
+"""The plugin's configuration: its options read once into the run, the plan and the baseline.
+
+A bad option, case file, baseline, client profile or target command is a
+``pytest.UsageError`` here, at configure time, never an error in every item.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from conformance.baseline import Baseline
+    from conformance.cases import Case
+    from conformance.checks import Options
+
+
+@dataclasses.dataclass
+class State:
+    role: str  # "agent" | "client": the side under test
+    run: Any  # AgentRun or ClientRun
+    label: str
+    plan: list[tuple[int, Case]]
+    cases: list[Case]
+    baseline: Baseline | None
+    transcripts: Path | None  # --acp-transcripts; None: under pytest's basetemp
+    deadline_at: float | None = None  # --acp-deadline as a time.monotonic() value
+
+
+STATE = pytest.StashKey[State]()
+
+
+def load_state(config: pytest.Config, role: str, command: str) -> State:
+    from conformance import baseline as baselinemod
+    from conformance import cases as casemod
+    from conformance.client.profile import ProfileError
+    from conformance.client.runner import ClientSetupError
+    from conformance.transport import TargetCommandError
+
+    opt = config.getoption
+    try:
+        all_cases = casemod.load_dir(Path(opt("acp_cases")) if opt("acp_cases") else None)
+        cases = casemod.select(all_cases, opt("acp_case"))
+        base = (baselinemod.load(Path(opt("acp_baseline")), [c.id for c in all_cases])
+                if opt("acp_baseline") else None)
+        if opt("acp_timeout") <= 0:
+            raise ValueError("--acp-timeout must be a positive number of seconds")
+        if opt("acp_deadline") is not None and not opt("acp_deadline") > 0:
+            raise ValueError("--acp-deadline must be a positive number of seconds")
+        env = {}
+        for pair in opt("acp_agent_env"):
+            if "=" not in pair:
+                raise ValueError(f"--acp-agent-env {pair!r}: expected KEY=VALUE")
+            key, value = pair.split("=", 1)
+            env[key] = value
+        protocols = [1, 2] if opt("acp_protocol") == "both" else [int(opt("acp_protocol"))]
+        options = _options(opt("acp_profile"))
+        if role == "agent":
+            run, plan = _agent_run(command, protocols, options, env, opt, cases)
+        else:
+            run, plan = _client_run(command, protocols, options, env, opt, cases)
+    except (casemod.CaseError, baselinemod.BaselineError, TargetCommandError, ValueError,
+            ProfileError, ClientSetupError) as exc:
+        raise pytest.UsageError(f"acp-conformance: {exc}") from None
+    transcripts = Path(opt("acp_transcripts")) if opt("acp_transcripts") else None
+    deadline = opt("acp_deadline")
+    deadline_at = time.monotonic() + deadline if deadline else None
+    return State(role, run, command, plan, all_cases, base, transcripts, deadline_at)
+
+
+def _agent_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
+               opt: Any, cases: Sequence[Case]) -> tuple[Any, list[tuple[int, Case]]]:
+    from conformance.runner import AgentRun, agent_plan
+    from conformance.transport import split_command
+
+    run = AgentRun(command=split_command(command), protocols=protocols, options=options,
+                   timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env)
+    return run, agent_plan(run, cases)
+
+
+def _client_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
+                opt: Any, cases: Sequence[Case]) -> tuple[Any, list[tuple[int, Case]]]:
+    from conformance.client.profile import load
+    from conformance.client.runner import ClientRun, template_of
+    from conformance.client.script import check_case
+
+    profile = load(Path(opt("acp_client_profile"))) if opt("acp_client_profile") else None
+    template_of(command, profile)  # a bad command is a usage error now, not in every item
+    run = ClientRun(protocols=protocols, options=options, command=command, profile=profile,
+                    timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env)
+    chosen = [c for c in cases if c.role == "client"]
+    for c in chosen:
+        check_case(c)
+    return run, [(p, c) for p in protocols for c in chosen
+                 if c.applies_to(p, options.profile.name)]
+
+
+def _options(profile: str | None) -> Options:
+    from conformance import profiles
+    from conformance.checks import Options
+
+    try:
+        return Options(profile=profiles.get(profile or profiles.DEFAULT_PROFILE))
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0])) from None
+
+
+def transcripts_dir(config: pytest.Config, state: State) -> Path:
+    if state.transcripts is not None:
+        return state.transcripts
+    # pytest's own temp dir (one per xdist worker); the fixture API is not reachable from an Item.
+    factory = config._tmp_path_factory  # type: ignore[attr-defined]
+    return Path(factory.getbasetemp()) / "acp-transcripts"
