@@ -25,7 +25,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from conformance.fuzz.regressions import IdLetters
+from conformance.fuzz.shapes import IdLetters
 from conformance.fuzz.shrink import Shrunk, shrink_steps
 from conformance.modelserver.script import SCRIPT_FORMAT, parse_script
 
