@@ -61,8 +61,8 @@ from conformance.fuzz.client_fuzz import (
     stream_of,
 )
 from conformance.fuzz.grading import grade_run
+from conformance.fuzz.player import AgentTarget
 from conformance.fuzz.settings import Effort, get_effort, hypothesis_settings
-from conformance.fuzz.steps import AgentTarget
 from conformance.fuzz.strategies import example_streams
 from conformance.profiles import DEFAULT_PROFILE
 from conformance.profiles import get as get_profile

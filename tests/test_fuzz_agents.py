@@ -23,8 +23,8 @@ from conformance.cli.demo import reference_agent_command
 from conformance.fuzz import regressions
 from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
 from conformance.fuzz.grading import FuzzResult
+from conformance.fuzz.player import AgentTarget
 from conformance.fuzz.settings import get_effort
-from conformance.fuzz.steps import AgentTarget
 
 MANIFEST = {fx["name"]: fx for fx in yaml.safe_load(
     (REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())["fixtures"]}

@@ -22,7 +22,7 @@ from conformance.checks import Options
 from conformance.cli.demo import reference_agent_command
 from conformance.fuzz import regressions
 from conformance.fuzz.client_fuzz import ClientChoice, replay_client
-from conformance.fuzz.steps import AgentTarget
+from conformance.fuzz.player import AgentTarget
 from conformance.modelserver.server import ModelServer
 
 LIBRARY = REPO_ROOT / "fixtures" / "regressions"

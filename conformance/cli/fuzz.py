@@ -113,7 +113,7 @@ def main(argv: Sequence[str]) -> int:
 def _fuzz_agent(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
                 progress: Any, model: Any, command: Any, env: dict[str, str]) -> Any:
     from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
-    from conformance.fuzz.steps import AgentTarget
+    from conformance.fuzz.player import AgentTarget
     from conformance.transport import split_command
 
     # The label keeps {model_url}: replay fills in the URL of its own model server.

@@ -86,7 +86,7 @@ def main(argv: Sequence[str]) -> int:
 
 def _replay_one(ns: argparse.Namespace, reg: Any, options: Any, strict: bool, cwd: str) -> Any:
     from conformance.fuzz import regressions
-    from conformance.fuzz.steps import AgentTarget
+    from conformance.fuzz.player import AgentTarget
     from conformance.transport import split_command
 
     if reg.role == "agent":

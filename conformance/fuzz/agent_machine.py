@@ -22,6 +22,11 @@ counterexample's steps and transcript are kept.
 Against an LLM-backed agent behind the scripted model server
 (``config.model``), each run also draws what the model says for the whole run
 (:mod:`conformance.fuzz.model_side`); the script is shrunk after the steps.
+
+This module stays a little over 400 lines on purpose: the machine's rules, the
+context every machine of a run shares, and the search-then-shrink loop that
+reads that context are one piece (each changes with the others); the step
+vocabulary, playing, grading and shrinking are already modules of their own.
 """
 
 from __future__ import annotations
@@ -49,19 +54,19 @@ from conformance.checks import Options
 from conformance.driver import DriveAborted, NotTestable
 from conformance.fuzz import model_side
 from conformance.fuzz.grading import Failure, FuzzResult, grade_run, merge_coverage, violations
-from conformance.fuzz.prompts import prompt_specs
-from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
-from conformance.fuzz.shrink import shrink_steps
-from conformance.fuzz.steps import (
+from conformance.fuzz.player import (
     AgentTarget,
     FuzzDriver,
     Played,
     PromptCaps,
     SessionBook,
     Spawner,
-    Step,
     perform,
 )
+from conformance.fuzz.prompts import prompt_specs
+from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
+from conformance.fuzz.shrink import shrink_steps
+from conformance.fuzz.steps import Step
 from conformance.fuzz.strategies import model_scripts
 from conformance.results import Finding
 from conformance.transcript import Transcript

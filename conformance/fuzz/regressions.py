@@ -265,7 +265,7 @@ class Verdict:
 def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool,
                  attempts: int = 1, cwd: str, schema_dir: Path | None = None,
                  model: Any = None) -> Verdict:
-    """Play the file's steps against ``target`` (a :class:`steps.AgentTarget`), with
+    """Play the file's steps against ``target`` (a :class:`player.AgentTarget`), with
     ``model`` (a running model server) playing the file's model script."""
     from conformance.fuzz.grading import grade_run, violations
     from conformance.fuzz.model_side import play_with_model

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from conformance.fuzz.steps import PING
+from conformance.fuzz.player import PING
 from conformance.report.text import safe
 from conformance.transcript import Entry
 
