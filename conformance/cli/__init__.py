@@ -90,4 +90,4 @@ def _error_exit(exc: Exception) -> int:
     return EXIT_INTERNAL
 
 
-__all__ = ["SUBCOMMANDS", "UsageError", "main"]
+__all__ = ["SUBCOMMANDS", "main"]
