@@ -33,10 +33,11 @@ import tempfile
 from typing import Any
 
 from bench.common import REPO_ROOT, ratio_line
-from conformance.fuzz.agent_machine import AgentFuzzConfig, FuzzResult, run_agent_fuzz
+from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
+from conformance.fuzz.grading import FuzzResult
 from conformance.fuzz.model_side import flatten
+from conformance.fuzz.player import AgentTarget
 from conformance.fuzz.settings import get_effort
-from conformance.fuzz.steps import AgentTarget
 from conformance.modelserver.server import ModelServer
 
 # (fixture, versions, strict): the shared ID is a SHOULD breach (a warn), found under strict;

@@ -48,10 +48,10 @@ import yaml
 
 from bench.common import REPO_ROOT, ratio_line, run
 from conformance.checks import Options
-from conformance.cli import reference_agent_command
+from conformance.cli.demo import reference_agent_command
 from conformance.client.profile import load as load_profile
 from conformance.client.runner import ClientRun, play_client_case, reference_client
-from conformance.fuzz.agent_machine import AgentFuzzConfig, grade_run, run_agent_fuzz
+from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
 from conformance.fuzz.client_fuzz import (
     ClientTarget,
     draw_turn,
@@ -60,8 +60,9 @@ from conformance.fuzz.client_fuzz import (
     stream_case,
     stream_of,
 )
+from conformance.fuzz.grading import grade_run
+from conformance.fuzz.player import AgentTarget
 from conformance.fuzz.settings import Effort, get_effort, hypothesis_settings
-from conformance.fuzz.steps import AgentTarget
 from conformance.fuzz.strategies import example_streams
 from conformance.profiles import DEFAULT_PROFILE
 from conformance.profiles import get as get_profile

@@ -129,7 +129,7 @@ def local(**inputs: str) -> dict[str, str]:
 
 
 def reference_agent() -> str:
-    from conformance.cli import reference_agent_command
+    from conformance.cli.demo import reference_agent_command
 
     return subprocess.list2cmdline(reference_agent_command())
 

@@ -18,12 +18,13 @@ import yaml
 from conftest import REPO_ROOT, run_cli, v1_only_agent
 
 from conformance.checks import Options
-from conformance.cli import main, reference_agent_command
+from conformance.cli import main
+from conformance.cli.demo import reference_agent_command
 from conformance.fuzz import regressions
-from conformance.fuzz.agent_machine import AgentFuzzConfig, FuzzResult, run_agent_fuzz
-from conformance.fuzz.commands import failure_fingerprint, regression_header
+from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
+from conformance.fuzz.grading import FuzzResult
+from conformance.fuzz.player import AgentTarget
 from conformance.fuzz.settings import get_effort
-from conformance.fuzz.steps import AgentTarget
 
 MANIFEST = {fx["name"]: fx for fx in yaml.safe_load(
     (REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())["fixtures"]}
@@ -89,9 +90,9 @@ def test_broken_agent_is_found_shrunk_saved_and_replayed(tmp_path: Path) -> None
     assert any("cancel_after" in s.get("prompt", {}) for s in failure.steps[2:]
                if isinstance(s, dict))
 
-    fp = failure_fingerprint(failure)
+    fp = regressions.failure_fingerprint(failure)
     saved = regressions.save(tmp_path / "lib", fingerprint_=fp,
-                             header=regression_header(failure, result, Options(), True),
+                             header=regressions.regression_header(failure, result, Options(), True),
                              entries=failure.transcript.entries)
     assert saved.path.name == f"{fp}.jsonl" and not saved.existed
     again = regressions.save(tmp_path / "lib", fingerprint_=fp, header={}, entries=[])

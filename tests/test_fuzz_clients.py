@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-from argparse import Namespace
 from pathlib import Path
 
 from conftest import REPO_ROOT, run_cli
@@ -18,8 +17,7 @@ from conftest import REPO_ROOT, run_cli
 from conformance.checks import Options
 from conformance.client.runner import reference_client
 from conformance.fuzz import regressions
-from conformance.fuzz.client_fuzz import ClientTarget, replay_client, run_client_fuzz
-from conformance.fuzz.commands import failure_fingerprint, regression_header
+from conformance.fuzz.client_fuzz import ClientChoice, ClientTarget, replay_client, run_client_fuzz
 from conformance.fuzz.settings import get_effort
 
 REFERENCE_ADAPTER = "conformance.client.reference:make_client"
@@ -30,11 +28,8 @@ def adapter(name: str) -> str:
     return f"{REPO_ROOT / 'fixtures' / 'clients' / name}.py:make_client"
 
 
-def args(**kw: object) -> Namespace:
-    base = {"client": None, "client_adapter": None, "client_profile": None, "agent_env": [],
-            "timeout": 5.0}
-    base.update(kw)
-    return Namespace(**base)
+def args(*, client: str | None = None, client_adapter: str | None = None) -> ClientChoice:
+    return ClientChoice(client, client_adapter, timeout=5.0)
 
 
 def test_reference_client_survives_the_ci_profile() -> None:
@@ -55,9 +50,9 @@ def test_broken_client_is_found_shrunk_saved_and_replayed(tmp_path: Path) -> Non
     # Shrunk: one or two one-chunk messages (with the echo) are enough to show the order.
     assert len(failure.stream["steps"]) <= 2
     assert all(len(step) == 2 for step in failure.stream["steps"])  # a text and an id
-    fp = failure_fingerprint(failure)
+    fp = regressions.failure_fingerprint(failure)
     saved = regressions.save(tmp_path, fingerprint_=fp,
-                             header=regression_header(failure, result, Options(), True),
+                             header=regressions.regression_header(failure, result, Options(), True),
                              entries=failure.transcript.entries)
     reg = regressions.read(saved.path)
     assert reg.role == "client" and reg.stream == failure.stream

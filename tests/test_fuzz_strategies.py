@@ -21,8 +21,8 @@ from hypothesis.errors import InvalidArgument
 
 from conformance import profiles
 from conformance.checks import Options, grade
-from conformance.fuzz.agent_machine import violations
 from conformance.fuzz.client_fuzz import ClientTarget, play_stream, stream_of
+from conformance.fuzz.grading import violations
 from conformance.fuzz.mutations import MUTATIONS, broken_streams
 from conformance.fuzz.prompts import prompt_blocks, prompt_specs
 from conformance.fuzz.strategies import chunk_streams

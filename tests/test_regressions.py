@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-from argparse import Namespace
 from pathlib import Path
 
 import pytest
@@ -20,10 +19,10 @@ from conftest import REPO_ROOT, run_cli
 
 from conformance import profiles
 from conformance.checks import Options
-from conformance.cli import reference_agent_command
+from conformance.cli.demo import reference_agent_command
 from conformance.fuzz import regressions
-from conformance.fuzz.client_fuzz import replay_client
-from conformance.fuzz.steps import AgentTarget
+from conformance.fuzz.client_fuzz import ClientChoice, replay_client
+from conformance.fuzz.player import AgentTarget
 from conformance.modelserver.server import ModelServer
 
 LIBRARY = REPO_ROOT / "fixtures" / "regressions"
@@ -47,9 +46,8 @@ def recorded_agent(reg: regressions.Regression, state: Path,
     return AgentTarget(argv, command, {"ACP_REFERENCE_STATE_DIR": str(state)})
 
 
-def client_args(adapter: str) -> Namespace:
-    return Namespace(client=None, client_adapter=adapter, client_profile=None, agent_env=[],
-                     timeout=5.0)
+def client_args(adapter: str) -> ClientChoice:
+    return ClientChoice(adapter=adapter, timeout=5.0)
 
 
 def test_the_library_has_both_sides() -> None:

@@ -22,11 +22,15 @@ counterexample's steps and transcript are kept.
 Against an LLM-backed agent behind the scripted model server
 (``config.model``), each run also draws what the model says for the whole run
 (:mod:`conformance.fuzz.model_side`); the script is shrunk after the steps.
+
+This module stays a little over 400 lines on purpose: the machine's rules, the
+context every machine of a run shares, and the search-then-shrink loop that
+reads that context are one piece (each changes with the others); the step
+vocabulary, playing, grading and shrinking are already modules of their own.
 """
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,103 +50,29 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from conformance.checks import Options, grade
+from conformance.checks import Options
 from conformance.driver import DriveAborted, NotTestable
 from conformance.fuzz import model_side
-from conformance.fuzz.prompts import prompt_specs
-from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
-from conformance.fuzz.shrink import shrink_steps
-from conformance.fuzz.steps import (
+from conformance.fuzz.grading import Failure, FuzzResult, grade_run, merge_coverage, violations
+from conformance.fuzz.player import (
     AgentTarget,
     FuzzDriver,
     Played,
     PromptCaps,
     SessionBook,
     Spawner,
-    Step,
     perform,
 )
+from conformance.fuzz.prompts import prompt_specs
+from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
+from conformance.fuzz.shrink import shrink_steps
+from conformance.fuzz.steps import Step
 from conformance.fuzz.strategies import model_scripts
-from conformance.results import Finding, Outcome, apply_strict
+from conformance.results import Finding
 from conformance.transcript import Transcript
 
 MAX_SESSIONS = 3  # per generated run
 MAX_RESTARTS = 2  # fresh processes after the first, per generated run
-
-
-def violations(findings: Sequence[Finding], strict: bool) -> list[Finding]:
-    """The findings that break the invariant: fails, and warns under ``strict``. MUST
-    breaches come before SHOULD breaches, then the one that became visible first (its
-    last evidence line is the earliest), then the one that needs the fewest lines to
-    show, then the rule ID."""
-    def order(f: Finding) -> tuple[int, int, int, str]:
-        return (f.outcome is not Outcome.FAIL, max(f.entries) if f.entries else 1 << 30,
-                len(f.entries), f.requirement)
-
-    bad = [f for f in findings if f.outcome is Outcome.FAIL
-           or (strict and f.outcome is Outcome.WARN)]
-    return [f for f in apply_strict(sorted(bad, key=order), strict)]
-
-
-def grade_run(entries: Sequence[Any], *, protocol: int, options: Options, role: str = "agent",
-              schema_dir: Path | None = None) -> list[Finding]:
-    """The checkers' findings on a run, plus the official schema's when a folder is given."""
-    findings = grade(list(entries), protocol=protocol, options=options, role=role)
-    if schema_dir is not None:
-        from conformance.schema import validate_transcript
-
-        findings += validate_transcript(entries, schema_dir, protocol, options.profile, role=role)
-    return findings
-
-
-@dataclass
-class Failure:
-    """One broken rule and the counterexample that shows it."""
-
-    finding: Finding  # the violation the counterexample is about
-    protocol: int
-    steps: list[Step]
-    transcript: Transcript
-    findings: list[Finding] = field(default_factory=list)  # every violation of the run
-    role: str = "agent"
-    stream: Any = None  # client fuzzing: the generated stream (see client_fuzz)
-    found_steps: int = 0  # how many steps the run had before shrinking
-    shrink_attempts: int = 0
-    model: dict[str, Any] | None = None  # what the model said (--model-server), a script
-
-    @property
-    def requirement(self) -> str:
-        return self.finding.requirement
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.requirement, self.protocol
-
-    def size(self) -> tuple[int, int]:
-        return len(self.steps), len(json.dumps([self.steps, self.model]))
-
-
-@dataclass
-class FuzzResult:
-    """What one fuzz run found (role agent or client)."""
-
-    role: str
-    target: str
-    seed: int
-    effort: Effort
-    failures: list[Failure] = field(default_factory=list)
-    examples: int = 0
-    processes: int = 0
-    elapsed: float = 0.0
-    time_to_first_failure: float | None = None
-    notes: list[str] = field(default_factory=list)
-    coverage: dict[int, dict[str, Finding]] = field(default_factory=dict)
-    protocols: tuple[int, ...] = ()
-    replay_with: dict[str, Any] = field(default_factory=dict)  # how to reach the target again
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.failures)
 
 
 @dataclass
@@ -185,16 +115,6 @@ class _Context:
 
     def cover(self, protocol: int, findings: Sequence[Finding]) -> None:
         merge_coverage(self.coverage.setdefault(protocol, {}), findings)
-
-
-def merge_coverage(into: dict[str, Finding], findings: Sequence[Finding]) -> None:
-    """Per rule, keep the most telling row: pass beats not-applicable, info beats pass."""
-    rank = {Outcome.NOT_APPLICABLE: 0, Outcome.PASS: 1, Outcome.INFO: 2, Outcome.WARN: 3,
-            Outcome.FAIL: 4}
-    for f in findings:
-        old = into.get(f.requirement)
-        if old is None or rank[f.outcome] > rank[old.outcome]:
-            into[f.requirement] = f
 
 
 class AgentMachine(RuleBasedStateMachine):
@@ -450,12 +370,13 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
 
 def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, seed: int,
                        result: FuzzResult, cwd: str) -> None:
-    def factory() -> AgentMachine:
-        return AgentMachine(ctx)
+    class Machine(AgentMachine):  # Hypothesis builds each machine itself: bind the context
+        def __init__(self) -> None:
+            super().__init__(ctx)
 
     try:
-        run_state_machine_as_test(  # type: ignore[no-untyped-call]  # not annotated upstream
-            hypothesis_seed(seed)(factory), settings=hypothesis_settings(effort, shrink=False))
+        run_state_machine_as_test(
+            hypothesis_seed(seed)(Machine), settings=hypothesis_settings(effort, shrink=False))
     except StopFuzzing:
         pass
     except Flaky:  # the agent answered a repeated run differently (timing): keep what we have
@@ -517,5 +438,4 @@ def failure_of(played: Played, requirement: str, options: Options, strict: bool,
                    model=model)
 
 
-__all__ = ["AgentFuzzConfig", "AgentMachine", "Failure", "FuzzResult", "failure_of", "grade_run",
-           "run_agent_fuzz", "violations"]
+__all__ = ["AgentFuzzConfig", "AgentMachine", "failure_of", "run_agent_fuzz"]

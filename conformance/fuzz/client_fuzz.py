@@ -15,21 +15,20 @@ fewest messages and chunks that still break that rule.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from conformance.checks import Options, all_rules
-from conformance.fuzz.agent_machine import Failure, FuzzResult, grade_run, violations
-from conformance.fuzz.regressions import IdLetters
+from conformance.fuzz.grading import Failure, FuzzResult, grade_run, violations
 from conformance.fuzz.settings import Budget, Effort
 from conformance.transcript import Transcript
+from conformance.usage import UsageError
 
 PROMPT = "Please play the generated turn."
 
@@ -51,39 +50,49 @@ class ClientTarget:
         return {"client": self.command, "client_profile": self.profile_path}
 
 
-def client_target(ns: argparse.Namespace) -> ClientTarget:
-    """The client to fuzz or replay against, from the command line (usage errors: exit 2)."""
-    from conformance import cli
+@dataclass(frozen=True)
+class ClientChoice:
+    """The client named on the command line: a command (with a profile) or an adapter."""
+
+    command: str | None = None  # template with {agent}
+    adapter: str | None = None  # MODULE:FACTORY
+    profile_path: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 5.0
+
+
+def client_target(choice: ClientChoice) -> ClientTarget:
+    """The client to fuzz or replay against (usage errors: exit 2)."""
     from conformance.client.profile import ProfileError
     from conformance.client.profile import load as load_profile
     from conformance.client.runner import ClientSetupError, template_of
 
-    if ns.client and ns.client_adapter:
-        raise cli.UsageError("give --client CMD or --client-adapter MODULE:FACTORY, not both")
+    if choice.command and choice.adapter:
+        raise UsageError("give --client CMD or --client-adapter MODULE:FACTORY, not both")
     profile = None
-    if ns.client_profile is not None:
-        if ns.client_adapter:
-            raise cli.UsageError("--client-profile drives a client process; an adapter "
-                                 "reports its messages itself")
+    if choice.profile_path is not None:
+        if choice.adapter:
+            raise UsageError("--client-profile drives a client process; an adapter "
+                             "reports its messages itself")
         try:
-            profile = load_profile(ns.client_profile)
+            profile = load_profile(choice.profile_path)
         except ProfileError as exc:
-            raise cli.UsageError(str(exc)) from None
-    if ns.client:
+            raise UsageError(str(exc)) from None
+    if choice.command:
         try:
-            template_of(ns.client, profile)
+            template_of(choice.command, profile)
         except ClientSetupError as exc:
-            raise cli.UsageError(str(exc)) from None
+            raise UsageError(str(exc)) from None
     else:
         from conformance.client.adapter import AdapterError, load_factory
 
         try:
-            load_factory(ns.client_adapter)
+            load_factory(choice.adapter or "")
         except AdapterError as exc:
-            raise cli.UsageError(str(exc)) from None
-    return ClientTarget(ns.client or ns.client_adapter, ns.client, ns.client_adapter, profile,
-                        cli._env(ns.agent_env), ns.timeout,
-                        str(ns.client_profile) if ns.client_profile is not None else None)
+            raise UsageError(str(exc)) from None
+    return ClientTarget(choice.command or choice.adapter or "", choice.command, choice.adapter,
+                        profile, dict(choice.env), choice.timeout,
+                        str(choice.profile_path) if choice.profile_path is not None else None)
 
 
 # -- strategies ------------------------------------------------------------------
@@ -197,7 +206,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
     from hypothesis import strategies as st
     from hypothesis.errors import Unsatisfiable
 
-    from conformance.fuzz.agent_machine import merge_coverage
+    from conformance.fuzz.grading import merge_coverage
     from conformance.fuzz.settings import StopFuzzing, hypothesis_settings
 
     options = options or Options()
@@ -328,25 +337,24 @@ def collect_failures(exc: BaseException, smallest: Mapping[str, Failure]) -> lis
 
 # -- replay and presentation ---------------------------------------------------------
 
-def replay_client(reg: Any, ns: argparse.Namespace, *, options: Options, strict: bool,
+def replay_client(reg: Any, choice: ClientChoice, *, options: Options, strict: bool,
                   attempts: int = 1, schema_dir: Path | None = None) -> Any:
     from conformance.fuzz import regressions
 
-    if not (ns.client or ns.client_adapter):  # the client the file was found on
+    if not (choice.command or choice.adapter):  # the client the file was found on
         recorded = reg.header.get("replay_with")
         if not isinstance(recorded, dict) or not (recorded.get("client")
                                                   or recorded.get("client_adapter")):
-            raise _usage(f"{reg.path}: no --client or --client-adapter given and no client "
+            raise UsageError(f"{reg.path}: no --client or --client-adapter given and no client "
                          "recorded in the file")
         profile = recorded.get("client_profile")
         client = recorded.get("client")
         if isinstance(client, str):  # clients start in a scratch folder: paths made absolute
             client = shlex.join(os.path.abspath(w) if not os.path.isabs(w) and
                                 os.path.exists(w) else w for w in shlex.split(client))
-        ns = argparse.Namespace(**{**vars(ns), "client": client,
-                                   "client_adapter": recorded.get("client_adapter"),
-                                   "client_profile": Path(profile) if profile else None})
-    target = client_target(ns)
+        choice = replace(choice, command=client, adapter=recorded.get("client_adapter"),
+                         profile_path=Path(profile) if profile else None)
+    target = client_target(choice)
     steps = reg.stream.get("steps")
     if not isinstance(steps, list):
         raise regressions.RegressionError(f"{reg.path}:1: header 'stream' has no 'steps' list")
@@ -362,39 +370,6 @@ def replay_client(reg: Any, ns: argparse.Namespace, *, options: Options, strict:
         if same:
             break
     return last
-
-
-def _usage(message: str) -> Exception:
-    from conformance import cli
-
-    return cli.UsageError(message)
-
-
-def _step_word(step: Mapping[str, Any], letters: IdLetters) -> str:
-    for kind in ("agent", "thought", "user"):
-        if kind in step:
-            return f"{kind}[{_id_word(step, letters)}]"
-    if "upsert" in step:
-        content = step.get("content", "<absent>")
-        ctype = "list" if isinstance(content, list) else (
-            "absent" if content == "<absent>" else type(content).__name__)
-        return f"upsert-{step['upsert']}[{_id_word(step, letters)}; content {ctype}]"
-    return next(iter(step), "?")
-
-
-def _id_word(step: Mapping[str, Any], letters: IdLetters) -> str:
-    if "id_repeat" in step:
-        rep = step["id_repeat"]
-        return letters(str(rep.get("text", "")) * int(rep.get("times", 0)))
-    if "id" not in step:
-        return "absent"
-    return letters(step["id"])
-
-
-def stream_shape(stream: Mapping[str, Any]) -> list[str]:
-    """A stream without its literal texts and IDs: kinds, ID forms, the equality pattern."""
-    letters = IdLetters()
-    return [_step_word(s, letters) for s in stream.get("steps", []) if isinstance(s, dict)]
 
 
 def describe_stream(stream: Mapping[str, Any]) -> str:
@@ -413,5 +388,5 @@ def describe_stream(stream: Mapping[str, Any]) -> str:
             + "; ".join(shown))
 
 
-__all__ = ["ClientTarget", "client_streams", "client_target", "describe_stream", "draw_turn",
-           "play_stream", "replay_client", "run_client_fuzz", "stream_case", "stream_shape"]
+__all__ = ["ClientChoice", "ClientTarget", "client_streams", "client_target", "describe_stream", "draw_turn",
+           "play_stream", "replay_client", "run_client_fuzz", "stream_case"]

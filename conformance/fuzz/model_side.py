@@ -25,7 +25,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from conformance.fuzz.regressions import IdLetters
+from conformance.fuzz.shapes import IdLetters
 from conformance.fuzz.shrink import Shrunk, shrink_steps
 from conformance.modelserver.script import SCRIPT_FORMAT, parse_script
 
@@ -51,10 +51,10 @@ def requests_log(server: Any) -> list[dict[str, Any]]:
 
 def play_with_model(target: Any, server: Any, protocol: int, steps: Sequence[Any],
                     model: Script | None, **kwargs: Any) -> Any:
-    """:func:`conformance.fuzz.steps.play`, with ``server`` (a running model server, or
+    """:func:`conformance.fuzz.player.play`, with ``server`` (a running model server, or
     None) playing ``model``; what the model was asked and said lands in the transcript
     header (``model_requests``)."""
-    from conformance.fuzz.steps import play
+    from conformance.fuzz.player import play
 
     if server is None:
         return play(target, protocol, steps, **kwargs)

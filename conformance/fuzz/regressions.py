@@ -27,10 +27,8 @@ with a model script is played with a scripted model server answering as it did.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +36,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks import Options
+from conformance.fuzz.shapes import failure_shape, fingerprint, stream_shape
 from conformance.results import Finding
 from conformance.transcript import Entry, TranscriptError, jsonl_files, load, write_atomic
 
@@ -50,62 +49,7 @@ class RegressionError(TranscriptError):
     """A regression file that cannot be used (one line with file and reason: exit 2)."""
 
 
-# -- fingerprints -------------------------------------------------------------
-
-def fingerprint(requirement: str, shape: Any) -> str:
-    """``<rule slug>-<10 hex>``: readable, and equal for equal (rule, shape)."""
-    digest = hashlib.sha256(json.dumps([requirement, shape], sort_keys=True,
-                                       ensure_ascii=True).encode()).hexdigest()[:10]
-    slug = re.sub(r"[^a-z0-9]+", "-", requirement.lower()).strip("-")
-    return f"{slug}-{digest}"
-
-
-class IdLetters:
-    """Names IDs by first appearance (A, B, C...): the equality pattern, not the values."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}
-
-    def __call__(self, value: Any) -> str:
-        state = model.json_type(value) if not isinstance(value, str) else "string"
-        if state != "string":
-            return state
-        name = self.names.get(value)
-        if name is None:
-            n = len(self.names)
-            name = self.names[value] = (chr(65 + n % 26) + (str(n // 26) if n >= 26 else ""))
-        return name
-
-
-def entry_shape(entry: Entry, letters: IdLetters) -> Any:
-    """What a transcript line is, without its literal texts."""
-    if entry.stream == "harness":
-        return f"harness:{entry.event}"
-    if entry.error is not None or entry.msg is None:
-        return f"{entry.src}:unparsable"
-    msgs = entry.msg if isinstance(entry.msg, list) else [entry.msg]
-    shapes = [_msg_shape(m, letters) for m in msgs]
-    return [f"{entry.src}:batch", shapes] if isinstance(entry.msg, list) else shapes[0]
-
-
-def _msg_shape(msg: Any, letters: IdLetters) -> Any:
-    if not isinstance(msg, dict):
-        return model.json_type(msg)
-    method = msg.get("method")
-    if method is None:
-        result = msg.get("result")
-        keys = sorted(result) if isinstance(result, dict) else model.json_type(result)
-        return ["response", "error" if "error" in msg else keys]
-    raw = msg.get("params")
-    params: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    update = params.get("update")
-    if method == "session/update" and isinstance(update, dict):
-        kind = str(update.get("sessionUpdate"))
-        if "messageId" not in update:
-            return [kind, "absent"]
-        return [kind, letters(update["messageId"])]
-    return [str(method)]
-
+# -- fingerprints (the shapes they hash: fuzz/shapes.py) -----------------------
 
 def agent_shape(steps: Sequence[Any], model: Any = None) -> Any:
     """An agent counterexample's shape: its steps' shapes, and its model script's."""
@@ -119,15 +63,51 @@ def agent_shape(steps: Sequence[Any], model: Any = None) -> Any:
     return out
 
 
-def failure_shape(role: str, protocol: int, counterexample: Any, finding: Finding,
-                  entries: Sequence[Entry]) -> Any:
-    """The shape a fingerprint hashes: the counterexample's own shape (steps or stream,
-    computed by its side) and the shape of the lines the finding points at."""
-    by_seq = {e.seq: e for e in entries}
-    letters = IdLetters()
-    evidence = [entry_shape(by_seq[s], letters) for s in finding.entries if s in by_seq]
-    return {"role": role, "protocol": protocol, "counterexample": counterexample,
-            "evidence": evidence}
+def counterexample_shape(role: str, steps: Sequence[Any], model: Any, stream: Any) -> Any:
+    """An agent counterexample's steps (and model script), or a client one's stream."""
+    return agent_shape(steps, model) if role == "agent" else stream_shape(stream)
+
+
+def failure_fingerprint(f: Any) -> str:
+    """The name a fuzz failure (:class:`conformance.fuzz.grading.Failure`) is saved under."""
+    return fingerprint(f.requirement, failure_shape(
+        f.role, f.protocol, counterexample_shape(f.role, f.steps, f.model, f.stream),
+        f.finding, f.transcript.entries))
+
+
+def regression_header(f: Any, result: Any, options: Options, strict: bool) -> dict[str, Any]:
+    """A failure's file header: its transcript's, with the finding, the counterexample and
+    how it was found (see the module docstring)."""
+    header = dict(f.transcript.header)
+    header.update({
+        "protocol": f.protocol, "profile": options.profile.name, "strict": strict,
+        "finding": f.finding.to_json(), "also": sorted({x.requirement for x in f.findings}
+                                                       - {f.requirement}),
+        "target": result.target, "seed": result.seed, "effort": result.effort.name,
+        "fuzz": f.role,
+    })
+    if result.replay_with:
+        header["replay_with"] = result.replay_with
+    header.pop("case", None)
+    if f.role == "agent":
+        header["steps"] = f.steps
+        if f.model is not None:
+            header["model"] = f.model
+    else:
+        header["stream"] = f.stream
+    return header
+
+
+def session_cwd(transcript: Any) -> str | None:
+    """The working directory the suite gave the agent (session/new params)."""
+    for e in transcript.entries:
+        msg = e.msg
+        if (e.src == "client" and isinstance(msg, dict) and msg.get("method") == "session/new"
+                and isinstance(msg.get("params"), dict)):
+            cwd = msg["params"].get("cwd")
+            if isinstance(cwd, str):
+                return cwd
+    return None
 
 
 # -- writing ------------------------------------------------------------------
@@ -259,12 +239,7 @@ def expected_fingerprint(reg: Regression) -> str:
     recorded = Finding(reg.requirement, Outcome(finding.get("outcome", "fail")),
                        str(finding.get("message", "")),
                        entries=tuple(int(e) for e in evidence.get("entries", [])))
-    if reg.role == "agent":
-        counterexample: Any = agent_shape(reg.steps, reg.model)
-    else:
-        from conformance.fuzz.client_fuzz import stream_shape
-
-        counterexample = stream_shape(reg.stream)
+    counterexample = counterexample_shape(reg.role, reg.steps, reg.model, reg.stream)
     return fingerprint(reg.requirement, failure_shape(reg.role, reg.protocol, counterexample,
                                                       recorded, reg.entries))
 
@@ -290,9 +265,9 @@ class Verdict:
 def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool,
                  attempts: int = 1, cwd: str, schema_dir: Path | None = None,
                  model: Any = None) -> Verdict:
-    """Play the file's steps against ``target`` (a :class:`steps.AgentTarget`), with
+    """Play the file's steps against ``target`` (a :class:`player.AgentTarget`), with
     ``model`` (a running model server) playing the file's model script."""
-    from conformance.fuzz.agent_machine import grade_run, violations
+    from conformance.fuzz.grading import grade_run, violations
     from conformance.fuzz.model_side import play_with_model
 
     if reg.model is not None and model is None:
@@ -320,7 +295,7 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
 def regrade_offline(reg: Regression, *, options: Options, strict: bool,
                     schema_dir: Path | None = None) -> list[Finding]:
     """The file's own transcript graded again (what ``check`` does)."""
-    from conformance.fuzz.agent_machine import grade_run, violations
+    from conformance.fuzz.grading import grade_run, violations
 
     return violations(grade_run(reg.entries, protocol=reg.protocol, options=options,
                                 role=str(reg.header.get("role", "agent")),
@@ -328,5 +303,6 @@ def regrade_offline(reg: Regression, *, options: Options, strict: bool,
 
 
 __all__ = ["DEFAULT_DIR", "FIXED", "NOT_REPLAYED", "STILL_FAILING", "Regression",
-           "RegressionError", "Saved", "Verdict", "agent_shape", "entry_shape",
-           "expected_fingerprint", "failure_shape", "files", "fingerprint", "read", "replay_agent", "save"]
+           "RegressionError", "Saved", "Verdict", "agent_shape", "counterexample_shape",
+           "expected_fingerprint", "failure_fingerprint", "files", "read", "regrade_offline",
+           "regression_header", "replay_agent", "save", "session_cwd"]

@@ -6,6 +6,8 @@ One line per protocol line, the ones the finding points at marked ``>>``::
 
 Long transcripts show the lines around the evidence and say how many were left
 out. No wall-clock times are printed, so the output of a seeded run is stable.
+:func:`to_run_result` turns a fuzz run into a suite run's result, so every
+report format works.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from conformance.fuzz.steps import PING
+from conformance.fuzz.player import PING
 from conformance.report.text import safe
 from conformance.transcript import Entry
 
@@ -138,3 +140,35 @@ def _key(value: Any) -> str:
 
 def indent(lines: Iterable[str], by: str = "    ") -> str:
     return "\n".join(by + line for line in lines)
+
+
+def to_run_result(result: Any, options: Any, strict: bool,
+                  saved: dict[int, str]) -> Any:
+    """The fuzz run as a RunResult, so every report format works: one case per broken
+    rule (its counterexample), and per protocol a case with what the passing runs showed."""
+    from conformance import __version__
+    from conformance.fuzz.regressions import failure_fingerprint
+    from conformance.results import CaseResult, Finding, Outcome, RunResult
+
+    run = RunResult(__version__, result.target, result.role, list(result.protocols),
+                    options.profile.name, strict)
+    for i, f in enumerate(result.failures):
+        name = f"fuzz:{failure_fingerprint(f)}@v{f.protocol}"
+        cr = CaseResult(name, f"fuzz counterexample for {f.requirement}", [f.requirement],
+                        f.protocol, transcript_path=saved.get(i))
+        cr.findings = [x.with_case(name) for x in f.findings]
+        run.cases.append(cr)
+    for protocol in result.protocols:
+        rows = result.coverage.get(protocol, {})
+        name = f"fuzz@v{protocol}"
+        cr = CaseResult(name, f"{result.examples} generated run(s)", [], protocol,
+                        note="" if rows else "no passing generated run on this version")
+        broken = {f.requirement for f in result.failures if f.protocol == protocol}
+        cr.findings = [x.with_case(name) for rid, x in sorted(rows.items())
+                       if rid not in broken and x.outcome is not Outcome.FAIL]
+        if not cr.findings and not rows:
+            cr.findings = [Finding("FUZZ", Outcome.NOT_APPLICABLE,
+                                   "not testable: " + ("; ".join(result.notes) or
+                                                       "no run completed"), case=name)]
+        run.cases.append(cr)
+    return run

@@ -1,0 +1,203 @@
+"""The options the subcommands share, and their checks before anything starts.
+
+Parsers are built here from named groups (target, grading, output); values are
+turned into what the engines take (:class:`conformance.checks.Options`, protocol
+lists) and options a run would trip over only at its end are refused up front.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from conformance.usage import UsageError, env_pairs
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+SUBCOMMANDS = {  # name: what it does, for --help (one line each; each has its own --help)
+    "demo": "the suite against the bundled reference agent and client",
+    "check": "grade recorded transcripts (files or folders) offline",
+    "list": "cases, rules and bundled model scripts (--traceability)",
+    "lint-cases": "lint the case files against the requirement catalogue",
+    "report": "rebuild a run's reports from its JSON report (--from FILE)",
+    "fuzz": "generated sessions or streams until a rule breaks; shrunk, saved",
+    "replay": "replay saved regression files: FIXED or STILL FAILING",
+}
+DEFAULT_REPORTS = Path("reports")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (option and problem), exit 2, no usage dump."""
+
+    def error(self, message: str) -> Any:  # argparse calls it and expects no return
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def common_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("grading")
+    g.add_argument("--protocol", choices=["1", "2", "both"], default="both",
+                   help="protocol version(s) to test (default: both, as negotiated)")
+    g.add_argument("--profile", default=None,
+                   help="v2 rule profile: acp-sdk-2.4.0 (default, newest published rules) "
+                        "or acp-repo-2026-08-22")
+    g.add_argument("--strict", action="store_true", help="turn every warn into a fail")
+    g.add_argument("--strict-ids", action="store_true",
+                   help="a v1 agent that sends no IDs at all is warn instead of info (C-10)")
+    g.add_argument("--cross-turn-reuse", choices=["fail", "warn"], default="fail",
+                   help="grade of MID-A-02/cross-turn-reuse (default fail)")
+    g.add_argument("--schema-dir", type=Path,
+                   help="validate every frame against the official ACP JSON Schemas in DIR "
+                        "(a folder with v1/schema.json and v2/schema.json)")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", type=Path, metavar="PATH", help="write the JSON report here")
+    o.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here")
+    o.add_argument("--transcripts", type=Path, metavar="DIR",
+                   help="write one transcript per case into DIR")
+    report_outputs(o)
+    o.add_argument("-v", "--verbose", action="store_true", help="show every requirement's finding")
+
+
+def report_outputs(o: Any) -> None:
+    o.add_argument("--html", type=Path, metavar="PATH",
+                   help="write a self-contained HTML report (statement, requirements, findings, "
+                        "wire transcripts) here")
+    o.add_argument("--markdown", type=Path, metavar="PATH",
+                   help="write a Markdown summary with the certification statement here "
+                        "(e.g. $GITHUB_STEP_SUMMARY)")
+    o.add_argument("--baseline", type=Path, metavar="FILE",
+                   help="expected failures (case:requirement per entry): listed fails do not "
+                        "fail the run, unlisted ones do, listed entries that now pass are stale "
+                        "and fail the run")
+    o.add_argument("--no-color", action="store_true", help="plain console output")
+
+
+def parse_jobs(text: str) -> int:
+    """``--jobs N`` or ``auto`` (the number of cores)."""
+    if text == "auto":
+        return os.cpu_count() or 1
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {n}")
+    return n
+
+
+def add_target_options(t: Any, *, timeout: float) -> None:
+    """The options that name the target; shared by the suite and the fuzzer."""
+    t.add_argument("--agent", metavar="CMD", help="agent command to test, e.g. 'my-agent --acp'")
+    t.add_argument("--agent-env", action="append", default=[], metavar="K=V",
+                   help="extra environment for the agent (repeatable)")
+    t.add_argument("--client", metavar="CMD",
+                   help="client command to test; {agent} marks where the suite's agent double "
+                        "goes, {prompt} makes it a one-shot client, e.g. "
+                        "'my-editor --headless --agent-cmd {agent}'")
+    t.add_argument("--client-profile", type=Path, metavar="FILE",
+                   help="how to drive the client through a pty and read its messages (YAML); "
+                        "without it only wire checks and liveness are graded")
+    t.add_argument("--client-adapter", metavar="MODULE:FACTORY",
+                   help="test an in-process library client through the adapter API")
+    t.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
+                   help="longest silence allowed while waiting for the target "
+                        f"(default {timeout:g})")
+
+
+def find_model_script(value: str) -> Path:
+    from conformance.modelserver.cases import find_script
+
+    return find_script(value)
+
+
+def default_outputs(ns: argparse.Namespace) -> None:
+    """A run with no report option writes JSON and JUnit under ./reports/."""
+    if not any(getattr(ns, o, None) for o in ("json", "junit", "html", "markdown")):
+        ns.json = DEFAULT_REPORTS / "acp-conformance.json"
+        ns.junit = DEFAULT_REPORTS / "acp-conformance.xml"
+        ns.default_reports = True
+
+
+def grading_options(ns: argparse.Namespace, header_profile: str | None = None) -> Any:
+    from conformance import profiles
+    from conformance.checks import Options
+    from conformance.results import Outcome
+
+    name = ns.profile or header_profile or profiles.DEFAULT_PROFILE
+    try:
+        profile = profiles.get(name)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+    if ns.schema_dir is not None and not ns.schema_dir.is_dir():
+        raise UsageError(f"--schema-dir {ns.schema_dir}: no such directory")
+    return Options(profile=profile, cross_turn_reuse=Outcome(ns.cross_turn_reuse),
+                   strict_ids=ns.strict_ids)
+
+
+def protocols_of(ns: argparse.Namespace) -> list[int]:
+    return [1, 2] if ns.protocol == "both" else [int(ns.protocol)]
+
+
+def _writable(option: str, folder: Path) -> None:
+    """The nearest existing folder on the way to ``folder`` must take new files."""
+    existing = folder.resolve()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{option}: cannot write into {existing}")
+
+
+def check_run_options(ns: argparse.Namespace) -> None:
+    """Options a run would trip over only at its end: refused before anything starts."""
+    import math
+
+    for opt in ("timeout", "turn_timeout", "deadline"):
+        value = getattr(ns, opt, None)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"--{opt.replace('_', '-')} must be a positive number of seconds")
+    for opt in ("json", "junit", "html", "markdown"):
+        path = getattr(ns, opt, None)
+        if path is not None and Path(path).is_dir():
+            raise UsageError(f"--{opt} {path}: is a directory, expected a file path")
+        if path is not None:
+            _writable(f"--{opt}", Path(path).parent)
+    transcripts = getattr(ns, "transcripts", None)
+    if transcripts is not None and Path(transcripts).exists() and not Path(transcripts).is_dir():
+        raise UsageError(f"--transcripts {transcripts}: exists and is not a directory")
+    if transcripts is not None:
+        _writable("--transcripts", Path(transcripts))
+    if getattr(ns, "schema_dir", None) is not None:
+        from conformance.schema import schema_path
+
+        options = grading_options(ns)  # also refuses a missing folder or an unknown profile
+        for protocol in protocols_of(ns):
+            schema_path(ns.schema_dir, protocol, options.profile)
+
+
+def target_group(p: argparse.ArgumentParser, *, required_hint: str) -> None:
+    """fuzz and replay: the target options, as a group with its own hint."""
+    add_target_options(p.add_argument_group("target", required_hint), timeout=5.0)
+
+
+def model_group(p: argparse.ArgumentParser, *, fuzz: bool) -> None:
+    """fuzz and replay: the scripted model behind an agent."""
+    m = p.add_argument_group("scripted model (LLM-backed agents, offline)")
+    if fuzz:
+        m.add_argument("--model-server", action="store_true",
+                       help="serve scripted OpenAI/Anthropic/Gemini APIs on 127.0.0.1 (as in "
+                            "suite runs) and draw what the model says in every generated run: "
+                            "reasoning, text parts, tool calls, chunking, pauses, provider "
+                            "item IDs; {model_url} is filled in the command, --agent-env "
+                            "values and --agent-config templates")
+    m.add_argument("--agent-config", action="append", default=[], metavar="TEMPLATE=DEST",
+                   help="write TEMPLATE to DEST with {model_url} filled in (repeatable)"
+                        + ("" if fuzz else "; a file with a model script starts the "
+                                           "scripted model server by itself"))
+
+
+def client_choice(ns: argparse.Namespace) -> Any:
+    """fuzz and replay: the client the options name, as the client fuzzer takes it."""
+    from conformance.fuzz.client_fuzz import ClientChoice
+
+    return ClientChoice(ns.client, ns.client_adapter, ns.client_profile,
+                        env_pairs(ns.agent_env), ns.timeout)

@@ -1,0 +1,77 @@
+"""The end of every run: the console summary, the reports asked for, the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from conformance.cli.options import EXIT_FAIL, EXIT_OK
+
+
+def interrupted(ns: argparse.Namespace, exc: Any, **report: Any) -> int:
+    """SIGINT/SIGTERM: the reports cover what was graded; exit 128 + signal number."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not tear the reports
+    report_run(ns, exc.result, **report)
+    print(f"acp-conformance: {exc}; the reports cover the {len(exc.result.cases)} case(s) "
+          "graded so far", file=sys.stderr)
+    return 128 + int(exc.signum)
+
+
+def load_baseline(ns: argparse.Namespace, cases: Any) -> Any:
+    from conformance import baseline
+
+    if getattr(ns, "baseline", None) is None:
+        return None
+    return baseline.load(ns.baseline, known_cases=[c.id for c in cases])
+
+
+def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cases: Any = None,
+            scratch: bool = False) -> int:
+    """Print the summary, write every report asked for; the exit status (baseline-aware)."""
+    from conformance.report import console_summary, write_json, write_junit
+    from conformance.report.catalogue import run_date, traceability
+
+    if result.date is None:
+        result.date = run_date()
+    colour = sys.stdout.isatty() and not ns.no_color
+    print(console_summary(result, colour=colour, verbose=ns.verbose))
+    verdict = baseline.evaluate(result.cases) if baseline is not None else None
+    if verdict is not None:
+        print("\n".join(verdict.lines()))
+        print("verdict with baseline: " + ("FAIL" if verdict.failed else "PASS"))
+    trace = None
+    if ns.html or ns.markdown:
+        if cases is None:
+            from conformance import cases as casemod
+
+            cases = casemod.load_dir(getattr(ns, "cases", None))
+        trace = traceability(cases)
+    saved = {c.case: c.transcript_path for c in result.cases}
+    if scratch:  # the scratch transcripts go with the run; reports must not point at them
+        for c in result.cases:
+            c.transcript_path = None
+    if ns.html:
+        from conformance.report.html import read_transcript, write_html
+
+        write_html(result, ns.html, baseline=verdict, trace=trace,
+                   transcripts=lambda c: read_transcript(saved.get(c.case)))
+    if getattr(ns, "json", None):
+        write_json(result, ns.json)
+    if ns.junit:
+        write_junit(result, ns.junit)
+    if ns.markdown:
+        from conformance.report.markdown import write_markdown
+
+        write_markdown(result, ns.markdown, baseline=verdict, trace=trace)
+    written = [str(p) for p in (ns.html, getattr(ns, "json", None), ns.junit, ns.markdown) if p]
+    if written and getattr(ns, "default_reports", False):  # say where they went
+        print("reports: " + ", ".join(written), file=sys.stderr)
+    if result.cut:  # never green by accident: a cut run has not tested everything
+        print(f"acp-conformance: run cut: {result.cut}", file=sys.stderr)
+        return EXIT_FAIL
+    if verdict is not None:
+        return EXIT_FAIL if verdict.failed else EXIT_OK
+    return EXIT_FAIL if result.failed else EXIT_OK

@@ -1,0 +1,105 @@
+"""Grading a generated run, and what a fuzz run found (both fuzzers and replay).
+
+Grading goes through :func:`conformance.checks.grade`, like a suite run's; this
+module adds only the fuzzer's selection: the official schema's findings when a
+folder is given (as the runner does), and which findings break the invariant.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.checks import Options, grade
+from conformance.fuzz.settings import Effort
+from conformance.fuzz.steps import Step
+from conformance.results import Finding, Outcome, apply_strict
+from conformance.transcript import Transcript
+
+
+def violations(findings: Sequence[Finding], strict: bool) -> list[Finding]:
+    """The findings that break the invariant: fails, and warns under ``strict``. MUST
+    breaches come before SHOULD breaches, then the one that became visible first (its
+    last evidence line is the earliest), then the one that needs the fewest lines to
+    show, then the rule ID."""
+    def order(f: Finding) -> tuple[int, int, int, str]:
+        return (f.outcome is not Outcome.FAIL, max(f.entries) if f.entries else 1 << 30,
+                len(f.entries), f.requirement)
+
+    bad = [f for f in findings if f.outcome is Outcome.FAIL
+           or (strict and f.outcome is Outcome.WARN)]
+    return [f for f in apply_strict(sorted(bad, key=order), strict)]
+
+
+def grade_run(entries: Sequence[Any], *, protocol: int, options: Options, role: str = "agent",
+              schema_dir: Path | None = None) -> list[Finding]:
+    """The checkers' findings on a run, plus the official schema's when a folder is given."""
+    findings = grade(list(entries), protocol=protocol, options=options, role=role)
+    if schema_dir is not None:
+        from conformance.schema import validate_transcript
+
+        findings += validate_transcript(entries, schema_dir, protocol, options.profile, role=role)
+    return findings
+
+
+@dataclass
+class Failure:
+    """One broken rule and the counterexample that shows it."""
+
+    finding: Finding  # the violation the counterexample is about
+    protocol: int
+    steps: list[Step]
+    transcript: Transcript
+    findings: list[Finding] = field(default_factory=list)  # every violation of the run
+    role: str = "agent"
+    stream: Any = None  # client fuzzing: the generated stream (see client_fuzz)
+    found_steps: int = 0  # how many steps the run had before shrinking
+    shrink_attempts: int = 0
+    model: dict[str, Any] | None = None  # what the model said (--model-server), a script
+
+    @property
+    def requirement(self) -> str:
+        return self.finding.requirement
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.requirement, self.protocol
+
+    def size(self) -> tuple[int, int]:
+        return len(self.steps), len(json.dumps([self.steps, self.model]))
+
+
+@dataclass
+class FuzzResult:
+    """What one fuzz run found (role agent or client)."""
+
+    role: str
+    target: str
+    seed: int
+    effort: Effort
+    failures: list[Failure] = field(default_factory=list)
+    examples: int = 0
+    processes: int = 0
+    elapsed: float = 0.0
+    time_to_first_failure: float | None = None
+    notes: list[str] = field(default_factory=list)
+    coverage: dict[int, dict[str, Finding]] = field(default_factory=dict)
+    protocols: tuple[int, ...] = ()
+    replay_with: dict[str, Any] = field(default_factory=dict)  # how to reach the target again
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failures)
+
+
+def merge_coverage(into: dict[str, Finding], findings: Sequence[Finding]) -> None:
+    """Per rule, keep the most telling row: pass beats not-applicable, info beats pass."""
+    rank = {Outcome.NOT_APPLICABLE: 0, Outcome.PASS: 1, Outcome.INFO: 2, Outcome.WARN: 3,
+            Outcome.FAIL: 4}
+    for f in findings:
+        old = into.get(f.requirement)
+        if old is None or rank[f.outcome] > rank[old.outcome]:
+            into[f.requirement] = f
