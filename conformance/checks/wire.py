@@ -454,7 +454,3 @@ class ClientLiveness(Checker):
             rule = "MID-C-08/probe" if method == "_acp_mid/ping" else "MID-C-08/answers"
             self.found(rule, f"the connection ended before the client answered {method}",
                        entries=[rseq, ev.seq], expected="an answer", actual="connection closed")
-
-
-# Client observation rules (MID-C-02..06, MID-V2-02/03/04/07/08) live with the reference reducer.
-from conformance.client import observe as _observe  # noqa: F401  (registers its checker)

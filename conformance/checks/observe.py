@@ -31,8 +31,8 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
+from conformance.checks.controls import Differential, control_view, has_cause
 from conformance.checks.timeline import Frame, MessageEvent, OtherUpdate, ReplayStart, TurnStart
-from conformance.client.controls import Differential, control_view, has_cause
 from conformance.results import Outcome
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
@@ -275,7 +275,7 @@ class Issue:
     expected: Any = None
     actual: Any = None
     outcome: Outcome | None = None
-    # How a control stream decides this issue's cause (conformance.client.controls):
+    # How a control stream decides this issue's cause (conformance.checks.controls):
     # ("merged", text1, text2), ("split", text), ("order",), ("lost", texts...) or
     # ("attached", text, owner's text); () for an issue that names no cause.
     test: tuple[str, ...] = ()
@@ -349,7 +349,7 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
             kinds: Iterable[str] = ("user", "agent", "thought"),
             controlled: bool = False) -> list[Issue]:
     """The issues of one observation. ``controlled``: a control stream will decide each
-    cause (conformance.client.controls); without one, a merge of look-alike IDs is put
+    cause (conformance.checks.controls); without one, a merge of look-alike IDs is put
     down to the IDs only when the client kept unrelated adjacent IDs apart."""
     v2 = protocol >= 2
     c03 = F if v2 else W
