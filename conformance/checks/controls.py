@@ -32,7 +32,8 @@ from conformance.controlstream import CAUSE_RULES, CONTROL_ID, CONTROL_PREFIX
 from conformance.results import Outcome
 
 if TYPE_CHECKING:
-    from conformance.checks.observe import Expected, Issue
+    from conformance.checks.compare import Issue
+    from conformance.checks.reducer import Expected
 
 # The rule a fault belongs to when its cause is not the ID property under test.
 GENERIC = {"merged": "MID-C-03/merged", "attached": "MID-C-03/merged",
@@ -72,7 +73,7 @@ class ControlView:
 
 
 def control_view(exp: list[Expected], where: dict[str, list[tuple[int, int]]]) -> ControlView:
-    """``exp``: the visible expected messages with content; ``where``: observe.locate()."""
+    """``exp``: the visible expected messages with content; ``where``: reducer.locate()."""
     places: dict[str, frozenset[int]] = {}
     missing: set[str] = set()
     firsts: list[tuple[tuple[int, int], int]] = []
