@@ -15,7 +15,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import MAX_ENTRIES_PER_FAULT, Checker, Rule, register
-from conformance.checks.timeline import REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
+from conformance.checks.events import REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
 from conformance.checks.wire import short
 from conformance.results import Outcome, with_article
 

@@ -25,8 +25,8 @@ from conformance import model
 from conformance.checks.base import Checker, Rule, register
 from conformance.checks.compare import Issue, compare
 from conformance.checks.controls import Differential, control_view, has_cause
+from conformance.checks.events import Frame, MessageEvent, OtherUpdate, ReplayStart, TurnStart
 from conformance.checks.reducer import UNSET, Reducer, hazardous, locate, related, shown_from
-from conformance.checks.timeline import Frame, MessageEvent, OtherUpdate, ReplayStart, TurnStart
 from conformance.results import Outcome
 
 F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import model
-from conformance.checks.timeline import MessageEvent
+from conformance.checks.events import MessageEvent
 from conformance.checks.wire import short
 
 UNSET: Any = object()
