@@ -16,6 +16,11 @@ on purpose out of spec; ``truncated`` gives the original byte length of a line
 that was capped. ``t`` is seconds since the transcript began (monotonic).
 
 Checkers read entries only; they never see processes.
+
+Over 400 lines, kept whole on purpose: this module is the file format, and
+the entry, the header, the writer's escaping and the two readers (the plain one
+and the fast path for message lines, which must give the same entries) have to
+agree on every field; in one module a change to the format is one change.
 """
 
 from __future__ import annotations

@@ -146,9 +146,9 @@ def test_the_cache_is_never_the_repository(monkeypatch: pytest.MonkeyPatch) -> N
 def test_a_message_shown_with_its_end_trimmed_has_not_lost_content() -> None:
     """Found on acpx, which trims thoughts: the observer recognised 'Thinking it over. '
     only with its trailing space, and reported the thought as lost (a fault of ours)."""
-    from conformance.client.observe import _index, tokenize
+    from conformance.checks.reducer import text_index, tokenize
 
-    known = _index(["Thinking it over. ", "Alpha. "])
+    known = text_index(["Thinking it over. ", "Alpha. "])
     assert tokenize("Thinking it over.", known) == [(0, "Thinking it over. ")]
     assert tokenize("Alpha. Thinking it over.", known) == [(0, "Alpha. "),
                                                            (7, "Thinking it over. ")]

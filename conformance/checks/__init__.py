@@ -5,7 +5,10 @@ This package never imports the process side (transport, drivers, runner).
 registers its rules, and the package imports every one of them here.
 """
 
-from conformance.checks import identity, replay, target, turns, wire  # noqa: F401  (register)
+# Checkers run in the order they register: wire, the client observation checker, the rest.
+from conformance.checks import wire  # noqa: F401, I001  (register)
+from conformance.checks import observe  # noqa: F401  (client observation rules)
+from conformance.checks import identity, replay, target, turns  # noqa: F401  (register)
 from conformance.checks.base import Options, Rule, all_rules, grade
 
 __all__ = ["Options", "Rule", "all_rules", "grade"]

@@ -249,7 +249,7 @@ def _dispatch(entries: Iterable[Entry], timeline: Any,
     repeat: for the others they would be no-ops. When every one of those has an
     ``on_repeats``, the lines go to them in bulk, without an event per line.
     """
-    from conformance.checks.timeline import Frame, MessageEvent, RepeatRun
+    from conformance.checks.events import Frame, MessageEvent, RepeatRun
 
     frame_all = handlers.get(Frame, [])
     message_all = handlers.get(MessageEvent, [])
@@ -362,7 +362,7 @@ def _selected(rule_id: str, select: Iterable[str] | None) -> bool:
 
 
 def _event_types() -> dict[str, type]:
-    from conformance.checks import timeline as t
+    from conformance.checks import events as t
 
     return {
         "on_message": t.MessageEvent, "on_other": t.OtherUpdate, "on_turn_start": t.TurnStart,

@@ -6,6 +6,11 @@ prompt means a different user message; a different v1 turn means a different
 agent or thought message; a different kind means a different message (warn
 only). Replay has no prompts, so each replayed user message starts a new
 "turn" (MID-A-02 rule 6).
+
+Just over 400 lines, kept whole on purpose: its seam is ``Uniqueness``
+(MID-A-02) against ``Stability`` (MID-A-03, -05, -06), but the reports'
+traceability section names each checker by its module (``identity.Stability``),
+so a move would change every Markdown and HTML report.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import MAX_ENTRIES_PER_FAULT, Checker, Rule, register
-from conformance.checks.timeline import REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
+from conformance.checks.events import REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
 from conformance.checks.wire import short
 from conformance.results import Outcome, with_article
 

@@ -15,8 +15,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.identity import SENTENCE_END
-from conformance.checks.timeline import (
+from conformance.checks.events import (
     AFTER_REPLAY,
     LIVE,
     REPLAY,
@@ -26,6 +25,7 @@ from conformance.checks.timeline import (
     ReplayEnd,
     ReplayStart,
 )
+from conformance.checks.identity import SENTENCE_END
 from conformance.checks.wire import short
 from conformance.results import Outcome, with_article
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.timeline import ConnEnd, Frame
+from conformance.checks.events import ConnEnd, Frame
 from conformance.results import Outcome
 
 # Logging is allowed, but a process that writes this much to stderr in one

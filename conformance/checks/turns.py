@@ -7,7 +7,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.timeline import (
+from conformance.checks.events import (
     AFTER_CANCEL,
     LIVE,
     OUT_OF_TURN,

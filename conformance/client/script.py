@@ -30,6 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from conformance.controlstream import CAUSE_RULES, CONTROL_ID, CONTROL_PREFIX
+
 if TYPE_CHECKING:  # the agent double imports this module: it stays light
     from conformance.cases import Case
 
@@ -38,13 +40,7 @@ CHUNK_UPDATE = {"user": "user_message_chunk", "agent": "agent_message_chunk",
                 "thought": "agent_thought_chunk"}
 UPSERT_UPDATE = {"user": "user_message", "agent": "agent_message", "thought": "agent_thought"}
 JsonObject = dict[str, Any]
-CONTROL_PREFIX = "Ctrl "  # a plain word: profiles often skip lines that start with a bracket
 CONTROL_SUFFIX = "~control"
-CONTROL_ID = "ctl"  # control IDs: ctl<turn>-<nnn>, numbered in order of first appearance
-#: Rules whose findings name a cause (an ID transform, null, a malformed or empty ID, an
-#: invalid v2 chunk): each is decided against a control stream (conformance.client.observe).
-CAUSE_RULES = ("MID-C-02", "MID-C-04", "MID-S-02", "MID-C-05", "MID-S-03", "MID-C-06",
-               "MID-V2-07")
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def requirements() -> dict[str, RequirementMeta]:
     return {m.id: m for m in _metas()}
 
 
-# A client row whose cause a control stream ruled out (conformance.client.controls):
+# A client row whose cause a control stream ruled out (conformance.checks.controls):
 # neither pass nor fail, and not "not testable" either: the fault is reported elsewhere.
 NOT_ATTRIBUTABLE = "not attributable"
 

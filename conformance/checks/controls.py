@@ -4,7 +4,7 @@ A client case that checks a rule naming a specific cause (an ID transform under
 MID-C-02, ``null`` under MID-C-04 / MID-S-02, a malformed ID under MID-C-05 /
 MID-S-03, ``""`` under MID-C-06, an invalid v2 chunk under MID-V2-07) plays each
 turn twice, the same way: the probe, then its control
-(:func:`conformance.client.script.build_control`), the same arrangement with
+(``build_control`` in ``conformance/client/script.py``), the same arrangement with
 ordinary IDs and ``Ctrl `` before every text. The reference reducer expects
 the same display for both.
 
@@ -20,7 +20,7 @@ A probe issue with a cause is held until its control is shown, then:
   content: fail);
 * no control was shown (the case ended first): no cause can be named either.
 
-Pure: the observation checker (:mod:`conformance.client.observe`) feeds it.
+Pure: the observation checker (:mod:`conformance.checks.observe`) feeds it.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conformance.client.script import CAUSE_RULES, CONTROL_ID, CONTROL_PREFIX
+from conformance.controlstream import CAUSE_RULES, CONTROL_ID, CONTROL_PREFIX
 from conformance.results import Outcome
 
 if TYPE_CHECKING:
-    from conformance.client.observe import Expected, Issue
+    from conformance.checks.compare import Issue
+    from conformance.checks.reducer import Expected
 
 # The rule a fault belongs to when its cause is not the ID property under test.
 GENERIC = {"merged": "MID-C-03/merged", "attached": "MID-C-03/merged",
@@ -72,7 +73,7 @@ class ControlView:
 
 
 def control_view(exp: list[Expected], where: dict[str, list[tuple[int, int]]]) -> ControlView:
-    """``exp``: the visible expected messages with content; ``where``: observe.locate()."""
+    """``exp``: the visible expected messages with content; ``where``: reducer.locate()."""
     places: dict[str, frozenset[int]] = {}
     missing: set[str] = set()
     firsts: list[tuple[tuple[int, int], int]] = []

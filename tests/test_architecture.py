@@ -1,0 +1,123 @@
+"""The direction of imports (ARCHITECTURE.md), read from the code itself.
+
+Grading is pure: nothing in ``conformance/checks/`` reaches the process side, even
+through another module, and the checkers import each other in one direction only
+(``checks/base.py`` knows no checker; the package registers them).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "conformance"
+PROCESS_SIDE = ("conformance.transport", "conformance.driver", "conformance.runner",
+                "conformance.client", "conformance.fuzz", "conformance.modelserver",
+                "conformance.reference", "conformance.cli", "conformance.pytest_plugin",
+                "conformance.progress")
+GRADING = "conformance.checks"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_in(source: str, module: str, *, is_package: bool = False) -> set[str]:
+    """Every conformance module ``source`` (the text of ``module``) imports, at the top,
+    inside a function or under ``TYPE_CHECKING``, absolute or relative."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = parts[: len(parts) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)  # "from pkg import module"
+    return {m for m in found if m == "conformance" or m.startswith("conformance.")}
+
+
+def imports_of(path: Path) -> set[str]:
+    return imports_in(path.read_text(encoding="utf-8"), module_name(path),
+                      is_package=path.name == "__init__.py")
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+IMPORTS = {name: {m for m in imports_of(path) if m in MODULES} for name, path in MODULES.items()}
+
+
+def within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def reachable(start: str) -> dict[str, str]:
+    """Every module ``start`` imports directly or through others: {module: the path to it}.
+
+    Importing ``a.b`` runs ``a/__init__.py`` too, so a module's package is reached with it."""
+    paths = {start: start}
+    todo = [start]
+    while todo:
+        current = todo.pop()
+        parents = {current.rpartition(".")[0]} & set(MODULES)
+        for nxt in sorted(IMPORTS[current] | parents):
+            if nxt not in paths and nxt != "conformance":
+                paths[nxt] = f"{paths[current]} -> {nxt}"
+                todo.append(nxt)
+    return paths
+
+
+def test_the_import_reader_sees_relative_function_level_and_from_imports() -> None:
+    source = ("from . import timeline\n"
+              "from ..results import Outcome\n"
+              "import json\n"
+              "def f():\n"
+              "    from conformance.client import observe\n"
+              "    import conformance.runner\n")
+    assert imports_in(source, "conformance.checks.base") == {
+        "conformance.checks", "conformance.checks.timeline", "conformance.results",
+        "conformance.results.Outcome", "conformance.client", "conformance.client.observe",
+        "conformance.runner"}
+    assert imports_in("from . import wire\n", "conformance.checks", is_package=True) == {
+        "conformance.checks", "conformance.checks.wire"}
+    # Read from the tree: a top-level import and one inside a function.
+    assert "conformance.checks.base" in IMPORTS["conformance.checks.identity"]
+    assert "conformance.checks.timeline" in IMPORTS["conformance.checks.base"]
+
+
+def test_reachability_finds_the_process_side_where_it_is() -> None:
+    """The check below can fail: the runner reaches the transport, through the driver too."""
+    paths = reachable("conformance.runner")
+    assert "conformance.transport" in paths
+    assert "conformance.checks.timeline" in paths  # through the package of checks
+    assert paths["conformance.runner"] == "conformance.runner"
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if within(m, (GRADING,))])
+def test_grading_never_reaches_the_process_side(name: str) -> None:
+    bad = {m: how for m, how in reachable(name).items() if within(m, PROCESS_SIDE)}
+    assert not bad, "\n".join(bad.values())
+
+
+def test_checks_base_knows_no_checker_and_grading_has_no_import_circle() -> None:
+    assert {m for m in IMPORTS["conformance.checks.base"] if within(m, (GRADING,))} <= {
+        GRADING, "conformance.checks.timeline", "conformance.checks.events"}
+    # Between the modules of the package (its __init__ registers them all, on top).
+    checks = {m for m in MODULES if within(m, (GRADING,)) and m != GRADING}
+    graph = {m: IMPORTS[m] & checks for m in checks}
+    for start in sorted(checks):
+        path = {start: start}
+        todo = [start]
+        while todo:
+            current = todo.pop()
+            for nxt in sorted(graph[current]):
+                assert nxt != start, f"import circle: {path[current]} -> {start}"
+                if nxt not in path:
+                    path[nxt] = f"{path[current]} -> {nxt}"
+                    todo.append(nxt)
