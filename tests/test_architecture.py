@@ -2,7 +2,9 @@
 
 Grading is pure: nothing in ``conformance/checks/`` reaches the process side, even
 through another module, and the checkers import each other in one direction only
-(``checks/base.py`` knows no checker; the package registers them).
+(``checks/base.py`` knows no checker; the package registers them). The command line
+sits on top: nothing below it imports it, and the fuzz engines take typed settings,
+not parsed options.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ PROCESS_SIDE = ("conformance.transport", "conformance.driver", "conformance.runn
                 "conformance.reference", "conformance.cli", "conformance.pytest_plugin",
                 "conformance.progress")
 GRADING = "conformance.checks"
+CLI = ("conformance.cli",)
+SHELLS = ("conformance.cli", "conformance.__main__")  # the command line itself
 
 
 def module_name(path: Path) -> str:
@@ -41,7 +45,8 @@ def imports_in(source: str, module: str, *, is_package: bool = False) -> set[str
                 base = ".".join([*anchor, base] if base else anchor)
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)  # "from pkg import module"
-    return {m for m in found if m == "conformance" or m.startswith("conformance.")}
+    return {m for m in found if m == "conformance" or m.startswith("conformance.")
+            or m == "argparse"}
 
 
 def imports_of(path: Path) -> set[str]:
@@ -86,6 +91,15 @@ def test_the_import_reader_sees_relative_function_level_and_from_imports() -> No
         "conformance.runner"}
     assert imports_in("from . import wire\n", "conformance.checks", is_package=True) == {
         "conformance.checks", "conformance.checks.wire"}
+    # Every form of importing the CLI, and a name that only starts like it.
+    engine = ("import conformance.client\n"
+              "from conformance import cli\n"
+              "def f():\n"
+              "    from conformance.cli.options import Parser\n"
+              "    from ..cli import options\n"
+              "    from .. import cli as shell\n")
+    assert {m for m in imports_in(engine, "conformance.fuzz.engine") if within(m, CLI)} == {
+        "conformance.cli", "conformance.cli.options", "conformance.cli.options.Parser"}
     # Read from the tree: a top-level import and one inside a function.
     assert "conformance.checks.base" in IMPORTS["conformance.checks.identity"]
     assert "conformance.checks.timeline" in IMPORTS["conformance.checks.base"]
@@ -121,3 +135,14 @@ def test_checks_base_knows_no_checker_and_grading_has_no_import_circle() -> None
                 if nxt not in path:
                     path[nxt] = f"{path[current]} -> {nxt}"
                     todo.append(nxt)
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if not within(m, SHELLS)])
+def test_nothing_below_the_cli_imports_it(name: str) -> None:
+    assert not {m for m in imports_of(MODULES[name]) if within(m, CLI)}
+
+
+def test_the_fuzz_engines_take_typed_settings() -> None:
+    parsing = [m for m in MODULES if within(m, ("conformance.fuzz",))
+               and "argparse" in imports_of(MODULES[m])]
+    assert parsing == [], "the fuzz engines parse no command line: " + ", ".join(parsing)

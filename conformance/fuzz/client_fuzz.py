@@ -183,7 +183,7 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
                     adapter=target.adapter if not target.command else None,
                     profile=target.profile, timeout=target.timeout, env=target.env)
     # No control streams: they would double every example; the fuzzer's findings keep the
-    # suite's heuristics for a cause (conformance.client.observe.compare).
+    # suite's heuristics for a cause (conformance.checks.compare.compare).
     played = play_client_case(run, case, protocol, target.label, controls=False)
     findings = grade_run(played.transcript.entries, protocol=protocol, options=options,
                          role="client", schema_dir=schema_dir)
