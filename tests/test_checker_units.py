@@ -167,3 +167,23 @@ def test_user_chunks_without_id_one_fault_per_session_counted() -> None:
                                              tuple(echoes[1::2][:8])], findings
     assert [f.occurrences for f in findings] == [12, 12], findings
     assert all(f.outcome.value == "warn" for f in findings), findings
+
+
+@pytest.mark.parametrize("before", [2, 3, 4, 5])
+@pytest.mark.parametrize("repeats", [True, False])
+def test_id_per_chunk_after_a_message_of_any_length(before: int, repeats: bool) -> None:
+    """A message of ``before`` chunks (two or more), a one-chunk message, then four fragments of one text
+    each under a new ID: MID-A-03/id-per-chunk, whatever the first message's length (a
+    message of three or more chunks used to start the fragments' run, which hid them)."""
+    lines = [("client", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                         "params": {"protocolVersion": 1}}),
+             ("agent", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}})]
+    lines += [update("agent_message_chunk", "whole", content=text(f"Part {n}. "))
+              for n in range(before)]
+    lines += [update("agent_message_chunk", "single", content=text("Done. "))]
+    lines += [update("agent_message_chunk", f"frag-{n}", content=text(word))
+              for n, word in enumerate(["The ", "weather ", "is ", "fine. "])]
+    findings = grade(transcript(1, lines).entries, protocol=1, options=Options(),
+                     select=["MID-A-03/id-per-chunk"], repeats=repeats)
+    assert [f.outcome.value for f in findings] == ["warn"], [f.message for f in findings]
+    assert findings[0].message.startswith("5 consecutive agent chunks")

@@ -283,8 +283,8 @@ class Stability(Checker):
 
         Session, ID mode and user bookkeeping are already done; no gap is possible
         (the middle of the window is the previous chunk, which has the ID). A run
-        of one ID flips between two states ([id] and [id, continued]); it flips in
-        place here instead of through new _Run objects.
+        of one ID goes from [id] to [id, continued] and stays there while the ID goes
+        on; that happens in place here instead of through new _Run objects.
         """
         pres, window = self.tail  # type: ignore[misc]  # set by the chunk before
         seq, mid = ev.seq, ev.mid
@@ -306,8 +306,7 @@ class Stability(Checker):
                     run.seqs[0] = seq
                     run.last_text = ev.text
                     return
-                if n == 2 and ids[1] == "\0continued":  # after a continued run: [id] afresh
-                    ids.pop()
+                if n == 2 and ids[1] == "\0continued":  # the message still goes on
                     run.seqs[0] = seq
                     run.last_text = ev.text
                     return
@@ -332,11 +331,8 @@ class Stability(Checker):
         pres[2] = seqs[-1]
         window.extend([(mid, s) for s in seqs[-3:]])
         del window[:-3]
-        if len(seqs) % 2:  # each repeat flips [id] <-> [id, continued]
-            if len(ids) == 1:
-                ids.append("\0continued")
-            else:
-                ids.pop()
+        if len(ids) == 1:  # [id] -> [id, continued], which stays while the ID goes on
+            ids.append("\0continued")
         cur.seqs[0] = seqs[-1]
         cur.last_text = model.block_text(run.updates[-1].get("content"))
 
@@ -364,6 +360,10 @@ class Stability(Checker):
             run = self.run = _Run(ev.kind, ev.session)
         self.exercised("MID-A-03/id-per-chunk")
         text = model.block_text(ev.update.get("content"))
+        if run.ids and run.ids[-1] == "\0continued" and ev.mid == run.ids[-2]:
+            run.seqs[0] = ev.seq  # a third (fourth, ...) chunk of one message: it goes on
+            run.last_text = text
+            return
         if run.ids and ev.mid == run.ids[-1]:
             # The same ID continues: this run is not "a new ID on every chunk".
             self._close_run()
