@@ -47,7 +47,7 @@ from typing import Any
 import yaml
 
 from bench.common import REPO_ROOT, ratio_line, run
-from conformance.checks import Options
+from conformance.checks import Options, grade
 from conformance.cli.demo import reference_agent_command
 from conformance.client.profile import load as load_profile
 from conformance.client.runner import ClientRun, play_client_case, reference_client
@@ -60,7 +60,6 @@ from conformance.fuzz.client_fuzz import (
     stream_case,
     stream_of,
 )
-from conformance.fuzz.grading import grade_run
 from conformance.fuzz.player import AgentTarget
 from conformance.fuzz.settings import Effort, get_effort, hypothesis_settings
 from conformance.fuzz.strategies import example_streams
@@ -104,7 +103,7 @@ def split(target: ClientTarget, items: list[tuple[int, list[Any]]]) -> tuple[flo
     playing = time.perf_counter() - start
     start = time.perf_counter()
     for protocol, transcript in played:
-        grade_run(transcript.entries, protocol=protocol, options=options, role="client")
+        grade(transcript.entries, protocol=protocol, options=options, role="client")
     grading = time.perf_counter() - start
     return playing / len(items), grading / len(items)
 

@@ -329,12 +329,7 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
                        for r in case.requirements]
     else:
         findings = grade(transcript.entries, protocol=protocol, options=run.options,
-                         select=list(case.checks) + list(ALWAYS))
-        if run.schema_dir is not None:
-            from conformance.schema import validate_transcript
-
-            findings += validate_transcript(transcript.entries, run.schema_dir, protocol,
-                                            run.options.profile)
+                         select=list(case.checks) + list(ALWAYS), schema_dir=run.schema_dir)
         cr.findings = [f.with_case(name) for f in apply_strict(findings, run.strict)]
     cr.transcript_path = _save(run, transcript, name)
     cr.target_info = dict(transcript.header.get("target_info", {}))

@@ -14,6 +14,7 @@ import gc
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from conformance.profiles import DEFAULT_PROFILE, Profile
@@ -198,14 +199,20 @@ EventHandler = Callable[[Any], None]
 
 def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = None,
           select: Iterable[str] | None = None, role: str = "agent",
-          repeats: bool = True) -> list[Finding]:
-    """Grade a transcript: every selected rule gets at least one row.
+          repeats: bool = True, schema_dir: Path | None = None) -> list[Finding]:
+    """Grade a transcript: every selected rule gets at least one row. The one way the
+    suite grades: the runner, ``check``, ``replay`` and both fuzzers call it.
 
     ``select`` is a list of requirement IDs or sub-rule IDs (prefix match);
     None selects every rule for ``role``. ``repeats=False`` turns off the short
     path for long chunk runs (the findings are the same; tests prove it).
+    ``schema_dir`` (``--schema-dir``) adds the official schemas' findings
+    (``SCHEMA/official``).
     """
     from conformance.checks.timeline import Timeline
+
+    if schema_dir is not None:
+        entries = list(entries)  # read twice: by the checkers and by the schemas
 
     options = options or Options()
     rules = all_rules()
@@ -231,7 +238,12 @@ def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = 
     for ch in checkers:
         ch.finish()
     versions_seen = set(timeline.negotiated.values()) or {protocol}
-    return _rows(chosen, sink, versions_seen)
+    rows = _rows(chosen, sink, versions_seen)
+    if schema_dir is not None:
+        from conformance.schema import validate_transcript
+
+        rows += validate_transcript(entries, schema_dir, protocol, options.profile, role=role)
+    return rows
 
 
 RUN_BATCH = 64  # settled repeat lines held for on_repeats at most (more costs cache misses)

@@ -50,10 +50,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from conformance.checks import Options
+from conformance.checks import Options, grade
 from conformance.driver import DriveAborted, NotTestable
 from conformance.fuzz import model_side
-from conformance.fuzz.grading import Failure, FuzzResult, grade_run, merge_coverage, violations
+from conformance.fuzz.grading import Failure, FuzzResult, merge_coverage, violations
 from conformance.fuzz.player import (
     AgentTarget,
     FuzzDriver,
@@ -167,7 +167,7 @@ class AgentMachine(RuleBasedStateMachine):
 
     def _grade(self, *, schema: bool = False) -> list[Finding]:
         assert self.transcript is not None
-        return grade_run(self.transcript.entries, protocol=self.protocol,
+        return grade(self.transcript.entries, protocol=self.protocol,
                          options=self.config.options,
                          schema_dir=self.config.schema_dir if schema else None)
 
@@ -360,7 +360,7 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
     for why in ctx.aborts:
         result.notes.append(why)
     for f in result.failures:
-        f.findings = violations(grade_run(f.transcript.entries, protocol=f.protocol,
+        f.findings = violations(grade(f.transcript.entries, protocol=f.protocol,
                                           options=config.options, schema_dir=config.schema_dir),
                                 config.strict) or f.findings
         if on_failure is not None:
@@ -428,7 +428,7 @@ def failure_of(played: Played, requirement: str, options: Options, strict: bool,
     """The failure a play shows for ``requirement`` (None if it does not break it)."""
     if not played.playable:
         return None
-    findings = grade_run(played.transcript.entries, protocol=played.protocol, options=options,
+    findings = grade(played.transcript.entries, protocol=played.protocol, options=options,
                          schema_dir=schema_dir)
     bad = violations(findings, strict)
     match = [f for f in bad if f.requirement == requirement]

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from conformance.checks import Options, all_rules
-from conformance.fuzz.grading import Failure, FuzzResult, grade_run, violations
+from conformance.checks import Options, all_rules, grade
+from conformance.fuzz.grading import Failure, FuzzResult, violations
 from conformance.fuzz.settings import Budget, Effort
 from conformance.transcript import Transcript
 from conformance.usage import UsageError
@@ -185,7 +185,7 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
     # No control streams: they would double every example; the fuzzer's findings keep the
     # suite's heuristics for a cause (conformance.checks.compare.compare).
     played = play_client_case(run, case, protocol, target.label, controls=False)
-    findings = grade_run(played.transcript.entries, protocol=protocol, options=options,
+    findings = grade(played.transcript.entries, protocol=protocol, options=options,
                          role="client", schema_dir=schema_dir)
     return StreamRun(played.transcript, findings, played.note)
 

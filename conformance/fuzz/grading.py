@@ -1,8 +1,8 @@
 """Grading a generated run, and what a fuzz run found (both fuzzers and replay).
 
-Grading goes through :func:`conformance.checks.grade`, like a suite run's; this
-module adds only the fuzzer's selection: the official schema's findings when a
-folder is given (as the runner does), and which findings break the invariant.
+Grading goes through :func:`conformance.checks.grade` (with the official schemas'
+findings when a folder is given), like a suite run's; this module adds only the
+fuzzer's selection: which findings break the invariant.
 """
 
 from __future__ import annotations
@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from conformance.checks import Options, grade
 from conformance.fuzz.settings import Effort
 from conformance.fuzz.steps import Step
 from conformance.results import Finding, Outcome, apply_strict
@@ -32,17 +30,6 @@ def violations(findings: Sequence[Finding], strict: bool) -> list[Finding]:
     bad = [f for f in findings if f.outcome is Outcome.FAIL
            or (strict and f.outcome is Outcome.WARN)]
     return [f for f in apply_strict(sorted(bad, key=order), strict)]
-
-
-def grade_run(entries: Sequence[Any], *, protocol: int, options: Options, role: str = "agent",
-              schema_dir: Path | None = None) -> list[Finding]:
-    """The checkers' findings on a run, plus the official schema's when a folder is given."""
-    findings = grade(list(entries), protocol=protocol, options=options, role=role)
-    if schema_dir is not None:
-        from conformance.schema import validate_transcript
-
-        findings += validate_transcript(entries, schema_dir, protocol, options.profile, role=role)
-    return findings
 
 
 @dataclass

@@ -267,7 +267,8 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
                  model: Any = None) -> Verdict:
     """Play the file's steps against ``target`` (a :class:`player.AgentTarget`), with
     ``model`` (a running model server) playing the file's model script."""
-    from conformance.fuzz.grading import grade_run, violations
+    from conformance.checks import grade
+    from conformance.fuzz.grading import violations
     from conformance.fuzz.model_side import play_with_model
 
     if reg.model is not None and model is None:
@@ -280,7 +281,7 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
                                          "case": f"replay:{reg.fingerprint}"})
         if not played.playable:
             return Verdict(reg, NOT_REPLAYED, note=played.note, transcript=played.transcript)
-        bad = violations(grade_run(played.transcript.entries, protocol=reg.protocol,
+        bad = violations(grade(played.transcript.entries, protocol=reg.protocol,
                                    options=options, schema_dir=schema_dir), strict)
         same = [f for f in bad if f.requirement == reg.requirement]
         others = [f for f in bad if f.requirement != reg.requirement]
@@ -295,9 +296,10 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
 def regrade_offline(reg: Regression, *, options: Options, strict: bool,
                     schema_dir: Path | None = None) -> list[Finding]:
     """The file's own transcript graded again (what ``check`` does)."""
-    from conformance.fuzz.grading import grade_run, violations
+    from conformance.checks import grade
+    from conformance.fuzz.grading import violations
 
-    return violations(grade_run(reg.entries, protocol=reg.protocol, options=options,
+    return violations(grade(reg.entries, protocol=reg.protocol, options=options,
                                 role=str(reg.header.get("role", "agent")),
                                 schema_dir=schema_dir), strict)
 
