@@ -19,8 +19,8 @@ class AnthropicMessages(Shape):
     """Anthropic Messages (``/v1/messages``): content blocks in one message."""
 
     name = "anthropic-messages"
-    id_prefix: ClassVar[dict[str, str]] = {"response": "msg", "reasoning": "msg", "text": "msg", "tool": "toolu",
-                 "call": "toolu"}
+    id_prefix: ClassVar[dict[str, str]] = {
+        "response": "msg", "reasoning": "msg", "text": "msg", "tool": "toolu", "call": "toolu"}
 
     def matches(self, path: str) -> bool:
         return path.endswith("/messages")

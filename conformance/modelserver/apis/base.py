@@ -138,8 +138,8 @@ class Shape:
 
     name = ""
     per_item_ids = False  # True: every output item has its own upstream ID (Responses)
-    id_prefix: ClassVar[dict[str, str]] = {"response": "resp", "reasoning": "rs", "text": "msg", "tool": "fc",
-                 "call": "call"}
+    id_prefix: ClassVar[dict[str, str]] = {
+        "response": "resp", "reasoning": "rs", "text": "msg", "tool": "fc", "call": "call"}
 
     def matches(self, path: str) -> bool:
         raise NotImplementedError

@@ -19,8 +19,9 @@ class ChatCompletions(Shape):
     """OpenAI Chat Completions (``/v1/chat/completions``), used by OpenAI-compatible SDKs."""
 
     name = "openai-chat"
-    id_prefix: ClassVar[dict[str, str]] = {"response": "chatcmpl", "reasoning": "chatcmpl", "text": "chatcmpl",
-                 "tool": "call", "call": "call"}
+    id_prefix: ClassVar[dict[str, str]] = {
+        "response": "chatcmpl", "reasoning": "chatcmpl", "text": "chatcmpl", "tool": "call",
+        "call": "call"}
 
     def matches(self, path: str) -> bool:
         return path.endswith("/chat/completions")

@@ -19,8 +19,9 @@ class Gemini(Shape):
     """Gemini ``models/{model}:streamGenerateContent`` (SSE) and ``:generateContent``."""
 
     name = "gemini"
-    id_prefix: ClassVar[dict[str, str]] = {"response": "gresp", "reasoning": "gresp", "text": "gresp", "tool": "gcall",
-                 "call": "gcall"}
+    id_prefix: ClassVar[dict[str, str]] = {
+        "response": "gresp", "reasoning": "gresp", "text": "gresp", "tool": "gcall",
+        "call": "gcall"}
 
     def matches(self, path: str) -> bool:
         return bool(re.search(r"/models/[^/]+:(stream)?[gG]enerateContent$", path))
