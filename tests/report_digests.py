@@ -101,8 +101,8 @@ def run_one(name: str, args: list[str]) -> dict[str, str]:
     return texts
 
 
-def record(out: Path, jobs: int) -> None:
-    plan = targets()
+def record(out: Path, jobs: int, only: list[str]) -> None:
+    plan = {n: a for n, a in targets().items() if not only or n in only}
     results: dict[str, Any] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(run_one, n, a): n for n, a in plan.items()}
@@ -145,9 +145,11 @@ def main() -> int:
     p.add_argument("--compare", type=Path, nargs="+", metavar="FILE",
                    help="OLD NEW, or OLD OLD-AGAIN NEW: what changed")
     p.add_argument("-j", "--jobs", type=int, default=2, help="targets run at once")
+    p.add_argument("--only", action="append", default=[], metavar="NAME",
+                   help="only this target (e.g. client/trimmed.py); repeatable")
     ns = p.parse_args()
     if ns.out:
-        record(ns.out, ns.jobs)
+        record(ns.out, ns.jobs, ns.only)
         return 0
     if ns.compare and len(ns.compare) in (2, 3):
         return compare(ns.compare)
