@@ -307,6 +307,11 @@ def conformance_command(t: Target, run: Run, inst: Installer, out: Path,
         template.write_text(fill(str(c["template"]), values), encoding="utf-8")
         argv += ["--agent-config", f"{template}={fill(str(c['dest']), values)}"]
     version = protocol[1:] if protocol else run.protocol
+    # One case at a time: every case of a run shares its {home}, and an agent that keeps
+    # state there (codex's sqlite under CODEX_HOME) fails when two of its processes start
+    # at once. The matrix runs its items in parallel instead (pytest-xdist); a run's
+    # ``args`` may still ask for --jobs.
+    argv += ["--jobs", "1"]
     argv += ["--protocol", version, "--timeout", str(run.timeout), "--no-color",
              "--json", str(out / "report.json"), "--transcripts", str(out / "transcripts")]
     for c in run.cases:
