@@ -54,33 +54,22 @@ from conformance.reference.wire import (
     AGENT_NAME,
     AGENT_VERSION,
     CHUNK_UPDATES,
-    INTERNAL_ERROR,
     INVALID_PARAMS,
-    INVALID_REQUEST,
     LONG_PROMPT,
     MESSAGE_UPDATES,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
     RESOURCE_NOT_FOUND,
     SUPPORTED_VERSIONS,
     JsonObject,
     RequestId,
     RpcError,
-    WireMessage,
-    decode_line,
-    encode_line,
     joined_text,
-    now_iso,
     text_block,
 )
 
-# Fixtures import these from here; the agent is the reference target's one public module.
+# The reference target's public names: fixtures import them from here.
 __all__ = [
-    "AGENT_NAME", "AGENT_VERSION", "CHUNK_UPDATES", "INTERNAL_ERROR", "INVALID_PARAMS",
-    "INVALID_REQUEST", "LONG_PROMPT", "MESSAGE_UPDATES", "METHOD_NOT_FOUND", "PARSE_ERROR",
-    "RESOURCE_NOT_FOUND", "SUPPORTED_VERSIONS", "JsonObject", "ReferenceAgent", "RequestId",
-    "RpcError", "Session", "SessionStore", "Turn", "WireMessage", "decode_line", "encode_line",
-    "joined_text", "main", "now_iso", "text_block",
+    "CHUNK_UPDATES", "JsonObject", "ReferenceAgent", "RequestId", "RpcError", "Session",
+    "SessionStore", "Turn", "joined_text", "main", "text_block",
 ]
 
 log = logging.getLogger("acp-reference-agent")
