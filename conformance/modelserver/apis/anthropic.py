@@ -27,9 +27,7 @@ class AnthropicMessages(Shape):
 
     def parse(self, path: str, body: dict[str, Any]) -> Request:
         req = Request(self.name, str(body.get("model", "")), body.get("stream") is True)
-        for t in body.get("tools") or []:
-            if isinstance(t, dict) and isinstance(t.get("name"), str):
-                req.tools[t["name"]] = t.get("input_schema")
+        req.declare(body.get("tools"), "input_schema")
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
         last_user = -1
         for n, m in enumerate(messages):

@@ -37,6 +37,14 @@ class Request:
     last_user: str = ""
     wants_json: bool = False  # structured output asked (a side request, not a turn)
 
+    def declare(self, declarations: Any, *schema_keys: str) -> None:
+        """Record the tools of ``declarations`` (each a mapping with a ``name``), with the
+        parameters schema under the first of ``schema_keys`` it has."""
+        for d in declarations if isinstance(declarations, list) else []:
+            if isinstance(d, dict) and isinstance(d.get("name"), str):
+                self.tools[d["name"]] = next(
+                    (d[k] for k in schema_keys if d.get(k) is not None), None)
+
 
 @dataclass
 class Item:

@@ -28,10 +28,8 @@ class ChatCompletions(Shape):
 
     def parse(self, path: str, body: dict[str, Any]) -> Request:
         req = Request(self.name, str(body.get("model", "")), body.get("stream") is True)
-        for t in body.get("tools") or []:
-            fn = t.get("function") if isinstance(t, dict) else None
-            if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-                req.tools[fn["name"]] = fn.get("parameters")
+        req.declare([t.get("function") for t in body.get("tools") or [] if isinstance(t, dict)],
+                    "parameters")
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
         last_user = -1
         for i, m in enumerate(messages):

@@ -30,10 +30,8 @@ class Gemini(Shape):
         m = re.search(r"/models/([^/:]+):", path)
         req = Request(self.name, m.group(1) if m else "", "streamGenerateContent" in path)
         for t in body.get("tools") or []:
-            for fd in (t.get("functionDeclarations") or []) if isinstance(t, dict) else []:
-                if isinstance(fd, dict) and isinstance(fd.get("name"), str):
-                    req.tools[fd["name"]] = fd.get("parametersJsonSchema") or fd.get(
-                        "parameters")
+            if isinstance(t, dict):
+                req.declare(t.get("functionDeclarations"), "parametersJsonSchema", "parameters")
         contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
         last_user = -1
         for n, c in enumerate(contents):

@@ -27,9 +27,7 @@ class Responses(Shape):
 
     def parse(self, path: str, body: dict[str, Any]) -> Request:
         req = Request(self.name, str(body.get("model", "")), body.get("stream") is True)
-        for t in body.get("tools") or []:
-            if isinstance(t, dict) and isinstance(t.get("name"), str):
-                req.tools[t["name"]] = t.get("parameters")
+        req.declare(body.get("tools"), "parameters")
         items = body.get("input")
         if isinstance(items, str):
             items = [{"type": "message", "role": "user", "content": items}]
