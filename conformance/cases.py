@@ -6,6 +6,7 @@ traceback. Unknown keys are errors (``additionalProperties: false``).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -50,18 +51,25 @@ def default_cases_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "cases"
 
 
-def _schema() -> dict[str, Any]:
+@functools.lru_cache(maxsize=1)
+def _validator() -> Any:
+    """The case schema's validator, built once per process (every case file uses it)."""
+    import jsonschema
+
     text = (resources.files("conformance") / "data" / "case.schema.json").read_text("utf-8")
-    return dict(json.loads(text))
+    return jsonschema.Draft202012Validator(dict(json.loads(text)))
 
 
 MAX_NODES = 50_000  # values in one YAML file, aliases expanded (an alias bomb stops here)
+# libyaml's composer when PyYAML was built with it (the same nodes and marks, about
+# ten times faster); the pure-Python one otherwise.
+_COMPOSER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def compose_with_lines(text: str, name: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """Parse YAML keeping the line of every node, keyed by its JSON path."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_COMPOSER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -71,6 +79,7 @@ def compose_with_lines(text: str, name: str) -> tuple[Any, dict[tuple[Any, ...],
         raise CaseError(f"{name}:1: invalid YAML: nested too deeply") from None
     lines: dict[tuple[Any, ...], int] = {}
     count = 0
+    scalars = yaml.SafeLoader("")  # one constructor for every scalar of the file
 
     def walk(n: Any, path: tuple[Any, ...]) -> Any:
         nonlocal count
@@ -94,7 +103,7 @@ def compose_with_lines(text: str, name: str) -> tuple[Any, dict[tuple[Any, ...],
             return out
         if isinstance(n, yaml.SequenceNode):
             return [walk(v, path + (i,)) for i, v in enumerate(n.value)]
-        return _scalar(n)
+        return scalars.construct_object(n, deep=True)
 
     if node is None:
         raise CaseError(f"{name}:1: empty file")
@@ -102,14 +111,8 @@ def compose_with_lines(text: str, name: str) -> tuple[Any, dict[tuple[Any, ...],
         return walk(node, ()), lines
     except RecursionError:
         raise CaseError(f"{name}:1: invalid YAML: nested too deeply") from None
-
-
-def _scalar(n: Any) -> Any:
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(n, deep=True)
     finally:
-        loader.dispose()
+        scalars.dispose()
 
 
 def _line_of(lines: dict[tuple[Any, ...], int], path: Iterable[Any]) -> int:
@@ -130,12 +133,10 @@ def read_input(path: Path, what: str, error: type[Exception] = CaseError) -> str
 
 
 def load_file(path: Path) -> list[Case]:
-    import jsonschema
-
     name = str(path)
     text = read_input(path, "case file")
     data, lines = compose_with_lines(text, name)
-    validator = jsonschema.Draft202012Validator(_schema())
+    validator = _validator()
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         err = min(errors, key=lambda e: _line_of(lines, e.absolute_path))

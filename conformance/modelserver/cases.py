@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.modelserver.script import ModelScript, ScriptError, default_script, load_script
-from conformance.modelserver.server import ModelServer
+
+if TYPE_CHECKING:
+    from conformance.modelserver.server import ModelServer
 
 PLACEHOLDER = "{model_url}"
 _cache: dict[Path, ModelScript] = {}
@@ -88,6 +90,8 @@ def prepare_run(command: str | Sequence[str], env: Mapping[str, str], cases: Ite
     """
     server: ModelServer | None = None
     if enabled or script is not None:
+        from conformance.modelserver.server import ModelServer
+
         for case in cases:
             script_for(case, script)
         server = ModelServer().start()

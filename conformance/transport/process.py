@@ -129,6 +129,7 @@ class TargetProcess(Reading):
         self.unrecorded_bytes = 0
         self.output_held = False  # the process exited but its stdout stayed open
         self.stdout_closed = threading.Event()
+        self.exited = threading.Event()  # set by the exit watcher once the process has ended
         self.exit_info: ExitInfo | None = None
         self._killed = False
         self._closing = threading.Event()  # the suite no longer waits for lines
@@ -276,7 +277,14 @@ class TargetProcess(Reading):
             pass
 
     def wait_exit(self, timeout: float) -> int | None:
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        """The exit status once the process has ended, or None after ``timeout`` seconds.
+
+        Woken by the exit watcher the moment the process ends (``Popen.wait`` with a
+        timeout polls, sleeping up to 50 ms between looks).
+        """
+        if self.exited.wait(timeout):
+            try:
+                return self.proc.wait(timeout=timeout)  # reaps at once: it has exited
+            except subprocess.TimeoutExpired:
+                return None
+        return self.proc.poll()

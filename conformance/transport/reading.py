@@ -67,6 +67,7 @@ class Reading:
     unrecorded_bytes: int
     output_held: bool
     stdout_closed: threading.Event
+    exited: threading.Event
     _room: threading.Condition
     _stderr_tail_len: int
     _closing: threading.Event
@@ -241,6 +242,7 @@ class Reading:
                 self.proc.wait()
         except (ChildProcessError, OSError):
             pass  # already reaped by close()
+        self.exited.set()
         if self.stdout_closed.wait(EXIT_SETTLE) or self._closing.is_set():
             return
         self.output_held = True
