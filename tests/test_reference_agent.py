@@ -592,6 +592,52 @@ def test_jsonrpc_errors_and_clean_exit(client: Client) -> None:
     agent.close()
 
 
+def _agent_cli(args: list[str], stdin: bytes = b"", **env: str) -> subprocess.CompletedProcess[bytes]:
+    full = dict(os.environ, **env)
+    full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full.get("PYTHONPATH")]))
+    return subprocess.run(REFERENCE + args, input=stdin, capture_output=True, env=full,
+                          cwd=REPO_ROOT, timeout=30, check=False)
+
+
+def test_command_line_is_read_by_hand_like_argparse(tmp_path: Path) -> None:
+    """--state-dir (both spellings) is where sessions go; --help and a bad argument
+    answer the way argparse would (exit 0 / exit 2 with a one-line error)."""
+    lines = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+              "params": {"protocolVersion": 1, "clientCapabilities": {}}},
+             {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+              "params": {"cwd": CWD, "mcpServers": []}}]
+    stdin = b"".join(json.dumps(m).encode() + b"\n" for m in lines)
+    for n, args in enumerate([["--state-dir", str(tmp_path / "a")],
+                              [f"--state-dir={tmp_path / 'b'}"]]):
+        done = _agent_cli(args, stdin, ACP_REFERENCE_STATE_DIR=str(tmp_path / "env"))
+        assert done.returncode == 0, done.stderr
+        sid = json.loads(done.stdout.splitlines()[1])["result"]["sessionId"]
+        assert (tmp_path / "ab"[n] / f"{sid}.json").is_file()
+    assert not (tmp_path / "env").exists()
+    shown = _agent_cli(["--help"])
+    assert shown.returncode == 0 and b"--state-dir DIR" in shown.stdout
+    for bad, said in [(["--bogus"], b"unrecognized argument: --bogus"),
+                      (["--state-dir"], b"argument --state-dir: expected one argument")]:
+        done = _agent_cli(bad)
+        assert done.returncode == 2 and done.stdout == b""
+        assert done.stderr.splitlines()[-1] == b"acp-reference-agent: error: " + said
+
+
+def test_log_is_quiet_by_default_and_loads_logging_only_when_due() -> None:
+    notification = b'{"jsonrpc":"2.0","method":"_acp_mid/unknown_notification"}\n'
+    quiet = _agent_cli([], notification)
+    assert quiet.returncode == 0 and quiet.stderr == b""
+    told = _agent_cli([], notification, ACP_REFERENCE_LOG_LEVEL="info")
+    assert told.stderr.decode().strip() == (
+        "ReferenceAgent: INFO ignoring notification _acp_mid/unknown_notification")
+    probe = ("import sys; from conformance.reference.agent import ReferenceAgent, main; "
+             "main(agent_class=ReferenceAgent); print('logging' in sys.modules, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe], input=b"", capture_output=True,
+                          cwd=REPO_ROOT, timeout=30, check=False,
+                          env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    assert done.stderr.strip() == b"False", done.stderr
+
+
 # --------------------------------------------------------------------------
 # Reference agent: v2
 # --------------------------------------------------------------------------

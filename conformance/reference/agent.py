@@ -18,7 +18,7 @@ connection):
   ``replayFrom: {"type": "start"}`` replays the history as whole-message
   upserts before its response.
 
-Message IDs are opaque ``msg_<uuid4 hex>`` strings, made in one place
+Message IDs are opaque ``msg_<32 random hex digits>`` strings, made in one place
 (:meth:`ReferenceAgent.new_message_id`), unique within the session, the same
 on every chunk of a message, and kept across replays. Legacy client-supplied
 IDs in ``session/prompt`` are ignored.
@@ -40,11 +40,8 @@ bottom without jumping between mixins.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
 import sys
-import uuid
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -63,6 +60,8 @@ from conformance.reference.wire import (
     RequestId,
     RpcError,
     joined_text,
+    log,
+    random_hex,
     text_block,
 )
 
@@ -71,9 +70,6 @@ __all__ = [
     "CHUNK_UPDATES", "JsonObject", "ReferenceAgent", "RequestId", "RpcError", "Session",
     "SessionStore", "Turn", "joined_text", "main", "text_block",
 ]
-
-log = logging.getLogger("acp-reference-agent")
-
 
 class ReferenceAgent(Connection):
     """A conformant ACP agent. Override one method to break one rule."""
@@ -183,7 +179,7 @@ class ReferenceAgent(Connection):
         cwd = self.require_cwd(params)
         self.check_mcp_servers(params, required=not self.v2)
         session = Session(
-            session_id=f"sess_{uuid.uuid4().hex}",
+            session_id=f"sess_{random_hex()}",
             cwd=cwd,
             protocol_version=self.protocol_version or 1,
         )
@@ -248,7 +244,7 @@ class ReferenceAgent(Connection):
 
         ``kind`` is "user", "agent" or "thought"; the reference agent does not
         encode it in the ID (clients must not parse IDs)."""
-        return f"msg_{uuid.uuid4().hex}"
+        return f"msg_{random_hex()}"
 
     def chunk_message_id(
         self, kind: str, message_id: str, index: int, total: int
@@ -267,7 +263,7 @@ class ReferenceAgent(Connection):
         return str(entry["messageId"])
 
     def new_tool_call_id(self) -> str:
-        return f"call_{uuid.uuid4().hex}"
+        return f"call_{random_hex()}"
 
     # ---- update builders ---------------------------------------------------
 
@@ -540,22 +536,45 @@ class ReferenceAgent(Connection):
 # --------------------------------------------------------------------------
 
 
+USAGE = """usage: acp-reference-agent [-h] [--state-dir DIR]
+
+A conformant ACP agent for protocol v1 and v2 over stdio.
+
+options:
+  -h, --help       show this help message and exit
+  --state-dir DIR  where sessions are stored (default: $ACP_REFERENCE_STATE_DIR,
+                   else <tempdir>/acp-reference-agent-<uid>)
+"""
+
+
+def parse_args(argv: list[str]) -> str | None:
+    """The ``--state-dir`` value (None: the default). Read by hand, not with argparse:
+    its help formatter costs a tenth of the agent's start-up, paid by every case."""
+    state_dir = None
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg in ("-h", "--help"):
+            sys.stdout.write(USAGE)
+            raise SystemExit(0)
+        if arg == "--state-dir" and args:
+            state_dir = args.pop(0)
+        elif arg.startswith("--state-dir=") and arg != "--state-dir=":
+            state_dir = arg.split("=", 1)[1]
+        else:
+            problem = ("argument --state-dir: expected one argument"
+                       if arg.startswith("--state-dir") else f"unrecognized argument: {arg}")
+            sys.stderr.write(f"{USAGE.splitlines()[0]}\nacp-reference-agent: error: {problem}\n")
+            raise SystemExit(2)
+    return state_dir
+
+
 def main(argv: list[str] | None = None, agent_class: type[ReferenceAgent] = ReferenceAgent) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--state-dir",
-        help="where sessions are stored (default: $ACP_REFERENCE_STATE_DIR, "
-        "else <tempdir>/acp-reference-agent-<uid>)",
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=os.environ.get("ACP_REFERENCE_LOG_LEVEL", "WARNING").upper(),
-        format=f"{agent_class.__name__}: %(levelname)s %(message)s",
-    )
+    state_dir = parse_args(sys.argv[1:] if argv is None else argv)
+    log.prefix = agent_class.__name__
     stdout = sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print() must never reach the protocol stream
-    agent = agent_class(stdout=stdout, store=SessionStore(args.state_dir))
+    agent = agent_class(stdout=stdout, store=SessionStore(state_dir))
     return agent.run()
 
 

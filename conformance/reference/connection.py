@@ -9,7 +9,6 @@ exist and what they do is the agent's business (``request_handlers``).
 
 from __future__ import annotations
 
-import logging
 import queue
 import sys
 import threading
@@ -30,9 +29,8 @@ from conformance.reference.wire import (
     WireMessage,
     decode_line,
     encode_line,
+    log,
 )
-
-log = logging.getLogger("acp-reference-agent")
 
 Handler = Callable[[RequestId, JsonObject], "JsonObject | None"]
 
@@ -257,7 +255,7 @@ class Connection:
             self.respond_error(request_id, exc.code, exc.message, exc.data)
         except BrokenPipeError:
             raise
-        except Exception as exc:  # our own bug: say so, keep serving
+        except Exception as exc:  # noqa: BLE001 - our own bug: say so (log.exception), keep serving
             log.exception("internal error in %s", message["method"])
             self.respond_error(request_id, INTERNAL_ERROR, "Internal error", str(exc))
         else:

@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
-from dataclasses import dataclass, field
 
-from conformance.reference.wire import JsonObject, RequestId, joined_text, now_iso
+from conformance.reference.wire import JsonObject, RequestId, joined_text, now_iso, random_hex
 
 
-@dataclass
 class Session:
     """A conversation and its full history, in the order the client saw it.
 
@@ -23,12 +20,15 @@ class Session:
     "rawInput": {...}, "content": [ToolCallContent, ...]}``.
     """
 
-    session_id: str
-    cwd: str
-    protocol_version: int
-    history: list[JsonObject] = field(default_factory=list)
-    title: str | None = None
-    updated_at: str = ""
+    def __init__(self, session_id: str, cwd: str, protocol_version: int,
+                 history: list[JsonObject] | None = None, title: str | None = None,
+                 updated_at: str = "") -> None:
+        self.session_id = session_id
+        self.cwd = cwd
+        self.protocol_version = protocol_version
+        self.history: list[JsonObject] = [] if history is None else history
+        self.title = title
+        self.updated_at = updated_at
 
     def to_json(self) -> JsonObject:
         return {
@@ -52,6 +52,16 @@ class Session:
         )
 
 
+def temp_dir() -> str:
+    """The temporary folder as ``tempfile.gettempdir()`` finds it on POSIX, without
+    importing tempfile (a good part of the agent's start-up)."""
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        configured = os.environ.get(name)
+        if configured and os.path.isdir(configured):
+            return configured
+    return "/tmp"
+
+
 class SessionStore:
     """One JSON file per session, replaced atomically after every change."""
 
@@ -72,7 +82,7 @@ class SessionStore:
             import getpass
 
             owner = getpass.getuser()
-        return os.path.join(tempfile.gettempdir(), f"acp-reference-agent-{owner}")
+        return os.path.join(temp_dir(), f"acp-reference-agent-{owner}")
 
     def path(self, session_id: str) -> str | None:
         # Session IDs come from the client: never let one name a path.
@@ -91,7 +101,8 @@ class SessionStore:
         path = self.path(session.session_id)
         assert path is not None, "the agent only creates well-formed session IDs"
         session.updated_at = now_iso()
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        tmp = os.path.join(self.directory, f".tmp-{random_hex()}.json")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(session.to_json(), f)  # ASCII escapes: always encodable
@@ -111,18 +122,19 @@ class SessionStore:
         return sessions
 
 
-@dataclass
 class Turn:
     """One prompt being worked on (v1: until the response; v2: until idle)."""
 
-    session: Session
-    request_id: RequestId
-    prompt: list[JsonObject]
-    user_message_id: str = ""
-    cancelled: bool = False
-    # (kind, messageId) -> the history entry being filled by this turn.
-    records: dict[tuple[str, str], JsonObject] = field(default_factory=dict)
-    last_message_id: dict[str, str] = field(default_factory=dict)
+    def __init__(self, session: Session, request_id: RequestId, prompt: list[JsonObject],
+                 user_message_id: str = "", cancelled: bool = False) -> None:
+        self.session = session
+        self.request_id = request_id
+        self.prompt = prompt
+        self.user_message_id = user_message_id
+        self.cancelled = cancelled
+        # (kind, messageId) -> the history entry being filled by this turn.
+        self.records: dict[tuple[str, str], JsonObject] = {}
+        self.last_message_id: dict[str, str] = {}
 
     @property
     def text(self) -> str:

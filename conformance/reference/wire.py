@@ -4,8 +4,10 @@ one way a message is encoded to (and decoded from) a line."""
 from __future__ import annotations
 
 import json
-import re
-from datetime import datetime, timezone
+import os
+import re  # json imports it anyway
+import sys
+import time
 from typing import Any
 
 JsonObject = dict[str, Any]
@@ -74,4 +76,54 @@ def encode_line(message: WireMessage) -> bytes:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def random_hex() -> str:
+    """32 random hex digits: the opaque part of every ID the agent makes."""
+    return os.urandom(16).hex()
+
+
+_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+
+
+class Log:
+    """The agent's log on stderr, level from ``$ACP_REFERENCE_LOG_LEVEL`` (default WARNING).
+
+    The logging module is loaded only when a line is due: importing it is a good
+    part of the agent's start-up, paid by every case of a run, and the agent logs
+    only when something is off (or when asked for more).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.prefix = name  # main() sets the agent class's name
+
+    def _emit(self, level: int, msg: str, *args: Any, exc_info: bool = False) -> None:
+        wanted = os.environ.get("ACP_REFERENCE_LOG_LEVEL", "WARNING").upper()
+        threshold = _LEVELS.get(wanted, _LEVELS["WARNING"])
+        if level < threshold:
+            return
+        import logging
+
+        logger = logging.getLogger(self.name)
+        if not logger.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter(f"{self.prefix}: %(levelname)s %(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(threshold)
+            logger.propagate = False
+        logger.log(level, msg, *args, exc_info=exc_info)
+
+    def info(self, msg: str, *args: Any) -> None:
+        self._emit(_LEVELS["INFO"], msg, *args)
+
+    def warning(self, msg: str, *args: Any) -> None:
+        self._emit(_LEVELS["WARNING"], msg, *args)
+
+    def exception(self, msg: str, *args: Any) -> None:
+        """An error with the traceback of the exception being handled."""
+        self._emit(_LEVELS["ERROR"], msg, *args, exc_info=True)
+
+
+log = Log("acp-reference-agent")
