@@ -297,8 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in broken_agents(ns.agents.split(",") if ns.agents else None):
         target = AgentTarget([sys.executable, str(REPO_ROOT / "fixtures" / "agents" /
                                                   f"{name}.py")], name, env)
-        protocols, profile = fuzz_setup(name)
-        options = Options(profile=get_profile(profile)) if profile else Options()
+        protocols, profile_name = fuzz_setup(name)
+        options = Options(profile=get_profile(profile_name)) if profile_name else Options()
         control = not expected_rules(name)
         r = run_agent_fuzz(AgentFuzzConfig(target, protocols=protocols, options=options,
                                            strict=True, max_failures=1), effort, ns.seed)
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{'POSITIVE CONTROL FAILED' if control else 'yes' if hit else 'NO'}")
         shown = f"{first:7.2f}" if first is not None else "      -"
         runs = f"{first / per_run:6.1f}" if first is not None else "     -"
-        where = "v" + "/".join(map(str, protocols)) + (f" {profile}" if profile else "")
+        where = "v" + "/".join(map(str, protocols)) + (f" {profile_name}" if profile_name else "")
         print(f"  {name:<32} {shown} {runs} {r.elapsed:7.2f}  {found}  [{where}]")
         figures["agents"][name] = {"first": first, "total": r.elapsed, "found": found,
                                    "control": control}

@@ -129,6 +129,21 @@ def test_acplint_comparison_skips_cleanly_without_acplint() -> None:
     assert "skip: acplint not installed" in done.stdout
 
 
+def test_acplint_comparison_floor_without_acplint() -> None:
+    """The floor: the raw driver's replay of the same exchanges, spread over the workers."""
+    done = bench("bench.acplint_compare", "--floor-only", "--repeats", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    floors = re.findall(r"^  floor at -j (auto \(\d+\)|4) +([\d.]+) s  \[start-up [\d.]+ s \+ "
+                        r"max\(sum of 16 raw cases [\d.]+ s / \d+, longest [\d.]+ s\); the raw "
+                        r"cases hold 19 agent starts and 6 grace windows \(1.50 s\)\]$",
+                        done.stdout, re.MULTILINE)
+    assert [f[0].split()[0] for f in floors] == ["auto", "4"]
+    assert all(float(f[1]) > 0 for f in floors)
+    for label in ("-j 1", "-j auto", "-j 4"):
+        assert re.search(rf"^  acp-conformance {label} +wall +[\d.]+ s  cpu +[\d.]+ s  exit 0$",
+                         done.stdout, re.MULTILINE), label
+
+
 def test_peak_reports_the_commands_own_memory() -> None:
     done = subprocess.run([sys.executable, "-m", "bench.peak", "-c",
                            "import sys; b = bytearray(64 * 1024 * 1024); sys.exit(3)"],
