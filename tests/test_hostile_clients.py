@@ -106,3 +106,44 @@ def test_fixture_table_lists_every_hostile_client() -> None:
     for path in (readme.parent / "clients").glob("[a-z]*.py"):
         assert f"`{path.stem}`" in table, f"{path.stem} is missing from the README table"
         assert f'"{path.stem}"' in tested, f"{path.stem} has no test"
+
+
+def _notes(run: Run) -> dict[str, str]:
+    assert run.report is not None, run.stderr
+    return {c["case"]: c.get("note", "") for c in run.report["cases"]}
+
+
+def test_a_client_that_never_starts_costs_two_timeouts_not_one_per_case(tmp_path: Path) -> None:
+    """The same fault at the same step in two cases in a row settles the version: the
+    rest are "not run" with the reason, never counted as passed (runner.Shortcut)."""
+    run = run_client("never_ready", tmp_path, timeout=TIMEOUT, case="client-*",
+                     extra=["-j", "1"])
+    assert run.returncode == 1, run.stderr
+    notes = _notes(run)
+    ran = [c for c, note in notes.items() if note.startswith("aborted: timeout")]
+    assert ran == ["client-grouping@v1", "client-missing-and-null@v1"], notes
+    why = ("not run: the target went silent at start in client-grouping@v1 and "
+           "client-missing-and-null@v1")
+    assert len(notes) > 4 and all(n == why for c, n in notes.items() if c not in ran), notes
+    assert [f["case"] for f in run.findings("MID-C-08/hang", "fail")] == ran
+    assert_contained(run, waited=2 * TIMEOUT)
+
+
+def test_keep_going_runs_every_client_case(tmp_path: Path) -> None:
+    cases = ["client-grouping", "client-missing-and-null", "client-empty-id"]
+    run = run_client("never_ready", tmp_path, timeout=TIMEOUT, case=cases[0],
+                     extra=["--case", cases[1], "--case", cases[2], "--keep-going", "-j", "3"])
+    assert run.returncode == 1, run.stderr
+    notes = _notes(run)
+    assert sorted(notes) == sorted(f"{c}@v1" for c in cases)
+    assert all(n.startswith("aborted: timeout") for n in notes.values()), notes
+
+
+def test_a_client_that_exits_at_its_first_turn_is_stopped_after_two_cases(
+        tmp_path: Path) -> None:
+    run = run_client("exits_early", tmp_path, timeout=TIMEOUT, case="client-*",
+                     extra=["-j", "1"])
+    assert run.returncode == 1, run.stderr
+    not_run = {n for n in _notes(run).values() if n.startswith("not run")}
+    assert not_run == {"not run: the target exited at turn 1 in client-grouping@v1 and "
+                       "client-missing-and-null@v1"}, _notes(run)

@@ -155,7 +155,7 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
                     timeout=ns.timeout, strict=ns.strict, transcripts=ns.transcripts,
                     env=env_pairs(ns.agent_env), progress=progress if progress.enabled else None,
                     turn_timeout=ns.turn_timeout, handle_signals=True,
-                    jobs=ns.jobs, deadline=ns.deadline)
+                    jobs=ns.jobs, deadline=ns.deadline, keep_going=ns.keep_going)
     try:
         result = run_client_suite(run, cases, label or command or ns.client_adapter)
     except RunInterrupted as exc:

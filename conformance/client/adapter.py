@@ -125,7 +125,8 @@ class AdapterClient(DoubleTally):
             return self.worker.run(step)
         except Hung as hung:
             self._event("timeout", {"timeout": self.timeout, "waiting_for": hung.what})
-            raise ClientAborted(f"the adapter did not return from {hung.what}") from None
+            raise ClientAborted(f"the adapter did not return from {hung.what}",
+                                f"did not return from {hung.what}") from None
 
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
         """One call into adapter code (on the adapter's thread): an exception is a crash."""
@@ -137,7 +138,8 @@ class AdapterClient(DoubleTally):
             self._event("early-exit", {"waiting_for": what, "returncode": None,
                                        "exception": f"{type(exc).__name__}: {exc}",
                                        "output_tail": traceback.format_exc(limit=8)[-2000:]})
-            raise ClientAborted(f"the adapter raised {type(exc).__name__} in {what}") from None
+            raise ClientAborted(f"the adapter raised {type(exc).__name__} in {what}",
+                                f"raised {type(exc).__name__} in {what}") from None
 
     def _event(self, event: str, data: JsonObject) -> None:
         data.setdefault("output_tail", "")
@@ -167,7 +169,7 @@ class AdapterClient(DoubleTally):
         if self.sessions == 0:
             self._event("timeout", {"timeout": 0, "waiting_for":
                                     "the client to open a session (it went quiet without one)"})
-            raise ClientAborted("the client opened no session")
+            raise ClientAborted("the client opened no session", "opened no session")
 
     def _pump(self, what: str) -> None:
         assert self.engine is not None and self.adapter is not None
@@ -191,7 +193,8 @@ class AdapterClient(DoubleTally):
                 self._deliver(engine, adapter, what)
                 if count > MAX_MESSAGES:
                     self._event("flood", {"limit": MAX_MESSAGES, "waiting_for": what})
-                    raise ClientAborted("the client and the agent double exchanged too much")
+                    raise ClientAborted("the client and the agent double exchanged too much",
+                                        "flooded the agent double")
             if engine.waiting_for is None:
                 return
             engine.timed_out()  # the client went quiet without answering
@@ -239,7 +242,7 @@ class AdapterClient(DoubleTally):
             self._observe(turn, exited="the client sent no session/prompt")
             self._event("timeout", {"timeout": 0, "waiting_for": f"a session/prompt for turn "
                                     f"{turn.name} (the client went quiet without one)"})
-            raise ClientAborted("the client sent no prompt")
+            raise ClientAborted("the client sent no prompt", "sent no prompt")
         self._observe(turn)
 
     def can_reload(self) -> bool:

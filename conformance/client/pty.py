@@ -41,7 +41,16 @@ DIMENSIONS = (60, 1000)  # rows, columns: wide, so clients do not wrap rendered 
 
 
 class ClientAborted(Exception):
-    """The client hung, exited or flooded: the case stops; the transcript says why."""
+    """The client hung, exited or flooded: the case stops; the transcript says why.
+
+    ``kind`` names the fault without the case's own words ("went silent",
+    "exited"); the runner adds the step it happened at, so two cases that end
+    the same way at the same step are seen to repeat (see ``runner.Shortcut``).
+    """
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -176,7 +185,8 @@ class PtyClient(DoubleTally):
                                             "deadline": self.turn_timeout if kept_coming
                                             else None})
                 raise ClientAborted(f"timeout waiting for {waiting_for}" + (
-                    f" (--turn-timeout {self.turn_timeout:g} s)" if kept_coming else ""))
+                    f" (--turn-timeout {self.turn_timeout:g} s)" if kept_coming else ""),
+                    "kept writing past --turn-timeout" if kept_coming else "went silent")
             fds = [wake] if self.eof or self.child is None else [wake, self.child.child_fd]
             ready, _, _ = select.select(fds, [], [], remaining)
             if wake in ready:
@@ -197,7 +207,8 @@ class PtyClient(DoubleTally):
                 deadline = time.monotonic() + silence
                 if self.read_bytes > budget:
                     self._event("flood", {"limit": self.max_output, "waiting_for": waiting_for})
-                    raise ClientAborted(f"the client flooded its output ({self.max_output} bytes)")
+                    raise ClientAborted(f"the client flooded its output ({self.max_output} bytes)",
+                                        "flooded its output")
             if self.eof and not done():
                 if self.template.one_shot and any(
                         not d.closed for d in self.control.doubles.values()):
@@ -206,7 +217,8 @@ class PtyClient(DoubleTally):
                 if not quiet:
                     self._event("early-exit", {"waiting_for": waiting_for, "returncode": rc,
                                                "signal": None})
-                raise ClientAborted(f"the client exited while the suite waited for {waiting_for}")
+                raise ClientAborted(f"the client exited while the suite waited for {waiting_for}",
+                                    "exited")
 
     def _reap(self) -> int | None:
         child = self.child
@@ -260,7 +272,8 @@ class PtyClient(DoubleTally):
                 self._event("early-exit", {"waiting_for": f"turn {turn.name} to end cleanly",
                                            "returncode": rc, "signal": None})
                 self._observe(turn, 0, exited=f"the client exited with code {rc}")
-                raise ClientAborted(f"the one-shot client exited with code {rc}")
+                raise ClientAborted(f"the one-shot client exited with code {rc}",
+                                    f"exited with code {rc}")
             self._observe(turn, 0)
             self.child = None
             return

@@ -72,6 +72,7 @@ class ClientRun:
     progress: Callable[[int, int, str], None] | None = None
     jobs: int = 1  # cases run at the same time (--jobs)
     deadline: float | None = None  # seconds the whole run may last (--deadline)
+    keep_going: bool = False  # --keep-going: run every case even after a repeated fault
 
 
 def template_of(command: str, profile: Profile | None) -> Template:
@@ -141,7 +142,8 @@ def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -
                       lambda protocol, case, signals, cutoff: run_client_case(
                           run, case, protocol, target_label, signals=signals),
                       handle_signals=run.handle_signals, progress=run.progress,
-                      jobs=run.jobs, deadline=run.deadline, shortcut=Shortcut())
+                      jobs=run.jobs, deadline=run.deadline,
+                      shortcut=Shortcut(run.keep_going))
     for done in result.cases:
         if done.target_info:
             result.target_info = dict(done.target_info)
@@ -157,6 +159,7 @@ class Played:
 
     transcript: Transcript
     note: str = ""
+    fault: str = ""  # the client fault it ended with and the step ("went silent at start")
 
 
 def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str, *,
@@ -165,7 +168,7 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
     name = f"{case.id}@v{protocol}"
     cr = CaseResult(name, case.description, list(case.requirements), protocol)
     played = play_client_case(run, case, protocol, target_label, signals=signals)
-    transcript, cr.note = played.transcript, played.note
+    transcript, cr.note, cr.fault = played.transcript, played.note, played.fault
     cr.target_info = _client_info(transcript)
     if cr.note.startswith((f"v{protocol} unsupported", NO_RELOAD)):
         cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
@@ -206,6 +209,7 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
         played.note = NO_RELOAD + ONE_SHOT_RELOAD  # a pty client's load, given to a one-shot
         return played
     history: list[TurnScript] = []  # what a reload replays
+    where, plays = "start", 0  # the step being played, named alike in every case
     ids = new_ids()
     current: list[TurnScript | None] = [None]
     client: Any = None
@@ -251,6 +255,10 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
                 if signals is not None:
                     signals.driving = True
                 for step in case.drive:
+                    where = step if isinstance(step, str) else next(iter(step), "")
+                    if where == "play":
+                        plays += 1
+                        where = f"turn {plays}"
                     if step == "start":
                         client.start()
                     elif step == "restart":
@@ -285,6 +293,7 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
                            data={"note": "interrupted", "signal": signals.signum})
         except ClientAborted as exc:
             played.note = f"aborted: {exc}"
+            played.fault = f"{exc.kind} at {where}" if exc.kind else ""
         finally:
             client.stop()
             if control is not None:
