@@ -163,6 +163,29 @@ def test_the_pytest_plugin_honours_the_deadline(pytester: pytest.Pytester,
         "not run: deadline"}, notes
 
 
+def test_the_pytest_plugin_honours_the_deadline_for_clients(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that never shows ready, 60 s of --acp-timeout, a 3 s deadline: the first
+    case is cut at the deadline, the others are not run."""
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    client = f"{sys.executable} {root / 'fixtures' / 'hostile' / 'clients' / 'never_ready.py'}"
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess(
+        "-p", "conformance.pytest_plugin", "-p", "no:cacheprovider",
+        "--acp-client", client + " --agent-cmd {agent}",
+        "--acp-client-profile", str(root / "fixtures" / "clients" / "reference.yaml"),
+        "--acp-protocol", "1", "--acp-timeout", "60", "--acp-deadline", "3", timeout=120)
+    assert time.monotonic() - started < 40, "the client case was not cut at the deadline"
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) >= 2 and not outcomes.get("passed"), result.outlines
+    out = "\n".join(result.outlines)
+    assert "aborted: cut by --deadline (3 s)" in out and "not run: deadline" in out
+    assert result.ret == 1
+
+
 # -- the model server ------------------------------------------------------------------
 
 

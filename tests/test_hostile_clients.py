@@ -145,5 +145,23 @@ def test_a_client_that_exits_at_its_first_turn_is_stopped_after_two_cases(
                      extra=["-j", "1"])
     assert run.returncode == 1, run.stderr
     not_run = {n for n in _notes(run).values() if n.startswith("not run")}
-    assert not_run == {"not run: the target exited at turn 1 in client-grouping@v1 and "
-                       "client-missing-and-null@v1"}, _notes(run)
+    why = ("not run: the target exited at turn 1 in client-grouping@v1 and "
+           "client-missing-and-null@v1")
+    assert not_run == {why}, _notes(run)
+
+
+def test_deadline_cuts_the_client_case_in_progress(tmp_path: Path) -> None:
+    """--deadline bounds a client run too: the case waiting on a client that never shows
+    ready is cut and graded (not a hang: the cut is not the client's fault), the rest
+    are "not run: deadline", and the run exits 1."""
+    deadline = 3.0
+    run = run_client("never_ready", tmp_path, timeout=60.0, case="client-*",
+                     extra=["-j", "1", "--deadline", str(deadline)])
+    assert run.returncode == 1, run.stderr
+    notes = list(_notes(run).values())
+    assert notes[0] == f"aborted: cut by --deadline ({deadline:g} s); graded what was recorded"
+    assert len(notes) > 2 and set(notes[1:]) == {"not run: deadline"}, notes
+    assert not run.findings("MID-C-08/hang", "fail")
+    assert run.report is not None and "deadline" in run.report["cut"]
+    assert "run cut:" in run.stderr
+    assert_contained(run, waited=deadline)

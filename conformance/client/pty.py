@@ -32,7 +32,7 @@ from conformance.client.channel import SuiteSide
 from conformance.client.double_engine import DoubleTally
 from conformance.client.profile import Profile, parse_messages, screen_lines, strip_ansi
 from conformance.client.script import TurnScript
-from conformance.driver import TURN_TIMEOUT_FACTOR
+from conformance.driver import CUT_POLL, TURN_TIMEOUT_FACTOR, Cutoff
 from conformance.transcript import Transcript
 
 DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024  # bytes a client may print while the suite waits once
@@ -51,6 +51,22 @@ class ClientAborted(Exception):
     def __init__(self, message: str, kind: str = "") -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class ClientCut(ClientAborted):
+    """The case was cut from outside (``--deadline``, or a run that no longer needs it);
+    ``reason`` says which. Not the client's fault."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cut: {reason}")
+        self.reason = reason
+
+
+def check_cut(cutoff: Cutoff | None) -> None:
+    """Raise :class:`ClientCut` when the case's Cutoff says it must stop now."""
+    reason = cutoff.reason() if cutoff is not None else ""
+    if reason:
+        raise ClientCut(reason)
 
 
 @dataclass
@@ -82,8 +98,10 @@ class PtyClient(DoubleTally):
     def __init__(self, template: Template, *, agent: str, profile: Profile | None,
                  control: SuiteSide, transcript: Transcript, protocol: int, timeout: float,
                  env: Mapping[str, str] | None = None, cwd: str | None = None,
-                 max_output: int = DEFAULT_MAX_OUTPUT, turn_timeout: float | None = None) -> None:
+                 max_output: int = DEFAULT_MAX_OUTPUT, turn_timeout: float | None = None,
+                 cutoff: Cutoff | None = None) -> None:
         super().__init__()
+        self.cutoff = cutoff  # looked at while every wait lasts (--deadline)
         self.template = template
         self.agent = agent
         self.profile = profile
@@ -177,6 +195,7 @@ class PtyClient(DoubleTally):
         wake = self.control.wake_fd
         budget = self.read_bytes + self.max_output
         while not done():
+            check_cut(self.cutoff)
             remaining = min(deadline, overall) - time.monotonic()
             if remaining <= 0:
                 kept_coming = time.monotonic() >= overall
@@ -188,7 +207,7 @@ class PtyClient(DoubleTally):
                     f" (--turn-timeout {self.turn_timeout:g} s)" if kept_coming else ""),
                     "kept writing past --turn-timeout" if kept_coming else "went silent")
             fds = [wake] if self.eof or self.child is None else [wake, self.child.child_fd]
-            ready, _, _ = select.select(fds, [], [], remaining)
+            ready, _, _ = select.select(fds, [], [], min(remaining, CUT_POLL))
             if wake in ready:
                 self.control.drain_wake()
                 while (ev := self.control.next_event(0)) is not None:

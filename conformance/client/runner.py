@@ -31,7 +31,7 @@ from conformance import __version__, model
 from conformance.cases import Case
 from conformance.checks import Options, grade
 from conformance.client.profile import Profile
-from conformance.client.pty import ClientAborted, PtyClient, Template
+from conformance.client.pty import ClientAborted, ClientCut, PtyClient, Template, check_cut
 from conformance.client.script import (
     TurnScript,
     build_control,
@@ -41,6 +41,7 @@ from conformance.client.script import (
     new_ids,
     wants_controls,
 )
+from conformance.driver import Cutoff
 from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
 from conformance.transcript import Transcript
 
@@ -140,7 +141,7 @@ def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -
 
     signum = run_plan(result, plan,
                       lambda protocol, case, signals, cutoff: run_client_case(
-                          run, case, protocol, target_label, signals=signals),
+                          run, case, protocol, target_label, signals=signals, cutoff=cutoff),
                       handle_signals=run.handle_signals, progress=run.progress,
                       jobs=run.jobs, deadline=run.deadline,
                       shortcut=Shortcut(run.keep_going))
@@ -163,11 +164,12 @@ class Played:
 
 
 def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str, *,
-                    signals: Any = None) -> CaseResult:
+                    signals: Any = None, cutoff: Cutoff | None = None) -> CaseResult:
     """Drive one case, grade it with the case's checks, save its transcript if asked."""
     name = f"{case.id}@v{protocol}"
     cr = CaseResult(name, case.description, list(case.requirements), protocol)
-    played = play_client_case(run, case, protocol, target_label, signals=signals)
+    played = play_client_case(run, case, protocol, target_label, signals=signals,
+                              cutoff=cutoff)
     transcript, cr.note, cr.fault = played.transcript, played.note, played.fault
     cr.target_info = _client_info(transcript)
     if cr.note.startswith((f"v{protocol} unsupported", NO_RELOAD)):
@@ -192,9 +194,12 @@ def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str
 
 
 def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: str, *,
-                     signals: Any = None, controls: bool = True) -> Played:
+                     signals: Any = None, controls: bool = True,
+                     cutoff: Cutoff | None = None) -> Played:
     """Start the client, play the case's drive steps to it, stop it: the transcript.
-    ``controls=False`` plays no control streams (the fuzzer's generated cases)."""
+    ``controls=False`` plays no control streams (the fuzzer's generated cases). When
+    ``cutoff`` says so (``--deadline``) the case stops at once and what was recorded
+    is graded."""
     name = f"{case.id}@v{protocol}"
     transcript = Transcript({"role": "client", "protocol": protocol,
                              "profile": run.options.profile.name, "target": target_label,
@@ -249,12 +254,13 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
             client = PtyClient(template, agent=agent, profile=run.profile, control=control,
                                transcript=transcript, protocol=protocol, timeout=run.timeout,
                                env=run.env, cwd=workdir, max_output=run.max_output,
-                               turn_timeout=run.turn_timeout)
+                               turn_timeout=run.turn_timeout, cutoff=cutoff)
         try:
             try:
                 if signals is not None:
                     signals.driving = True
                 for step in case.drive:
+                    check_cut(cutoff)
                     where = step if isinstance(step, str) else next(iter(step), "")
                     if where == "play":
                         plays += 1
@@ -291,6 +297,14 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
                            f"{signal.Signals(signals.signum or 2).name}; graded what was recorded")
             transcript.add(0, "harness", "harness", event="note",
                            data={"note": "interrupted", "signal": signals.signum})
+        except ClientCut as exc:  # --deadline, or a run that no longer needs the case
+            from conformance.runner import CUT_NOTE
+
+            played.note = (f"{CUT_NOTE} ({run.deadline or 0:g} s)" if exc.reason == "deadline"
+                           else f"aborted: interrupted by {exc.reason}"
+                           ) + "; graded what was recorded"
+            transcript.add(0, "harness", "harness", event="note",
+                           data={"note": "interrupted", "cut": exc.reason})
         except ClientAborted as exc:
             played.note = f"aborted: {exc}"
             played.fault = f"{exc.kind} at {where}" if exc.kind else ""

@@ -92,19 +92,22 @@ class AcpCase(pytest.Item):
 
             self.result = not_run(self.case, self.protocol, DEADLINE_NOTE)
             pytest.fail(f"{DEADLINE_NOTE} (--acp-deadline passed)", pytrace=False)
-        if state.role == "agent":
-            from conformance.driver import Cutoff
-            from conformance.runner import CUT_NOTE, run_agent_case
+        from conformance.driver import Cutoff
+        from conformance.runner import CUT_NOTE
 
-            run = dataclasses.replace(run, deadline=self.config.getoption("acp_deadline"))
+        run = dataclasses.replace(run, deadline=self.config.getoption("acp_deadline"))
+        if state.role == "agent":
+            from conformance.runner import run_agent_case
+
             cr = run_agent_case(run, self.case, self.protocol, cutoff=Cutoff(state.deadline_at))
-            if cr.note.startswith(CUT_NOTE):
-                self.result = cr
-                pytest.fail(f"{cr.case}: {cr.note}", pytrace=False)
         else:
             from conformance.client.runner import run_client_case
 
-            cr = run_client_case(run, self.case, self.protocol, state.label)
+            cr = run_client_case(run, self.case, self.protocol, state.label,
+                                 cutoff=Cutoff(state.deadline_at))
+        if cr.note.startswith(CUT_NOTE):
+            self.result = cr
+            pytest.fail(f"{cr.case}: {cr.note}", pytrace=False)
         self.result = cr
         if cr.transcript_path:
             self.user_properties.append(("transcript", cr.transcript_path))
