@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--floor-only", action="store_true",
                    help="no acplint: only this suite's times and the floor (a smoke run)")
     p.add_argument("--repeats", type=int, default=3, help="runs of this suite, best kept")
+    p.add_argument("--peer-repeats", type=int, default=2,
+                   help="runs of acplint (about a minute each), best kept")
     ns = p.parse_args(argv)
     print(f"peer: {PACKAGE} vs acp-conformance against the reference agent ({sys.executable})")
     if ns.floor_only:
@@ -135,9 +137,16 @@ def main(argv: list[str] | None = None) -> int:
         version = subprocess.run([str(exe), "--version"], capture_output=True, text=True,
                                  env=env(), timeout=60, check=False).stdout.strip()
         report = Path(tmp) / "acplint.json"
-        peer = run([str(exe), "--agent", sys.executable, "--agent-args",
-                    "-m conformance.reference.agent", "--output", "json", "--output-file",
-                    str(report)], cwd=REPO_ROOT, timeout=1800)
+        # The peer's time varies from run to run (fixed windows that a busy machine can
+        # stretch): it gets the same best-of treatment as this suite.
+        peers = [run([str(exe), "--agent", sys.executable, "--agent-args",
+                      "-m conformance.reference.agent", "--output", "json", "--output-file",
+                      str(report)], cwd=REPO_ROOT, timeout=1800)
+                 for _ in range(max(1, ns.peer_repeats))]
+        peer = min(peers, key=lambda sample: sample.wall)
+        if len(peers) > 1:
+            print(f"  {PACKAGE} runs: " + ", ".join(f"{x.wall:.2f} s" for x in peers)
+                  + " (the best is kept)")
         verdict = "no report"
         if report.exists():
             data = json.loads(report.read_text(encoding="utf-8"))

@@ -173,9 +173,9 @@ def test_jobs_against_serial_on_a_few_cases() -> None:
     assert "same verdict at -j 1 and -j 4: NO" not in done.stdout
 
 
-def test_hostile_runs_time_one_fixture() -> None:
-    done = bench("bench.hostile_runs", "--timeout", "2", "--only", "crash_mid_stream",
-                 timeout=300)
+@pytest.mark.parametrize("fixture", ["crash_mid_stream", "client:exits_early"])
+def test_hostile_runs_time_one_fixture(fixture: str) -> None:
+    done = bench("bench.hostile_runs", "--timeout", "2", "--only", fixture, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"^crash_mid_stream: \d+\.\d s wall, exit 1 \(bound 19 s\) ok$",
+    assert re.search(rf"^{fixture}: \d+\.\d s wall, exit 1 \(bound 19 s\) ok$",
                      done.stdout, re.MULTILINE), done.stdout
