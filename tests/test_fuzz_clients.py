@@ -12,11 +12,12 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO_ROOT, run_cli
 
 from conformance.checks import Options
 from conformance.client.runner import reference_client
-from conformance.fuzz import regressions
+from conformance.fuzz import client_fuzz, regressions
 from conformance.fuzz.client_fuzz import ClientChoice, ClientTarget, replay_client, run_client_fuzz
 from conformance.fuzz.settings import get_effort
 
@@ -86,3 +87,43 @@ def test_wire_only_client_process_through_the_cli(tmp_path: Path) -> None:
     command, _ = reference_client()
     fixed = replay_client(reg, args(client=command), options=Options(), strict=False)
     assert fixed.status == regressions.FIXED
+
+
+CAUSES = {"MID-C-02", "MID-C-04", "MID-C-05", "MID-C-06", "MID-S-02", "MID-S-03"}
+
+
+def test_a_fuzzed_cause_stands_only_when_its_control_rules_the_others_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """type_change_only groups by update type and reads no ID at all. Guessed from the
+    pattern alone, its faults look like ID bugs (null unlike omitted, a malformed ID,
+    a parsed ID); played again with their controls they are one fault, MID-C-03."""
+    target = ClientTarget("type_change_only", adapter=adapter("type_change_only"))
+    confirmed = run_client_fuzz(target, CI, seed=2, strict=True)
+    rules = {f.requirement.split("/")[0] for f in confirmed.failures}
+    assert "MID-C-03" in rules and not rules & CAUSES, rules
+    for f in confirmed.failures:
+        if f.requirement.startswith("MID-C-03/merged"):
+            assert f.stream["controls"] is True
+            assert "and so were the same two in the control stream" in f.finding.message
+    # The control of this test: the same run without the confirmation names causes.
+    monkeypatch.setattr(client_fuzz, "confirm_cause", lambda failure, *args: failure)
+    guessed = run_client_fuzz(target, CI, seed=2, strict=True)
+    assert {f.requirement.split("/")[0] for f in guessed.failures} & CAUSES
+
+
+def test_a_fuzzed_cause_its_control_confirms_is_kept_and_replays(tmp_path: Path) -> None:
+    target = ClientTarget("case_insensitive", adapter=adapter("case_insensitive"))
+    result = run_client_fuzz(target, CI, seed=1, strict=True, max_failures=1)
+    [failure] = result.failures
+    assert failure.requirement == "MID-C-02/merged" and failure.stream["controls"] is True
+    assert "its control (the same arrangement with ordinary IDs) was shown as expected" in \
+        failure.finding.message
+    saved = regressions.save(tmp_path, fingerprint_=regressions.failure_fingerprint(failure),
+                             header=regressions.regression_header(failure, result, Options(), True),
+                             entries=failure.transcript.entries)
+    reg = regressions.read(saved.path)
+    still = replay_client(reg, args(client_adapter=adapter("case_insensitive")),
+                          options=Options(), strict=True)
+    fixed = replay_client(reg, args(client_adapter=REFERENCE_ADAPTER), options=Options(),
+                          strict=True)
+    assert (still.status, fixed.status) == (regressions.STILL_FAILING, regressions.FIXED)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.checks import Options, all_rules, grade
+from conformance.controlstream import CAUSE_RULES
 from conformance.fuzz.grading import Failure, FuzzResult, violations
 from conformance.fuzz.settings import Budget, Effort
 from conformance.transcript import Transcript
@@ -175,16 +176,21 @@ def stream_case(protocol: int, stream: Mapping[str, Any]) -> Any:
 
 def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], *,
                 options: Options, schema_dir: Path | None = None) -> StreamRun:
-    """Start the client, play one turn of ``stream``, stop it; grade with every client rule."""
+    """Start the client, play one turn of ``stream``, stop it; grade with every client rule.
+
+    With ``"controls": true`` in the stream its control (the same arrangement with
+    ordinary IDs) is played right after it, as the suite's cases do, so a finding
+    that names a cause is decided against it (``confirm_cause``)."""
     from conformance.client.runner import ClientRun, play_client_case
 
     case = stream_case(protocol, stream)
     run = ClientRun(protocols=(protocol,), options=options, command=target.command,
                     adapter=target.adapter if not target.command else None,
                     profile=target.profile, timeout=target.timeout, env=target.env)
-    # No control streams: they would double every example; the fuzzer's findings keep the
-    # suite's heuristics for a cause (conformance.checks.compare.compare).
-    played = play_client_case(run, case, protocol, target.label, controls=False)
+    # Generated streams play no control (it would double every example); a cause the
+    # heuristics name is confirmed once, on the shrunk stream (confirm_cause).
+    played = play_client_case(run, case, protocol, target.label,
+                              controls=bool(stream.get("controls")))
     findings = grade(played.transcript.entries, protocol=protocol, options=options,
                          role="client", schema_dir=schema_dir)
     return StreamRun(played.transcript, findings, played.note)
@@ -252,8 +258,9 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         found = collect_failures(exc, {k[0]: v for k, v in smallest.items()})
         if not found:
             raise
-        result.failures = [delete_steps(f, target, options, strict, schema_dir)
-                           for f in found]
+        confirmed = [confirm_cause(delete_steps(f, target, options, strict, schema_dir),
+                                   target, options, strict, schema_dir) for f in found]
+        result.failures = one_per_rule(confirmed)
     finally:
         budget.done()
     result.examples = budget.examples
@@ -287,6 +294,50 @@ def delete_steps(failure: Failure, target: ClientTarget, options: Options, stric
                           variants=lambda step: [])
     shrunk.result.shrink_attempts = shrunk.attempts
     return shrunk.result
+
+
+def names_a_cause(requirement: str) -> bool:
+    """A rule whose finding says why the client is wrong, or the generic one it falls back
+    to (MID-C-03: a control can show the cause was an ID property after all)."""
+    return requirement.split("/", 1)[0] in (*CAUSE_RULES, "MID-C-03")
+
+
+def confirm_cause(failure: Failure, target: ClientTarget, options: Options, strict: bool,
+                  schema_dir: Path | None) -> Failure:
+    """Play the shrunk stream again followed by its control, and keep what that says.
+
+    Without a control the observation checker can only guess a cause from the
+    pattern (conformance.checks.compare): a client that merges every pair of
+    messages looks like one that treats ``null`` unlike an omitted ID. With its
+    control, a cause stands only when the control was shown as expected; else
+    the fault is MID-C-03 with the cause "not attributable". The failure keeps
+    the controlled transcript and stream (``"controls": true``), so ``replay``
+    and ``check`` decide the same way. A client that does not repeat the fault
+    keeps the first run's failure.
+    """
+    if not names_a_cause(failure.requirement):
+        return failure
+    stream = {**failure.stream, "controls": True}
+    run = play_stream(target, failure.protocol, stream, options=options, schema_dir=schema_dir)
+    bad = violations(run.findings, strict)
+    if not bad:
+        return failure
+    same = [f for f in bad if f.requirement == failure.requirement]
+    confirmed = Failure((same or bad)[0], failure.protocol, [], run.transcript, bad,
+                        role="client", stream=stream)
+    confirmed.shrink_attempts = failure.shrink_attempts
+    return confirmed
+
+
+def one_per_rule(failures: Sequence[Failure]) -> list[Failure]:
+    """One failure per broken rule and version, the shortest stream: faults the heuristics
+    put down to different causes can turn out to be one (MID-C-03) under their controls."""
+    best: dict[tuple[str, int], Failure] = {}
+    for f in failures:
+        kept = best.get(f.key)
+        if kept is None or len(f.stream["steps"]) < len(kept.stream["steps"]):
+            best[f.key] = f
+    return list(best.values())
 
 
 class Violation(Exception):
