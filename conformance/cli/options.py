@@ -28,7 +28,12 @@ DEFAULT_REPORTS = Path("reports")
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (option and problem), exit 2, no usage dump."""
+    """argparse, but a usage error is one line (option and problem), exit 2, no usage dump;
+    and no abbreviated options (``demo --agent X`` would otherwise be ``--agent-config X``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:  # argparse calls it and expects no return
         raise UsageError(f"{message} (see {self.prog} --help)")
@@ -85,8 +90,14 @@ def parse_jobs(text: str) -> int:
     return n
 
 
-def add_target_options(t: Any, *, timeout: float) -> None:
-    """The options that name the target; shared by the suite and the fuzzer."""
+def add_target_options(t: Any, *, timeout: float, commands: bool = True) -> None:
+    """The options that name the target; shared by the suite and the fuzzer. Without
+    ``commands`` (``demo``: its targets are bundled) only ``--timeout``."""
+    if not commands:
+        t.set_defaults(agent=None, agent_env=[], client=None, client_profile=None,
+                       client_adapter=None)
+        _timeout_option(t, timeout)
+        return
     t.add_argument("--agent", metavar="CMD", help="agent command to test, e.g. 'my-agent --acp'")
     t.add_argument("--agent-env", action="append", default=[], metavar="K=V",
                    help="extra environment for the agent (repeatable)")
@@ -99,6 +110,10 @@ def add_target_options(t: Any, *, timeout: float) -> None:
                         "without it only wire checks and liveness are graded")
     t.add_argument("--client-adapter", metavar="MODULE:FACTORY",
                    help="test an in-process library client through the adapter API")
+    _timeout_option(t, timeout)
+
+
+def _timeout_option(t: Any, timeout: float) -> None:
     t.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
                    help="longest silence allowed while waiting for the target "
                         f"(default {timeout:g})")

@@ -38,7 +38,7 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
         epilog="exit codes: 0 no fail, 1 at least one fail, 2 usage or input error, "
                "3 internal error")
     t = p.add_argument_group("target")
-    add_target_options(t, timeout=10.0)
+    add_target_options(t, timeout=10.0, commands=subcommand != "demo")
     t.add_argument("--turn-timeout", type=float, default=None, metavar="SECONDS",
                    help="longest any single wait may last even while the target keeps "
                         "writing, e.g. a stream that never ends (default: 6 x --timeout)")
