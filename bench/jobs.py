@@ -8,7 +8,7 @@ subject's ``-j``, best wall time of ``--repeats``:
   0.4x the wall time of ``-j 1``);
 - the reference agent itself, ``-j auto`` (the number of cores);
 - a real agent of the interop matrix (``--real codex-acp``, installed with
-  ``python3 interop/run.py --install-only codex-acp``) through the scripted model
+  ``tox -e interop -- --install-only -k codex-acp``) through the scripted model
   server, ``-j 4``, on the interop run's own options; skipped with one line when it
   is not installed.
 
@@ -70,12 +70,12 @@ def real_agent(name: str, out: Path, quick: bool) -> tuple[list[str], str] | Non
     """The conformance command of the interop target ``name``'s suite run, or None (why
     printed) when the target is not installed."""
     sys.path.insert(0, str(REPO_ROOT / "interop"))
-    import run as interop  # type: ignore[import-not-found]  # interop/run.py, a script
+    import matrix as interop  # type: ignore[import-not-found]  # interop/matrix.py
 
     target = interop.load_target(REPO_ROOT / "interop" / "targets" / f"{name}.yaml")
     inst = interop.Installer(interop.cache_root(None), verbose=False)
     if not (inst.target_dir(target) / ".installed").exists():
-        print(f"skip: {name} is not installed (python3 interop/run.py --install-only {name})")
+        print(f"skip: {name} is not installed (tox -e interop -- --install-only -k {name})")
         return None
     suite = next(r for r in target.runs if r.name == "suite")
     out.mkdir(parents=True, exist_ok=True)

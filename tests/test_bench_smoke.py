@@ -20,9 +20,11 @@ from conftest import REPO_ROOT, cli_env, run_cli
 RATIO = re.compile(r"^ratio [^:]+: \d+\.\d\dx", re.MULTILINE)
 
 
-def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def bench(*args: str, timeout: float = 300,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                          cwd=REPO_ROOT, env=cli_env(), timeout=timeout, check=False)
+                          cwd=REPO_ROOT, env={**cli_env(), **(env or {})}, timeout=timeout,
+                          check=False)
 
 
 def ratios(out: str) -> list[str]:
@@ -165,12 +167,17 @@ def test_fuzz_model_side_on_a_few_runs() -> None:
     assert len(ratios(done.stdout)) == 1
 
 
-def test_jobs_against_serial_on_a_few_cases() -> None:
-    done = bench("bench.jobs", "--quick", "--real", "none", timeout=600)
+def test_jobs_against_serial_on_a_few_cases(tmp_path: Path) -> None:
+    """The real agent's part reads the interop matrix's target and cache: with an empty
+    cache it says how to install the target, in one line."""
+    done = bench("bench.jobs", "--quick", "--real", "codex-acp", timeout=600,
+                 env={"ACP_INTEROP_CACHE": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(ratios(done.stdout)) == 2  # the slow-starting agent and the reference agent
     assert done.stdout.count("same verdict at -j 1 and -j ") == 2
     assert "same verdict at -j 1 and -j 4: NO" not in done.stdout
+    assert ("skip: codex-acp is not installed (tox -e interop -- --install-only -k codex-acp)"
+            in done.stdout)
 
 
 @pytest.mark.parametrize("fixture", ["crash_mid_stream", "client:exits_early"])
