@@ -17,6 +17,7 @@ from typing import Any
 
 from conformance import __version__
 from conformance.cases import Case
+from conformance.checks import ALWAYS as checks_always
 from conformance.checks import Options, grade
 from conformance.driver import (
     ClientDriver,
@@ -31,7 +32,7 @@ from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_s
 from conformance.transcript import Transcript
 from conformance.transport import close_all, owner_of_connection
 
-ALWAYS = ("MID-S-06", "TARGET")  # framing and liveness are graded in every case
+ALWAYS = checks_always["agent"]  # framing and liveness are graded in every case
 INTERRUPT_GRACE = 0.5  # seconds an interrupted target gets before SIGTERM, and again before SIGKILL
 
 

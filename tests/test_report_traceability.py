@@ -8,6 +8,7 @@ them: the CLI runs under a pseudo-terminal (pexpect).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 import yaml
 
 from conformance import cases as casemod
-from conformance.checks import all_rules
+from conformance.checks import ALWAYS, all_rules
 from conformance.cli import main
 from conformance.report.catalogue import fixture_expectations, requirements, traceability
 from conformance.requirements import load_register
@@ -46,9 +47,13 @@ def test_matrix_agrees_with_cases_rules_and_manifests() -> None:
     rules = all_rules()
     for rid, row in rows.items():
         assert row.rules == sorted(r for r in rules if r.split("/")[0] == rid)
-        cited = {c.id for c in cases if any(x.split("/")[0] == rid
-                                            for x in (*c.requirements, *c.checks))}
-        assert {i for ids in row.cases.values() for i in ids} == cited
+        for role in ("agent", "client"):
+            if any(x.split("/")[0] == rid for x in ALWAYS[role]):
+                assert row.cases.get(role) == ["every case"], (rid, role)
+                continue
+            cited = [c.id for c in cases if c.role == role and any(
+                x.split("/")[0] == rid for x in (*c.requirements, *c.checks))]
+            assert row.cases.get(role, []) == cited, (rid, role)
     fixtures = fixture_expectations(REPO_ROOT)
     assert fixtures
     manifest = yaml.safe_load((REPO_ROOT / "fixtures/agents/manifest.yaml").read_text("utf-8"))
@@ -63,7 +68,22 @@ def test_every_tested_requirement_is_normative_or_recorded() -> None:
     """A requirement is tested, excluded with a reason, or says it is not required."""
     for row in traceability(casemod.load_dir()):
         for status in row.sides.values():
-            assert status == "tested" or status.startswith(("excluded: ", "not covered")), status
+            assert status == "tested" or status.startswith(
+                ("excluded: ", "not covered", "tested in v")), status
+
+
+def test_tested_names_the_versions_the_cases_cover() -> None:
+    """"tested" means in every version the requirement has: a v1/v2 client rule whose
+    cases apply to v1 only says so, in every report that shows the matrix."""
+    cases = casemod.load_dir()
+    rows = {r.meta.id: r for r in traceability(cases)}
+    assert rows["MID-C-07"].sides["client"] == "tested in v1; not covered in v2"
+    assert rows["MID-A-02"].sides["agent"] == "tested"
+    assert rows["TARGET"].sides["agent"] == "tested"  # graded in every agent case
+    # The same requirement with a v2 case added is tested in both.
+    v2 = [dataclasses.replace(c, protocols=(1, 2)) if c.id == "client-reload-fresh-ids" else c
+          for c in cases]
+    assert {r.meta.id: r for r in traceability(v2)}["MID-C-07"].sides["client"] == "tested"
 
 
 # -- a person at a terminal -------------------------------------------------------------

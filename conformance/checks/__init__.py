@@ -11,4 +11,9 @@ from conformance.checks import observe  # noqa: F401  (client observation rules)
 from conformance.checks import identity, replay, target, turns  # noqa: F401  (register)
 from conformance.checks.base import Options, Rule, all_rules, grade
 
-__all__ = ["Options", "Rule", "all_rules", "grade"]
+#: Rules graded in every case of a role, whatever the case lists: framing and liveness
+#: for agents; for clients also the wire IDs they send (MID-C-01) and staying live.
+ALWAYS = {"agent": ("MID-S-06", "TARGET"),
+          "client": ("MID-C-01", "MID-C-08", "MID-S-06/client-framing")}
+
+__all__ = ["ALWAYS", "Options", "Rule", "all_rules", "grade"]

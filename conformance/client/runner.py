@@ -29,6 +29,7 @@ from typing import Any
 
 from conformance import __version__, model
 from conformance.cases import Case
+from conformance.checks import ALWAYS as checks_always
 from conformance.checks import Options, grade
 from conformance.client.profile import Profile
 from conformance.client.pty import ClientAborted, ClientCut, PtyClient, Template, check_cut
@@ -45,7 +46,7 @@ from conformance.driver import Cutoff
 from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
 from conformance.transcript import Transcript
 
-ALWAYS = ("MID-C-01", "MID-C-08", "MID-S-06/client-framing")
+ALWAYS = checks_always["client"]
 NO_RELOAD = "the client has no reload"
 HOW_TO_RELOAD = " (give the profile key load, or load() in the adapter)"
 ONE_SHOT_RELOAD = (" (for a one-shot client, the profile key load is the command line that "

@@ -291,6 +291,7 @@ def _ids_in(node: Any) -> Iterable[str]:
 def traceability(cases: Sequence[Any], *, fixtures: dict[str, set[str]] | None = None,
                  use_manifests: bool = True) -> list[TraceRow]:
     """Every catalogue requirement -> its rules, checkers, cases and broken fixtures."""
+    from conformance.checks import ALWAYS
     from conformance.checks.base import REGISTRY, all_rules
 
     rules = all_rules()
@@ -302,9 +303,17 @@ def traceability(cases: Sequence[Any], *, fixtures: dict[str, set[str]] | None =
         checkers = sorted({f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"
                            for cls in REGISTRY for r in cls.rules if r.requirement == rid})
         by_role: dict[str, list[str]] = {}
+        versions: dict[str, set[int]] = {}  # role -> the protocol versions its cases cover
         for c in cases:
-            if any(r.split("/", 1)[0] == rid for r in list(c.requirements) + list(c.checks)):
-                by_role.setdefault(c.role, []).append(c.id)
+            every = any(r.split("/", 1)[0] == rid for r in ALWAYS.get(c.role, ()))
+            if every or any(r.split("/", 1)[0] == rid
+                            for r in list(c.requirements) + list(c.checks)):
+                if not every:
+                    by_role.setdefault(c.role, []).append(c.id)
+                versions.setdefault(c.role, set()).update(c.protocols)
+        for role, always in ALWAYS.items():
+            if any(r.split("/", 1)[0] == rid for r in always) and role in versions:
+                by_role[role] = ["every case"]
         fx = None if fixtures is None else sorted(
             name for name, ids in fixtures.items() if any(i.split("/", 1)[0] == rid for i in ids))
         sides = {}
@@ -312,7 +321,10 @@ def traceability(cases: Sequence[Any], *, fixtures: dict[str, set[str]] | None =
             if party in m.excluded:
                 sides[party] = f"excluded: {m.excluded[party]}"
             elif by_role.get(party):
-                sides[party] = "tested"
+                missing = [v for v in m.versions if v not in versions.get(party, set())]
+                sides[party] = "tested" if not missing else (
+                    "tested in " + "/".join(f"v{v}" for v in m.versions if v not in missing)
+                    + "; not covered in " + "/".join(f"v{v}" for v in missing))
             elif party not in ("agent", "client"):
                 sides[party] = "excluded: the suite tests agents and clients only"
             elif m.level in MUST_LEVELS + SHOULD_LEVELS or m.level == SUITE_LEVEL:
