@@ -124,6 +124,11 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
                 issues.append(Issue(v2_rule(e), f"the {e.label()} {what} after whole-message "
                                     "updates", ev, expected=e.text(),
                                     actual=_shown_text(shown, places)))
+            elif v2 and e.mid == "":  # a v2 chunk's "" is a string ID: it must be kept
+                issues.append(Issue("MID-C-06", f"the {e.label()} {what}: its messageId is the "
+                                    "empty string, dropped as if \"\" were no ID", ev,
+                                    expected=e.text(), actual=_shown_text(shown, places),
+                                    test=("lost", *(b.text for b in missing))))
             else:
                 issues.append(Issue("MID-C-03/content", f"the {e.label()} {what}", ev,
                                     expected=e.text(), actual=_shown_text(shown, places)))
