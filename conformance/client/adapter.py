@@ -15,8 +15,9 @@ factory once per client start::
                                       #   [{"role": "user"|"agent"|"thought", "text": str,
                                       #     "meta": {...} (optional: the message's _meta)}]
         def close(self):              # the suite is done with this client
-        def load(self, session_id):   # optional: reload that session (the client sends
-                                      #   session/load); without it MID-C-07 is not testable
+        def load(self, session_id):   # optional: reload that session (the client sends v1
+                                      #   session/load or v2 session/resume with replayFrom);
+                                      #   without it MID-C-07 is not testable
 
 ``send`` may be called at any time from inside these methods. The suite plays
 the agent with the same engine as the agent double process

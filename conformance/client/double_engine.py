@@ -74,7 +74,9 @@ class DoubleEngine:
     def __init__(self, *, protocol: int, next_turn: Callable[[], TurnScript | None],
                  response_message_id: bool = True, load_session: bool = False) -> None:
         self.protocol = protocol
-        self.load_session = load_session  # v1: advertise loadSession and replay on load
+        # Reload cases: v1 advertises loadSession and replays on session/load; v2 advertises
+        # the session methods and replays on session/resume with replayFrom.
+        self.load_session = load_session
         self._after_load: TurnScript | None = None  # the turn for a resumed one-shot prompt
         self.next_turn = next_turn
         self.response_message_id = response_message_id
@@ -85,6 +87,7 @@ class DoubleEngine:
         self.probes = 0
         self.requests = 0
         self.user_ids = 0
+        self._user_seen: set[str] = set()
         self._gen: TurnGen | None = None
         self._awaiting: tuple[Any, str] | None = None
         self._prompts: deque[tuple[Any, JsonObject]] = deque()
@@ -139,6 +142,12 @@ class DoubleEngine:
             self._respond(rid, {"sessionId": sid})
         elif method == "session/load" and self.load_session and self.protocol < 2:
             self._load(rid, params)
+        elif method == "session/resume" and self.load_session and self.protocol >= 2:
+            cursor = params.get("replayFrom")
+            if isinstance(cursor, dict) and cursor.get("type") == "start":
+                self._load(rid, params)
+            else:  # a resume without replay: nothing to show again
+                self._respond(rid, {})
         elif method == "session/prompt":
             self._prompts.append((rid, params))
             if self._gen is None:
@@ -155,7 +164,9 @@ class DoubleEngine:
                                 "data": {"asked": asked, "answered": self.protocol}})
         info = {"name": DOUBLE_NAME, "version": __version__}
         if self.protocol >= 2:
-            result: JsonObject = {"protocolVersion": 2, "info": info, "capabilities": {},
+            # `session` advertises the baseline session methods, resume among them.
+            caps: JsonObject = {"session": {}} if self.load_session else {}
+            result: JsonObject = {"protocolVersion": 2, "info": info, "capabilities": caps,
                                   "authMethods": []}
         else:
             result = {"protocolVersion": 1, "agentInfo": info, "authMethods": [],
@@ -165,7 +176,8 @@ class DoubleEngine:
         self._respond(rid, result)
 
     def _load(self, rid: Any, params: JsonObject) -> None:
-        """v1 session/load: replay the history the suite hands over, then answer."""
+        """v1 session/load, v2 session/resume from the start: replay the history the suite
+        hands over, then answer."""
         given = params.get("sessionId")
         sid = given if isinstance(given, str) else "sess-1"
         turn = self.next_turn()
@@ -217,7 +229,12 @@ class DoubleEngine:
 
         prompt = model.as_array(params.get("prompt"))
         self.user_ids += 1
+        # A scripted turn's user message is "<turn>-user", the ID a reload that keeps the
+        # IDs replays it under (script.build_reload); a turn played again gets a new one.
         user_id = f"user-{self.user_ids}"
+        if turn is not None and f"{turn.name}-user" not in self._user_seen:
+            user_id = f"{turn.name}-user"
+        self._user_seen.add(user_id)
         if v2:
             yield ("send", {"jsonrpc": "2.0", "id": rid,
                             "result": {"messageId": user_id} if self.response_message_id else {}})

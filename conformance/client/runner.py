@@ -275,7 +275,7 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
                         if not client.can_reload():
                             played.note = NO_RELOAD + HOW_TO_RELOAD
                             break
-                        current[0] = build_reload(step["reload"], history)
+                        current[0] = build_reload(step["reload"], history, protocol)
                         client.reload(current[0])
                     else:
                         turn = build_turn(case, step["play"], protocol, ids,

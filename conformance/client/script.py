@@ -205,9 +205,6 @@ def check_case(case: Case) -> None:
         if isinstance(step, dict) and not {"play", "reload"} & set(step):
             raise CaseError(f"{where}: client cases use start, restart, play and reload "
                             f"steps, not {next(iter(step))!r}")
-        if isinstance(step, dict) and "reload" in step and 2 in case.protocols:
-            raise CaseError(f"{where}: reload steps replay through session/load, which "
-                            "exists only in v1 (applies.protocols: [1])")
         if isinstance(step, str) and step not in ("start", "restart"):
             raise CaseError(f"{where}: client cases use start, restart and play steps, "
                             f"not {step!r}")
@@ -311,12 +308,14 @@ def wants_controls(case: Case) -> bool:
     return any(str(c).split("/", 1)[0] in CAUSE_RULES for c in case.checks)
 
 
-def build_reload(mode: str, played: list[TurnScript]) -> TurnScript:
+def build_reload(mode: str, played: list[TurnScript], protocol: int = 1) -> TurnScript:
     """A reload step: the turns played so far replayed as the history of the session
     (each prompt as a user message, then the turn's updates; permission requests are not
     replayed), with every message ID replaced by a fresh one (``fresh-ids``, MID-A-08
-    allows it) or kept (``same-ids``). A one-shot client that resumed and prompts gets one
-    short agent message."""
+    allows it) or kept (``same-ids``). v1 replays the chunks as they were streamed
+    (``session/load``); v2 replays each message as one whole-message update, the form
+    of the catalogue's flow for ``session/resume`` with ``replayFrom``. A one-shot
+    client that resumed and prompts gets one short agent message."""
     fresh: dict[str, str] = {}
 
     def rid(value: Any) -> Any:
@@ -336,10 +335,39 @@ def build_reload(mode: str, played: list[TurnScript]) -> TurnScript:
                 if "messageId" in update:
                     update["messageId"] = rid(update["messageId"])
                 replay.append(update)
+    if protocol >= 2:
+        replay = as_upserts(replay)
     after = {"update": {"sessionUpdate": "agent_message_chunk", "messageId": f"after-{mode}",
                         "content": text_block(f"After the reload ({mode}). ")}}
     return TurnScript(f"reload-{mode}", f"Continue after the reload ({mode}).", False,
                       (after,), replay=tuple(replay), reload=True)
+
+
+def as_upserts(updates: list[JsonObject]) -> list[JsonObject]:
+    """Chunks folded into one whole-message update per (kind, messageId), where the message
+    first appears; a whole-message update with content replaces what came before; other
+    updates (tool calls) stay where they were."""
+    kind_of = {v: k for k, v in CHUNK_UPDATE.items()} | {v: k for k, v in UPSERT_UPDATE.items()}
+    out: list[JsonObject] = []
+    whole: dict[tuple[str, Any], JsonObject] = {}
+    for update in updates:
+        kind = kind_of.get(str(update.get("sessionUpdate")))
+        mid = update.get("messageId")
+        if kind is None or not isinstance(mid, str):
+            out.append(update)
+            continue
+        message = whole.get((kind, mid))
+        if message is None:
+            message = whole[(kind, mid)] = {"sessionUpdate": UPSERT_UPDATE[kind],
+                                            "messageId": mid, "content": []}
+            out.append(message)
+        content = update.get("content")
+        if update["sessionUpdate"] == UPSERT_UPDATE[kind]:
+            if isinstance(content, list):
+                message["content"] = list(content)
+        elif isinstance(content, dict):
+            message["content"].append(content)
+    return out
 
 
 def new_ids() -> _Ids:

@@ -28,8 +28,8 @@ lines, all of it after each turn (``--render cumulative``, after clearing the
 screen) or only what the turn added or changed (``--render incremental``).
 With ``--prompt TEXT`` it is a one-shot client: one turn, print, exit
 (``--resume SESSION`` loads that session first). ``/load SESSION`` reloads a
-session (v1 ``session/load``: the replay becomes the conversation), ``/quit``
-ends it. As a library it is an in-process client for
+session (v1 ``session/load``, v2 ``session/resume`` from the start: the replay becomes
+the conversation), ``/quit`` ends it. As a library it is an in-process client for
 ``--client-adapter conformance.client.reference:make_client``.
 
 This package is that public path: ``client`` holds the client and its reducer,

@@ -113,13 +113,17 @@ class ReferenceClient:
         self._prompt_id = self._request("session/prompt", self.prompt_params(text))
 
     def load(self, session_id: str) -> None:
-        """Reload a session (v1 session/load): the replayed history becomes the whole
-        conversation, whatever IDs it carries (MID-C-07)."""
+        """Reload a session (v1 session/load, v2 session/resume from the start): the
+        replayed history becomes the whole conversation, whatever IDs it carries (MID-C-07)."""
         self.forget()
         self.session_id = session_id
         self.turn_open = True  # busy until the load is answered
-        self._request("session/load", {"sessionId": session_id, "cwd": self.cwd,
-                                       "mcpServers": []})
+        if self.protocol >= 2:
+            self._request("session/resume", {"sessionId": session_id, "cwd": self.cwd,
+                                             "replayFrom": {"type": "start"}})
+        else:
+            self._request("session/load", {"sessionId": session_id, "cwd": self.cwd,
+                                           "mcpServers": []})
 
     def forget(self) -> None:
         """Drop what is shown: a reload replays it."""
@@ -167,7 +171,7 @@ class ReferenceClient:
                 self.failed = f"the agent answered protocolVersion {pv!r}"
                 return
             self.protocol = pv
-            if self.resume is not None and pv < 2:
+            if self.resume is not None:
                 self.load(self.resume)
                 return
             params: JsonObject = {"cwd": self.cwd}
@@ -180,7 +184,7 @@ class ReferenceClient:
                 self.session_id = sid
             else:
                 self.failed = "session/new returned no sessionId"
-        elif method == "session/load":
+        elif method in ("session/load", "session/resume"):
             self.turn_open = False
         elif method == "session/prompt":
             if self.protocol >= 2:

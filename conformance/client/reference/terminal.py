@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None,
     p.add_argument("--render", choices=["cumulative", "incremental"], default="cumulative")
     p.add_argument("--prompt", help="one-shot: send this prompt, print the turn, exit")
     p.add_argument("--resume", metavar="SESSION",
-                   help="load this session (v1 session/load) instead of creating one")
+                   help="reload this session (v1 session/load, v2 session/resume from the "
+                        "start) instead of creating one")
     p.add_argument("--protocol", type=int, choices=[1, 2], default=2,
                    help="newest protocol version to ask for (default 2)")
     args = p.parse_args(argv)
