@@ -165,3 +165,21 @@ def test_deadline_cuts_the_client_case_in_progress(tmp_path: Path) -> None:
     assert run.report is not None and "deadline" in run.report["cut"]
     assert "run cut:" in run.stderr
     assert_contained(run, waited=deadline)
+
+
+def test_a_cut_mid_turn_is_not_the_clients_fault(tmp_path: Path) -> None:
+    """The one-shot ignores_ids never answers the liveness probe, so each turn waits out
+    the probe timeout; a deadline inside that wait cuts the case. What the cut left
+    unanswered or unobserved is not graded: no MID-C-08 fail, no crash finding."""
+    from conftest import REPO_ROOT, cli_report
+
+    clients = REPO_ROOT / "fixtures" / "clients"
+    code, report, out = cli_report(
+        "--client", f"{sys.executable} {clients / 'ignores_ids.py'} --agent-cmd {{agent}} "
+        "--prompt {prompt}", "--client-profile", str(clients / "ignores-ids.yaml"),
+        "--protocol", "1", "--case", "client-grouping", "--timeout", "30", "--deadline", "2",
+        tmp_path=tmp_path)
+    assert code == 1, out
+    [case] = report["cases"]
+    assert case["note"] == "aborted: cut by --deadline (2 s); graded what was recorded"
+    assert not [r for r in report["results"] if r["outcome"] in ("fail", "warn")], out

@@ -352,6 +352,7 @@ class ClientLiveness(Checker):
         # (conn, JSON-RPC id) -> (method, entry, params) of agent requests not yet answered
         self.pending: dict[tuple[int, str], tuple[str, int, Any]] = {}
         self.reported: set[tuple[int, str]] = set()
+        self.cut = False  # the case was cut from outside: what it left pending is not graded
 
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
@@ -445,6 +446,8 @@ class ClientLiveness(Checker):
             self.found("MID-C-08/flood", f"the client wrote more than {data.get('limit')} bytes "
                        f"while the suite waited for {data.get('waiting_for')}", entries=[e.seq],
                        expected=f"at most {data.get('limit')} bytes", actual={"output_tail": tail})
+        elif e.event == "note" and data.get("note") == "interrupted":
+            self.cut = True  # --deadline or a signal ended the case, not the client
         elif e.event == "note" and data.get("note") == "probe-unawaited":
             # Sent but not waited for: the client left an earlier probe of this case
             # unanswered (reported there), or the case is not graded on this version.
@@ -456,7 +459,7 @@ class ClientLiveness(Checker):
     def on_conn_end(self, ev: ConnEnd) -> None:
         for key in [k for k in self.pending if k[0] == ev.conn]:
             method, rseq, _ = self.pending.pop(key)
-            if key in self.reported:
+            if key in self.reported or self.cut:
                 continue
             rule = "MID-C-08/probe" if method == "_acp_mid/ping" else "MID-C-08/answers"
             self.found(rule, f"the connection ended before the client answered {method}",

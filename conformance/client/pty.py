@@ -283,6 +283,8 @@ class PtyClient(DoubleTally):
             try:
                 self._wait(lambda: self.eof and self.turns_ended >= target,
                            f"the one-shot client to play turn {turn.name} and exit")
+            except ClientCut:
+                raise  # not the client's doing: nothing to observe
             except ClientAborted as exc:
                 self._observe(turn, 0, exited=str(exc))
                 raise
@@ -307,6 +309,8 @@ class PtyClient(DoubleTally):
                 return self.turns_ended >= target
         try:
             self._wait(done, f"turn {turn.name} to end and the client to show ready")
+        except ClientCut:
+            raise  # not the client's doing: nothing to observe
         except ClientAborted as exc:
             self._observe(turn, since, exited=str(exc))
             raise
@@ -337,6 +341,8 @@ class PtyClient(DoubleTally):
             waiting_for = f"the client to reload session {session} and show ready"
         try:
             self._wait(done, waiting_for)
+        except ClientCut:
+            raise  # not the client's doing: nothing to observe
         except ClientAborted as exc:
             self._observe(turn, since, exited=str(exc))
             raise
