@@ -97,3 +97,14 @@ def test_cases_not_run_after_a_hang_are_one_note_not_rows(tmp_path: Path) -> Non
     assert v1 == "PASS 3 pass" and v2 == "FAIL 1 fail"
     assert not re.search(r"^MID-[A-Z0-9-]+ ", proc.stdout, re.MULTILINE)  # no bare IDs
     assert "MID-V2-05/no-echo" not in proc.stdout  # a v2 rule of a case not run: no row
+
+
+def test_a_version_no_selected_case_applies_to_gets_no_column(tmp_path: Path) -> None:
+    """--case picked only v2 cases: no v1 column of dashes and no 'v1 0 pass' line."""
+    proc = run_cli("--client-adapter", "conformance.client.reference:make_client",
+                   "--case", "client-empty-id-v2", "--json", str(tmp_path / "r.json"),
+                   "--no-color")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^requirement\s+v2$", proc.stdout, re.MULTILINE), proc.stdout
+    assert re.search(r"^summary: v2 \d+ pass, 0 fail", proc.stdout, re.MULTILINE)
+    assert " v1 " not in proc.stdout.split("requirement", 1)[1]

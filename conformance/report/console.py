@@ -111,8 +111,10 @@ def console_summary(result: RunResult, *, colour: bool | None = None, verbose: b
     colour = bool(colour) and not os.environ.get("NO_COLOR")
     unsupported = unsupported_versions(result)
     lines = _header(result, unsupported)
-    versions = [p for p in sorted(set(result.protocols) | {c.protocol for c in result.cases})
-                if p not in unsupported]
+    ran = {c.protocol for c in result.cases}
+    # A version with no case at all (--case picked cases of the other one) gets no column.
+    versions = [p for p in sorted(set(result.protocols) | ran)
+                if p not in unsupported and (p in ran or not ran)]
     rows = _rows(result, versions)
     cells = {req: {p: _cell(per[p]) for p in versions} for req, per in rows.items()}
     width = max((len(r) for r in rows), default=len("requirement"))
