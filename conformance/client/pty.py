@@ -280,14 +280,8 @@ class PtyClient(DoubleTally):
         target = self.turns_ended + 1
         if self.template.one_shot:
             self._spawn(self.template.argv(self.agent, turn.prompt))
-            try:
-                self._wait(lambda: self.eof and self.turns_ended >= target,
-                           f"the one-shot client to play turn {turn.name} and exit")
-            except ClientCut:
-                raise  # not the client's doing: nothing to observe
-            except ClientAborted as exc:
-                self._observe(turn, 0, exited=str(exc))
-                raise
+            self._wait_turn(turn, 0, lambda: self.eof and self.turns_ended >= target,
+                            f"the one-shot client to play turn {turn.name} and exit")
             rc = self._reap()
             if rc not in (0, None):
                 self._event("early-exit", {"waiting_for": f"turn {turn.name} to end cleanly",
@@ -307,14 +301,21 @@ class PtyClient(DoubleTally):
         else:
             def done() -> bool:
                 return self.turns_ended >= target
+        self._wait_turn(turn, since, done, f"turn {turn.name} to end and the client to show ready")
+        self._observe(turn, since)
+
+    def _wait_turn(self, turn: TurnScript, since: int, done: Callable[[], bool],
+                   waiting_for: str) -> None:
+        """Wait for a turn (or a reload); a client that fails on the way is observed as
+        gone (what it showed counts as a crash after this stream). A cut is not the
+        client's doing: nothing is observed."""
         try:
-            self._wait(done, f"turn {turn.name} to end and the client to show ready")
+            self._wait(done, waiting_for)
         except ClientCut:
-            raise  # not the client's doing: nothing to observe
+            raise
         except ClientAborted as exc:
             self._observe(turn, since, exited=str(exc))
             raise
-        self._observe(turn, since)
 
     def can_reload(self) -> bool:
         return self.profile is not None and self.profile.load is not None
@@ -339,13 +340,7 @@ class PtyClient(DoubleTally):
             self.child.send(self.profile.load.replace("{session}", session).encode("utf-8"))
             done = lambda: self.loads_ended >= target and self._ready_at_end(since)
             waiting_for = f"the client to reload session {session} and show ready"
-        try:
-            self._wait(done, waiting_for)
-        except ClientCut:
-            raise  # not the client's doing: nothing to observe
-        except ClientAborted as exc:
-            self._observe(turn, since, exited=str(exc))
-            raise
+        self._wait_turn(turn, since, done, waiting_for)
         self._observe(turn, since)
         if self.template.one_shot:
             self._reap()
