@@ -323,7 +323,8 @@ def confirm_cause(failure: Failure, target: ClientTarget, options: Options, stri
     if not bad:
         return failure
     same = [f for f in bad if f.requirement == failure.requirement]
-    confirmed = Failure((same or bad)[0], failure.protocol, [], run.transcript, bad,
+    generic = [f for f in bad if f.requirement.startswith("MID-C-03")]  # not attributable
+    confirmed = Failure((same or generic or bad)[0], failure.protocol, [], run.transcript, bad,
                         role="client", stream=stream)
     confirmed.shrink_attempts = failure.shrink_attempts
     return confirmed
