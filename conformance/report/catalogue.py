@@ -302,18 +302,18 @@ def traceability(cases: Sequence[Any], *, fixtures: dict[str, set[str]] | None =
         own = sorted(r for r in rules if r.split("/", 1)[0] == rid)
         checkers = sorted({f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"
                            for cls in REGISTRY for r in cls.rules if r.requirement == rid})
+        graded_always = {role for role, always in ALWAYS.items()
+                         if any(r.split("/", 1)[0] == rid for r in always)}
         by_role: dict[str, list[str]] = {}
         versions: dict[str, set[int]] = {}  # role -> the protocol versions its cases cover
         for c in cases:
-            every = any(r.split("/", 1)[0] == rid for r in ALWAYS.get(c.role, ()))
-            if every or any(r.split("/", 1)[0] == rid
-                            for r in list(c.requirements) + list(c.checks)):
-                if not every:
-                    by_role.setdefault(c.role, []).append(c.id)
-                versions.setdefault(c.role, set()).update(c.protocols)
-        for role, always in ALWAYS.items():
-            if any(r.split("/", 1)[0] == rid for r in always) and role in versions:
-                by_role[role] = ["every case"]
+            if c.role in graded_always:
+                by_role[c.role] = ["every case"]
+            elif any(r.split("/", 1)[0] == rid for r in (*c.requirements, *c.checks)):
+                by_role.setdefault(c.role, []).append(c.id)
+            else:
+                continue
+            versions.setdefault(c.role, set()).update(c.protocols)
         fx = None if fixtures is None else sorted(
             name for name, ids in fixtures.items() if any(i.split("/", 1)[0] == rid for i in ids))
         sides = {}
