@@ -10,7 +10,8 @@ top level or under ``expected_failures``::
 
 ``case`` is a case ID, optionally pinned to one protocol version (``@v1``);
 ``requirement`` is a requirement ID (``MID-A-07``, matching all its sub-rules)
-or one sub-rule (``MID-A-07/replay-duplicate``). Against a run:
+or one sub-rule (``MID-A-07/replay-duplicate``); either may be a glob, as every
+selector (``load-*:MID-A-07``, ``*:MID-A-02/cross-turn-reuse``). Against a run:
 
 * a fail the baseline lists is *expected*: it does not fail the run;
 * a fail it does not list is *unexpected*: it fails the run;
@@ -29,13 +30,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from conformance.results import CaseResult, Finding, Outcome
 
-_ENTRY = re.compile(r"^(?P<case>[a-z0-9][a-z0-9-]*)(?:@v(?P<v>[0-9]+))?:"
-                    r"(?P<req>[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*(?:/[a-z0-9-]+)?)$")
+_ENTRY = re.compile(r"^(?P<case>[a-z0-9*?\[][a-z0-9*?\[\]-]*)(?:@v(?P<v>[0-9]+))?:"
+                    r"(?P<req>[A-Z*?\[][A-Z0-9*?\[\]-]*(?:/[a-z0-9*?\[\]-]+)?)$")
 
 
 class BaselineError(Exception):
@@ -56,12 +58,13 @@ class Entry:
     def matches_case(self, case_name: str) -> bool:
         """``case_name`` is a run's case name, ``ids-across-turns@v1``."""
         cid, _, version = case_name.partition("@v")
-        return cid == self.case and (self.protocol is None or version == str(self.protocol))
+        return fnmatchcase(cid, self.case) and (self.protocol is None
+                                                 or version == str(self.protocol))
 
     def matches(self, finding: Finding) -> bool:
         return self.matches_case(finding.case) and (
-            finding.requirement == self.requirement
-            or finding.requirement.startswith(self.requirement + "/"))
+            fnmatchcase(finding.requirement, self.requirement)
+            or fnmatchcase(finding.base_requirement, self.requirement))
 
 
 @dataclass
@@ -148,8 +151,13 @@ def load(path: Path, known_cases: Iterable[str] | None = None) -> Baseline:
         if m is None:
             raise BaselineError(f"{where}: expected 'case:requirement' "
                                 f"(e.g. ids-across-turns@v1:MID-A-02), got {item!r}")
-        if known is not None and m["case"] not in known:
-            raise BaselineError(f"{where}: unknown case {m['case']!r}")
+        if known is not None and not any(fnmatchcase(k, m["case"]) for k in known):
+            from conformance.selectors import suggestions
+
+            hint = suggestions(m["case"], known)
+            raise BaselineError(f"{where}: unknown case {m['case']!r} ("
+                                + (f"did you mean {' or '.join(hint[:3])}? " if hint else "")
+                                + "'acp-conformance list' shows every case)")
         entries.append(Entry(m["case"], int(m["v"]) if m["v"] else None, m["req"], where))
     return Baseline(name, entries)
 

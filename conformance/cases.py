@@ -35,6 +35,8 @@ class Case:
     area: str
     source: str  # "file:line"
     model: str | None = None  # model script under cases/model/ for --model-server
+    # (rule, reason): rules the case does not grade, with the reason its file gives
+    exclude: tuple[tuple[str, str], ...] = ()
 
     def applies_to(self, protocol: int, profile: str) -> bool:
         return protocol in self.protocols and (self.profiles is None or profile in self.profiles)
@@ -58,6 +60,18 @@ def _validator() -> Any:
 
     text = (resources.files("conformance") / "data" / "case.schema.json").read_text("utf-8")
     return jsonschema.Draft202012Validator(dict(json.loads(text)))
+
+
+@functools.lru_cache(maxsize=1)
+def step_validator() -> Any:
+    """The validator of one agent step (``$defs/agentStep`` of the case schema): the case
+    files' drive steps and the fuzzer's recorded steps are one vocabulary."""
+    import jsonschema
+
+    text = (resources.files("conformance") / "data" / "case.schema.json").read_text("utf-8")
+    schema = dict(json.loads(text))
+    return jsonschema.Draft202012Validator(
+        {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": "#/$defs/agentStep"})
 
 
 MAX_NODES = 50_000  # values in one YAML file, aliases expanded (an alias bomb stops here)
@@ -154,6 +168,7 @@ def load_file(path: Path) -> list[Case]:
         raise CaseError(f"{name}:{line}: {where}: {message}")
     out = []
     for i, c in enumerate(data["cases"]):
+        _check_switches(c, name, lines, i)
         applies = c["applies"]
         out.append(Case(
             id=c["id"], description=c["description"], requirements=tuple(c["requirements"]),
@@ -161,8 +176,24 @@ def load_file(path: Path) -> list[Case]:
             profiles=tuple(applies["profiles"]) if "profiles" in applies else None,
             drive=tuple(c["drive"]), checks=tuple(c["checks"]), stream=tuple(c.get("stream", [])),
             area=data["area"], source=f"{name}:{_line_of(lines, ('cases', i))}",
-            model=c.get("model")))
+            model=c.get("model"),
+            exclude=tuple((str(k), str(v)) for k, v in (c.get("exclude") or {}).items())))
     return out
+
+
+def _check_switches(case: dict[str, Any], name: str, lines: dict[tuple[Any, ...], int],
+                    index: int) -> None:
+    """A ``switch`` step names a session an earlier ``new_session`` step created."""
+    created = 0
+    for j, step in enumerate(case["drive"]):
+        if step == "new_session":
+            created += 1
+        elif isinstance(step, dict) and "switch" in step:
+            n = step["switch"]["session"]
+            if n >= created:
+                line = _line_of(lines, ("cases", index, "drive", j))
+                raise CaseError(f"{name}:{line}: cases/{index}/drive/{j}: switch to session "
+                                f"#{n}, but only {created} session(s) were created before it")
 
 
 def load_dir(directory: Path | None = None) -> list[Case]:
@@ -181,21 +212,21 @@ def load_dir(directory: Path | None = None) -> list[Case]:
     return cases
 
 
-def select(cases: list[Case], patterns: Iterable[str] | None) -> list[Case]:
-    """Select cases by ID, ID prefix (``load-``) or requirement ID (``MID-A-07``)."""
+def select(cases: list[Case], patterns: Iterable[str] | None,
+           rules: Iterable[str] | None = None) -> list[Case]:
+    """Select cases by selector (:mod:`conformance.selectors`): a case ID, requirement ID,
+    sub-rule ID, or a glob of any of them. A selector that selects nothing is a
+    :class:`CaseError` saying what was probably meant."""
+    from conformance import selectors
+
     pats = list(patterns or [])
     if not pats:
         return cases
-    chosen = []
-    for case in cases:
-        for p in pats:
-            if (case.id == p or (p.endswith("*") and case.id.startswith(p[:-1]))
-                    or any(r == p or r.startswith(p + "/") for r in case.requirements)):
-                chosen.append(case)
-                break
-    unknown = [p for p in pats if not any(
-        c.id == p or (p.endswith("*") and c.id.startswith(p[:-1]))
-        or any(r == p or r.startswith(p + "/") for r in c.requirements) for c in cases)]
-    if unknown:
-        raise CaseError(f"unknown case or requirement: {', '.join(unknown)}")
+    rule_ids = list(rules) if rules is not None else selectors.all_rule_ids()
+    named = {case.id: selectors.names(case, rule_ids) for case in cases}
+    chosen = [case for case in cases if any(selectors.matches(p, named[case.id]) for p in pats)]
+    for p in pats:
+        if not any(selectors.matches(p, n) for n in named.values()):
+            known = set().union(*named.values()) if named else set()
+            raise CaseError(selectors.miss(p, known))
     return chosen

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import TOOL_NAME, __version__, model
+from conformance.lifecycle import CaseAborted, CaseCut, CaseNotPlayable
+from conformance.results import Reason
 from conformance.transcript import Entry, Transcript
 from conformance.transport import DEFAULT_GRACE, TargetExited, TargetProcess, TargetTimeout
 
@@ -35,8 +37,14 @@ GRACE = 0.25
 
 CUT_POLL = 0.25  # seconds between looks at the case's Cutoff while a wait lasts
 
+# A cancelled turn gets session/cancel at its first agent output, or, when none has come,
+# this share of --timeout after the prompt: a turn that waits, silent, for the cancel is
+# cancelled and graded, not failed as a hang. Half the silence a wait allows: late enough
+# that a busy machine's slow first chunk is not overtaken, early enough to be answered.
+CANCEL_SHARE = 0.5
 
-class DriveAborted(Exception):
+
+class DriveAborted(CaseAborted):
     """The target hung or died: the case stops; what was recorded is still graded.
 
     ``fault`` names the target fault and the step it happened at ("went silent at the
@@ -44,10 +52,6 @@ class DriveAborted(Exception):
     cases. The runner stops a protocol version when consecutive cases end with the
     same fault (see ``runner.Shortcut``).
     """
-
-    def __init__(self, message: str, fault: str = "") -> None:
-        super().__init__(message)
-        self.fault = fault
 
 
 class DriveTimeout(DriveAborted):
@@ -59,14 +63,12 @@ class SameForEveryCase(DriveAborted):
     case (the first handshake never answered, a v2 claim spoken in v1): the runner
     does not wait for a second case to show it."""
 
+    every_case = True
 
-class DriveCut(DriveAborted):
+
+class DriveCut(DriveAborted, CaseCut):
     """The case was cut from outside (``--deadline``, a signal, or a run that no longer
     needs it); ``reason`` says which. Not the target's fault."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"cut: {reason}")
-        self.reason = reason
 
 
 class Cutoff:
@@ -90,8 +92,30 @@ class Cutoff:
         return self.parent.reason() if self.parent is not None else ""
 
 
-class NotTestable(Exception):
+class NotTestable(CaseNotPlayable):
     """The target cannot take this case (v2 unsupported, no session/load, manual auth)."""
+
+
+class NegotiationFailed(NotTestable):
+    """The agent did not negotiate the version the case plays, or did not speak the one it
+    answered (an error to ``initialize``; a v1 turn after answering 2; v2 updates after
+    answering 1). Every case of the version would repeat it: they are not run, and the
+    case's transcript shows it to ``TARGET/negotiation/agent`` (fail), once."""
+
+    every_case = True
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"not run: {what}", Reason.NOT_RUN)
+
+
+class RequestRefused(NotTestable):
+    """The agent answered a request the case needs (``session/new``, ``session/prompt``,
+    ``session/load``, ``session/resume``) with an error: the case is not run, and the
+    error is its reason."""
+
+    def __init__(self, method: str, error: str) -> None:
+        super().__init__(f"not run: the agent refused {method} ({error})", Reason.NOT_RUN)
+        self.method = method
 
 
 @dataclass
@@ -102,6 +126,11 @@ class AgentInfo:
     load_session: bool = False
     resume: bool = False
     auth_methods: list[Any] = field(default_factory=list)
+    no_session: bool = False  # v2: capabilities without the session marker
+
+
+NO_SESSION_CAPABILITY = ("the agent negotiated v2 but does not advertise capabilities.session "
+                         "(the v2 session methods are opt-in): its session cases do not apply")
 
 
 class ClientDriver:
@@ -129,6 +158,15 @@ class ClientDriver:
         self.cutoff = cutoff or Cutoff()
         self.unmatched = 0  # responses under an id the driver never sent
         self.last_rid = -1
+        self.v2_update: str | None = None  # the first v2-only update of a v1 connection
+        # Whether a turn spoken in the other version ends the case (TARGET/negotiation/agent);
+        # off for a proxy, whose adapting is graded by its own rules.
+        self.check_spoken_version = True
+        # v2 prompts in flight (see prompt): the IDs their responses named (None: none),
+        # the idle updates and the echoed user-message IDs seen since the first was sent.
+        self.flight: list[Any] = []
+        self.idles = 0
+        self.echoed: set[Any] = set()
 
     # -- process ---------------------------------------------------------
     def start(self) -> None:
@@ -157,6 +195,9 @@ class ClientDriver:
                       "clientInfo": {"name": TOOL_NAME, "version": __version__}}
         try:
             result = self.request("initialize", params, waiting_for="the initialize response")
+        except _RpcError as err:  # the spec answers an unsupported version with the latest
+            raise NegotiationFailed(f"the agent answered the v{self.protocol} initialize with "
+                                    f"an error ({err})") from None
         except DriveTimeout as exc:
             if self.conn != 0:
                 raise
@@ -169,9 +210,11 @@ class ClientDriver:
         self.info.protocol = pv if isinstance(pv, int) else None
         if self.protocol >= 2 and pv != 2:
             self.note("v2 unsupported", {"answered_protocolVersion": pv})
-            raise NotTestable(f"v2 unsupported: the agent answered protocolVersion {pv!r}")
+            raise NotTestable(f"v2 unsupported: the agent answered protocolVersion {pv!r}",
+                              Reason.VERSION_UNSUPPORTED)
         if self.protocol < 2 and pv != 1:
-            raise NotTestable(f"v1 unsupported: the agent answered protocolVersion {pv!r}")
+            raise NotTestable(f"v1 unsupported: the agent answered protocolVersion {pv!r}",
+                              Reason.VERSION_UNSUPPORTED)
         info = result.get("info") or result.get("agentInfo") or {}
         if isinstance(info, dict):
             self.info.name, self.info.version = info.get("name"), info.get("version")
@@ -182,6 +225,11 @@ class ClientDriver:
             session_caps = caps.get("session")
             self.info.load_session = False
             self.info.resume = isinstance(session_caps, dict)
+            # A v2-shaped result (its capabilities object) without the session marker: the
+            # agent made no session promise (catalogue Appendix I). A result without that
+            # object is no v2 result at all: driven as it is, its faults reported.
+            self.info.no_session = (isinstance(result.get("capabilities"), dict)
+                                    and not isinstance(session_caps, dict))
         else:
             self.info.load_session = caps.get("loadSession") is True
             scaps = caps.get("sessionCapabilities") or {}
@@ -201,6 +249,10 @@ class ClientDriver:
 
     # -- session steps ----------------------------------------------------
     def new_session(self) -> str:
+        if self.protocol >= 2 and self.info.no_session:
+            # v2 session methods are opt-in behind the capabilities.session marker (catalogue
+            # Appendix I): an agent without it made no session promise to test.
+            raise NotTestable(NO_SESSION_CAPABILITY, Reason.NO_CAPABILITY)
         params: dict[str, Any] = {"cwd": self.cwd, "mcpServers": []}
         try:
             result = self.request("session/new", params, waiting_for="the session/new response")
@@ -210,7 +262,7 @@ class ClientDriver:
                 result = self.request("session/new", params,
                                       waiting_for="the session/new response")
             else:
-                raise DriveAborted(f"session/new failed: {err}") from None
+                raise RequestRefused("session/new", str(err)) from None
         sid = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(sid, str):
             raise DriveAborted("session/new returned no sessionId")
@@ -218,7 +270,14 @@ class ClientDriver:
         return sid
 
     def prompt(self, text: str, *, legacy_message_id: str | None = None,
-               meta_message_id: str | None = None, cancel: bool = False) -> None:
+               meta_message_id: str | None = None, cancel: bool = False,
+               in_flight: bool = False) -> Any:
+        """Play one turn; the error the agent answered the prompt with, or None.
+
+        v2 ``in_flight``: wait only for the prompt's acceptance, so the next prompt is sent
+        while this one runs; the next prompt without it then waits for every accepted
+        prompt's turn to end: one idle each, or an idle after the echoes of all the IDs
+        their responses named (an agent may queue them and end them with one idle)."""
         sid = self._sid()
         params: dict[str, Any] = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
         fuzz = False
@@ -229,30 +288,60 @@ class ClientDriver:
             params["_meta"] = {"messageId": meta_message_id}
             fuzz = True
         rid = self._send_request("session/prompt", params, fuzz=fuzz)
-        state: dict[str, bool] = {"idle": False, "agent_output": False, "cancel_sent": False}
+        cancel_at = time.monotonic() + CANCEL_SHARE * self.timeout
+        in_flight = in_flight and self.protocol >= 2
+        state: dict[str, bool] = {"idle": False, "agent_output": False, "cancel_sent": False,
+                                  "state_seen": False, "v1_turn": False, "all_echoed": False}
         response: list[Entry] = []  # the prompt response, once it arrives
+        flight = self.flight  # earlier in-flight prompts: the IDs their responses named
+        needed: list[Any] = list(flight)
 
         def on_update(entry: Entry, update: dict[str, Any]) -> None:
             kind = update.get("sessionUpdate")
+            if kind == "state_update":
+                state["state_seen"] = True
             if kind in ("agent_message_chunk", "agent_thought_chunk", "agent_message",
                         "agent_thought"):
                 state["agent_output"] = True
+            if kind in ("user_message", "user_message_chunk"):
+                self.echoed.add(update.get("messageId"))
             if kind == "state_update" and update.get("state") == "idle":
                 state["idle"] = True
+                self.idles += 1
+                if needed and all(m in self.echoed for m in needed):
+                    state["all_echoed"] = True
 
         def done() -> bool:
-            if cancel and state["agent_output"] and not state["cancel_sent"]:
+            if cancel and not state["cancel_sent"] and (
+                    state["agent_output"] or time.monotonic() >= cancel_at):
                 state["cancel_sent"] = True
+                if not state["agent_output"]:
+                    self.note("cancel sent before any agent output",
+                              {"after_seconds": CANCEL_SHARE * self.timeout})
                 self.cancelled.add(sid)
                 self.notify("session/cancel", {"sessionId": sid})
             if rid in self.responses and not response:
                 response.append(self.responses[rid])
+                result = response[0].msg.get("result") if isinstance(
+                    response[0].msg, dict) else None
+                mid = result.get("messageId") if isinstance(result, dict) else None
+                if isinstance(mid, str):
+                    needed.append(mid)
             if not response:
                 return False
             if self.protocol >= 2:
                 resp = response[0]
                 if isinstance(resp.msg, dict) and "error" in resp.msg:
                     return True
+                result = resp.msg.get("result") if isinstance(resp.msg, dict) else None
+                if (self.check_spoken_version and isinstance(result, dict)
+                        and "stopReason" in result and not state["state_seen"]):
+                    state["v1_turn"] = True  # a v1 turn end: no idle will come
+                    return True
+                if in_flight:
+                    return True
+                if flight:  # this turn and every earlier one in flight
+                    return self.idles >= len(flight) + 1 or state["all_echoed"]
                 return bool(state["idle"])
             return True
 
@@ -273,8 +362,33 @@ class ClientDriver:
         finally:
             self.cancelled.discard(sid)
         self.responses.pop(rid, None)
+        if state["v1_turn"]:
+            raise NegotiationFailed("the agent answered protocolVersion 2, then ended a turn "
+                                    "the v1 way (stopReason in the session/prompt response, no "
+                                    "state_update)")
+        msg = response[0].msg if response else None
+        result = msg.get("result") if isinstance(msg, dict) else None
+        if (self.check_spoken_version and self.protocol < 2 and isinstance(result, dict)
+                and "stopReason" not in result):
+            self.settle()  # a v2 turn goes on after its acceptance: do its updates follow?
+        if self.v2_update is not None and self.check_spoken_version:
+            raise NegotiationFailed(f"the agent answered protocolVersion 1, then sent a v2 "
+                                    f"{self.v2_update}")
+        if in_flight:  # its turn goes on: the next prompt waits for it too
+            flight.extend(needed[len(flight):] or [None])  # None: a response without an ID
+        else:
+            late = [m for m in needed if isinstance(m, str) and m not in self.echoed]
+            if late and self.protocol >= 2 and not cancel and self.proc is not None:
+                # Idle came, but not the echo of an ID a response named (an agent that
+                # queued the prompt echoes it when its turn starts): a grace window records
+                # a late echo before the next step.
+                self.settle()
+            flight.clear()
+            self.idles = 0
+            self.echoed.clear()
         if cancel:
             self.settle()
+        return msg.get("error") if isinstance(msg, dict) and "error" in msg else None
 
     def settle(self, quiet: float = GRACE) -> None:
         """Catalogue MID-A-09: keep a short grace window after a cancelled turn.
@@ -318,7 +432,7 @@ class ClientDriver:
         if self.protocol >= 2:
             raise NotTestable("session/load does not exist in v2 (use resume)")
         if not self.info.load_session:
-            raise NotTestable("the agent does not advertise loadSession")
+            raise NotTestable("the agent does not advertise loadSession", Reason.NO_CAPABILITY)
         self.request("session/load", {"sessionId": sid, "cwd": self.cwd, "mcpServers": []},
                      waiting_for="the session/load response")
         self.settle()  # a replay that trails the response must not pass for the next turn
@@ -326,7 +440,8 @@ class ClientDriver:
     def resume(self, replay: str | None) -> None:
         sid = self._sid()
         if not self.info.resume:
-            raise NotTestable("the agent does not advertise session resume")
+            raise NotTestable("the agent does not advertise session resume",
+                              Reason.NO_CAPABILITY)
         params: dict[str, Any] = {"sessionId": sid, "cwd": self.cwd}
         if self.protocol < 2:
             params["mcpServers"] = []
@@ -368,7 +483,7 @@ class ClientDriver:
         msg = entry.msg
         if "error" in msg:
             err = msg["error"] if isinstance(msg["error"], dict) else {}
-            raise _RpcError(err.get("code"), str(err.get("message")))
+            raise _RpcError(err.get("code"), str(err.get("message")), method)
         return msg.get("result")
 
     def note(self, what: str, data: dict[str, Any]) -> None:
@@ -458,10 +573,15 @@ class ClientDriver:
             return
         if "id" in msg:
             self._answer(msg)
-        elif method == "session/update" and on_update is not None:
+        elif method == "session/update":
             params = msg.get("params")
             update = params.get("update") if isinstance(params, dict) else None
-            if isinstance(update, dict):
+            if not isinstance(update, dict):
+                return
+            if (self.protocol < 2 and self.v2_update is None
+                    and update.get("sessionUpdate") in model.V2_ONLY_UPDATES):
+                self.v2_update = str(update["sessionUpdate"])
+            if on_update is not None:
                 on_update(entry, update)
 
     def _answer(self, msg: dict[str, Any]) -> None:
@@ -492,7 +612,8 @@ class ClientDriver:
 
 
 class _RpcError(Exception):
-    def __init__(self, code: Any, message: str) -> None:
+    def __init__(self, code: Any, message: str, method: str = "") -> None:
         super().__init__(f"error {code}: {message}")
         self.code = code
+        self.method = method
 

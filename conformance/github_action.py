@@ -18,6 +18,7 @@ installed, so it uses the standard library only:
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -93,6 +94,9 @@ def suite_arguments(env: Mapping[str, str], out: Path) -> list[str]:
         extra = shlex.split(_input(env, "args"))
     except ValueError as exc:
         raise ActionError(f"input args: {exc}") from None
+    if "--no-mask" in extra:
+        raise ActionError("input args: --no-mask is refused here: the action's reports and "
+                          "transcripts are artifacts, and secrets stay out of them")
     if agent and client:
         raise ActionError("give the input agent or the input client, not both")
     if not (agent or client or "--client-adapter" in extra):
@@ -115,6 +119,28 @@ def suite_arguments(env: Mapping[str, str], out: Path) -> list[str]:
     return [*argv, "--transcripts", str(out / "transcripts")]
 
 
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASS|AUTH|CREDENTIAL|COOKIE|SESSION)S?"
+                          r"(?![A-Za-z0-9])|PASSWD|PASSPHRASE|AUTHORIZATION", re.IGNORECASE)
+
+
+def shown_arguments(argv: list[str]) -> list[str]:
+    """The command line as the step log shows it: ``--mask`` values and the values of
+    secret-looking ``--agent-env`` / ``--client-env`` entries as ``***`` (the suite masks
+    everything else it writes; this file runs before the suite is installed, so it
+    follows the same rule on names itself, roughly)."""
+    shown = []
+    for i, arg in enumerate(argv):
+        before = argv[i - 1] if i else ""
+        if before == "--mask" or arg.startswith("--mask="):
+            arg = "--mask=***" if arg.startswith("--mask=") else "***"
+        elif before in ("--agent-env", "--client-env") and "=" in arg:
+            name = arg.split("=", 1)[0]
+            if _SECRET_NAME.search(name):
+                arg = f"{name}=***"
+        shown.append(arg)
+    return shown
+
+
 def run(env: Mapping[str, str]) -> int:
     """Run the suite, write the summary and the step outputs; the suite's exit status."""
     out = Path(_input(env, "output-dir", "acp-conformance-reports")).resolve()
@@ -126,7 +152,7 @@ def run(env: Mapping[str, str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for path in (out / name for name in REPORTS.values()):  # no stale report of an old run
         path.unlink(missing_ok=True)
-    print("$ acp-conformance " + shlex.join(argv), flush=True)
+    print("$ acp-conformance " + shlex.join(shown_arguments(argv)), flush=True)
     # -I: a folder named conformance in the working directory is not the suite
     status = subprocess.run([sys.executable, "-I", "-m", "conformance", *argv],
                             check=False).returncode

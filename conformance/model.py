@@ -21,8 +21,37 @@ UPSERT_KINDS: dict[str, str] = {  # v2 whole-message updates
     "agent_thought": "thought",
 }
 MESSAGE_KINDS: dict[str, str] = {**CHUNK_KINDS, **UPSERT_KINDS}
+#: Updates that exist only in v2: an agent that answered protocolVersion 1 and sends one
+#: speaks the other version (TARGET/negotiation/agent).
+V2_ONLY_UPDATES = frozenset({"state_update", *UPSERT_KINDS})
+# SDK 2.4.0's inter-session messages (catalogue Appendix I, MID-S-04 addition): a fourth
+# kind, "session", with its own ID space; message kinds only under a profile that has them
+# (``Profile.session_messages``).
+SESSION_CHUNK_KINDS: dict[str, str] = {"session_message_chunk": "session"}
+SESSION_UPSERT_KINDS: dict[str, str] = {"session_message": "session"}
+SESSION_KINDS: dict[str, str] = {**SESSION_CHUNK_KINDS, **SESSION_UPSERT_KINDS}
+WITH_SESSION_KINDS: dict[str, str] = {**MESSAGE_KINDS, **SESSION_KINDS}
+KINDS = ("user", "agent", "thought")  # the message kinds of every profile
+# Recorded on a session message, not graded (they name messages of other sessions).
+SESSION_REFERENCE_KEYS = ("senderMessageId", "recipientMessageId")
+
+
+def message_kinds(session_messages: bool) -> dict[str, str]:
+    """The update kinds that are messages, by kind name (with ``session`` or without)."""
+    return WITH_SESSION_KINDS if session_messages else MESSAGE_KINDS
+
+
+def is_chunk(update_type: str) -> bool:
+    return update_type in CHUNK_KINDS or update_type in SESSION_CHUNK_KINDS
 NEAR_MISS_KEYS = ("message_id", "messageID", "MessageId", "messageid", "MessageID", "message-id")
 LEGACY_PROMPT_KEYS = ("messageId", "userMessageId")
+
+
+def names_message_id(key: str) -> bool:
+    """A ``_meta`` key that names a message ID, whatever its spelling: ``messageId``,
+    ``message_id``, ``messageID``, ``userMessageId``, ``user_message_id``, ``message-id``...
+    (``_meta`` is free-form, so a client's own ID may travel under any of them)."""
+    return "".join(c for c in key.lower() if c.isalnum()).endswith("messageid")
 
 # States of a messageId field, as read off the wire.
 ABSENT = "absent"

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import resources
 from typing import Any
 
 import yaml
+
+from conformance.profiles import PROFILES
+from conformance.results import Outcome
 
 NORMATIVE = ("MUST", "MUST NOT", "SHOULD", "SHOULD NOT")
 # The suite's own rule families: target faults and official-schema validation.
@@ -28,18 +32,114 @@ class Requirement:
     versions: tuple[int, ...]
     parties: tuple[str, ...]
     excluded: dict[str, str] = field(default_factory=dict)
+    text: str = ""  # the normative sentence(s) graded, as the catalogue states them
+    source: str = ""  # where they come from: spec page, schema definition
+    snapshot: str = ""  # which revision of those sources
+    rules: tuple[str, ...] = ()  # its sub-rules, each graded in ``load_grades()``
+    tck: tuple[str, ...] = ()  # the official TCK's IDs for the same rule (acp-tck)
 
     @property
     def normative(self) -> bool:
         return self.level in NORMATIVE
 
 
-def load_register() -> dict[str, Requirement]:
-    text = (resources.files("conformance") / "data" / "requirements.yaml").read_text("utf-8")
+def _register_text() -> str:
+    return (resources.files("conformance") / "data" / "requirements.yaml").read_text("utf-8")
+
+
+def catalogue_revision() -> str:
+    """The register's revision, as reports name it: ``sha256:`` and the first 12 hex
+    digits of the register file. Two runs graded against the same register agree."""
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(_register_text().encode("utf-8")).hexdigest()[:12]
+
+
+@cache
+def _entries() -> tuple[dict[str, Any], ...]:
+    return tuple(yaml.safe_load(_register_text()))
+
+
+def load_register(*, suite: bool = False) -> dict[str, Requirement]:
+    """The catalogue's requirements by ID; with ``suite``, the suite's own rule families
+    (``TARGET``, ``SCHEMA``: level ``suite``) too."""
     out = {}
-    for d in yaml.safe_load(text):
+    for d in _entries():
+        if d["level"] == "suite" and not suite:
+            continue
         out[d["id"]] = Requirement(d["id"], d["title"], d["level"], tuple(d["versions"]),
-                                   tuple(d["parties"]), dict(d.get("excluded", {})))
+                                   tuple(d["parties"]), dict(d.get("excluded", {})),
+                                   d.get("text", ""), d.get("source", ""), d.get("snapshot", ""),
+                                   tuple(d.get("rules") or ()), tuple(d.get("tck", ())))
+    return out
+
+
+@dataclass(frozen=True)
+class Grades:
+    """The grade of a violation of one sub-rule: per profile and protocol version, and
+    what an option changes it to (``cross-turn-reuse=warn``, ``strict-ids``). The register
+    holds them; checkers only look them up, so ``list`` states what a report shows."""
+
+    rule: str
+    requirement: str
+    by_profile: dict[str, dict[int, Outcome]]
+    options: dict[str, Outcome] = field(default_factory=dict)
+
+    def of(self, profile: str, protocol: int,
+           modifiers: frozenset[str] = frozenset()) -> Outcome:
+        for option, grade in self.options.items():
+            if option in modifiers:
+                return grade
+        versions = self.by_profile[profile]
+        return versions.get(protocol) or versions[max(versions)]
+
+    def as_data(self) -> dict[str, Any]:
+        """``{profile: {"1": grade, "2": grade}}``, as ``list --json`` prints it."""
+        return {p: {str(v): g.value for v, g in sorted(vs.items())}
+                for p, vs in self.by_profile.items()}
+
+
+GRADE_WORDS = {o.value: o for o in (Outcome.FAIL, Outcome.WARN, Outcome.INFO)}
+
+
+def _grade_word(word: Any, where: str) -> Outcome:
+    if word not in GRADE_WORDS:
+        raise ValueError(f"register: {where}: grade {word!r} is not one of fail, warn, info")
+    return GRADE_WORDS[word]
+
+
+def _expand(spec: Any, versions: tuple[int, ...], where: str) -> dict[str, dict[int, Outcome]]:
+    """A register grade (``fail``; ``{"1": warn, "2": fail}``; ``{profile: ...}``) for
+    every profile and version."""
+    def per_version(s: Any) -> dict[int, Outcome]:
+        if isinstance(s, dict):
+            got = {int(v): _grade_word(g, where) for v, g in s.items()}
+            if set(got) != set(versions):
+                raise ValueError(f"register: {where}: grades for v{sorted(got)}, "
+                                 f"the requirement has v{list(versions)}")
+            return got
+        return {v: _grade_word(s, where) for v in versions}
+
+    if isinstance(spec, dict) and spec and all(str(k) in PROFILES for k in spec):
+        if set(spec) != set(PROFILES):
+            raise ValueError(f"register: {where}: grades name {sorted(spec)}, "
+                             f"the profiles are {sorted(PROFILES)}")
+        return {p: per_version(spec[p]) for p in PROFILES}
+    return {p: per_version(spec) for p in PROFILES}
+
+
+@cache
+def load_grades() -> dict[str, Grades]:
+    """Every sub-rule's grades, from the register."""
+    out: dict[str, Grades] = {}
+    for d in _entries():
+        versions = tuple(d["versions"])
+        for rule, spec in (d.get("rules") or {}).items():
+            options: dict[str, Outcome] = {}
+            if isinstance(spec, dict) and ("grade" in spec or "grades" in spec):
+                options = {k: _grade_word(g, rule) for k, g in (spec.get("options") or {}).items()}
+                spec = spec.get("grade", spec.get("grades"))
+            out[rule] = Grades(rule, d["id"], _expand(spec, versions, rule), options)
     return out
 
 
@@ -47,7 +147,7 @@ def lint(cases: Iterable[Any], rules: dict[str, Any]) -> list[str]:
     """Problems with the cases against the register and the checkers (empty = clean)."""
     register = load_register()
     problems: list[str] = []
-    covered: dict[str, set[str]] = {"agent": set(), "client": set()}
+    covered: dict[str, set[str]] = {"agent": set(), "client": set(), "proxy": set()}
     for case in cases:
         for req in case.requirements:
             base = req.split("/", 1)[0]
@@ -58,8 +158,12 @@ def lint(cases: Iterable[Any], rules: dict[str, Any]) -> list[str]:
             if not any(r == check or r.startswith(check + "/") for r in rules):
                 problems.append(f"{case.source}: case {case.id} checks {check}, "
                                 "which no registered rule implements")
+        for rule, _ in getattr(case, "exclude", ()):
+            if not any(r == rule or r.startswith(rule + "/") for r in rules):
+                problems.append(f"{case.source}: case {case.id} excludes {rule}, "
+                                "which no registered rule implements")
     for req in register.values():
-        for side in ("agent", "client"):
+        for side in ("agent", "client", "proxy"):
             if side not in req.parties or not req.normative:
                 continue
             if req.id in covered[side]:

@@ -25,6 +25,24 @@ class Outcome(str, enum.Enum):
         return self.value
 
 
+class Reason(str, enum.Enum):
+    """Why a result is ``not_applicable``: a fixed vocabulary, documented for JSON consumers.
+
+    A report reads the code, never the message's wording."""
+
+    NOT_TESTABLE = "not_testable"  # the traffic cannot support the inference (e.g. the target never spoke)
+    NOT_RUN = "not_run"  # the case did not run (a repeated fault, a refused request, --deadline)
+    NOT_ATTRIBUTABLE = "not_attributable"  # a control stream was shown the same way: no cause named
+    VERSION_UNSUPPORTED = "version_unsupported"  # the target does not speak this protocol version
+    ALLOWED_BY_PROFILE = "allowed_by_profile"  # the selected profile allows it
+    NO_CAPABILITY = "no_capability"  # the target does not advertise what the rule needs
+    EXCLUDED_BY_CASE = "excluded_by_case"  # the case file excludes the rule, with its reason
+    CUT = "cut"  # the case was cut (--deadline, a signal) before the rule could be graded
+
+    def __str__(self) -> str:
+        return self.value
+
+
 # Worst first: the order a summary uses to pick "the worst finding".
 SEVERITY: dict[Outcome, int] = {
     Outcome.FAIL: 4,
@@ -54,6 +72,10 @@ class Finding:
     case: str = ""
     occurrences: int = 1
     faults: int = 1
+    reason: Reason | None = None  # set on not_applicable results only
+    # what the target did because of this fault (it exited, left a probe unanswered):
+    # shown with it, never graded as further faults
+    consequences: tuple[str, ...] = ()
 
     @property
     def base_requirement(self) -> str:
@@ -62,9 +84,12 @@ class Finding:
     @property
     def shown_message(self) -> str:
         """The message with its occurrence count, as every report shows it."""
+        text = self.message
         if self.occurrences > 1:
-            return f"{self.message} (x {self.occurrences} occurrences)"
-        return self.message
+            text = f"{text} (x {self.occurrences} occurrences)"
+        if self.consequences:
+            text += "; then, as a consequence: " + "; ".join(self.consequences)
+        return text
 
     def with_case(self, case: str) -> Finding:
         return dataclasses.replace(self, case=case)
@@ -85,6 +110,10 @@ class Finding:
             "message": self.message,
             "evidence": evidence,
         }
+        if self.reason is not None:
+            out["reason"] = self.reason.value
+        if self.consequences:
+            out["consequences"] = list(self.consequences)
         if self.occurrences > 1:
             out["occurrences"] = self.occurrences
         if self.faults > 1:
@@ -123,6 +152,14 @@ class CaseResult:
     target_info: dict[str, Any] = field(default_factory=dict)
     fault: str = ""  # the target fault the case ended with, and its step ("" if none)
     every_case: bool = False  # the fault is known to repeat in every later case of the version
+    reason: Reason | None = None  # why the case was not graded (not run, a version, ...) or cut
+    cut: str = ""  # what cut the case ("deadline", "SIGINT"), "" when nothing did
+    aborted: bool = False  # a target fault ended it early (graded on what was recorded)
+
+    @property
+    def completed(self) -> bool:
+        """The case ran to its last step: not cut, not aborted, not left ungraded."""
+        return self.reason is None and not self.aborted and not self.cut
 
     @property
     def outcome(self) -> Outcome:
@@ -141,6 +178,9 @@ class RunResult:
     target_info: dict[str, Any] = field(default_factory=dict)
     date: str | None = None  # calendar day of the run, for the certification statement only
     cut: str = ""  # why the run ended before its plan did (--deadline), "" when it did not
+    # versions in which cases were played but none ran to its end: {version: why}
+    unfinished: dict[int, str] = field(default_factory=dict)
+    catalogue: str = ""  # the register's revision it was graded against ("": this version's)
 
     def all_findings(self) -> list[Finding]:
         return [f for c in self.cases for f in c.findings]
@@ -154,8 +194,25 @@ class RunResult:
 
     @property
     def failed(self) -> bool:
-        """A fail finding, or a run cut short (``cut``): it did not test what it should."""
-        return bool(self.cut) or any(f.outcome is Outcome.FAIL for f in self.all_findings())
+        """A fail finding, a run cut short (``cut``), or a version in which no case ran to
+        its end (``unfinished``): it did not test what it should."""
+        return (bool(self.cut) or bool(self.unfinished)
+                or any(f.outcome is Outcome.FAIL for f in self.all_findings()))
+
+
+def exit_status(returncode: int | None, signum: int | None = None) -> str:
+    """How a process ended, in words: "exit code 3", "killed by SIGTERM", "still running".
+    A negative return code (Python's way of saying "killed by signal N") counts as the signal."""
+    import signal as signals
+
+    if signum is None and returncode is not None and returncode < 0:
+        signum = -returncode
+    if signum:
+        try:
+            return f"killed by {signals.Signals(signum).name}"
+        except ValueError:
+            return f"killed by signal {signum}"
+    return "still running" if returncode is None else f"exit code {returncode}"
 
 
 def with_article(word: object) -> str:

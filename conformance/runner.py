@@ -5,7 +5,6 @@ The CLI and the pytest plugin are thin shells over this module.
 
 from __future__ import annotations
 
-import re
 import signal
 import tempfile
 import threading
@@ -17,23 +16,30 @@ from typing import Any
 
 from conformance import __version__
 from conformance.cases import Case
-from conformance.checks import ALWAYS as checks_always
-from conformance.checks import Options, grade
-from conformance.driver import (
-    ClientDriver,
-    Cutoff,
-    DriveAborted,
-    DriveCut,
-    NotTestable,
-    SameForEveryCase,
-    _RpcError,
+from conformance.checks import Options
+from conformance.driver import Cutoff, RequestRefused, _RpcError
+from conformance.fuzz.player import StepDriver
+from conformance.fuzz.steps import StepError
+from conformance.lifecycle import (
+    CUT_NOTE,
+    DEADLINE_NOTE,
+    INTERRUPT_GRACE,
+    Ending,
+    case_scope,
+    conclude,
+    keep_stand_ins,
+    new_transcript,
+    play_case,
+    safe_name,
+    stand_in,
 )
-from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
+from conformance.masking import Masker
+from conformance.results import CaseResult, Reason, RunResult
 from conformance.transcript import Transcript
-from conformance.transport import close_all, owner_of_connection
+from conformance.transport import owner_of_connection
 
-ALWAYS = checks_always["agent"]  # framing and liveness are graded in every case
-INTERRUPT_GRACE = 0.5  # seconds an interrupted target gets before SIGTERM, and again before SIGKILL
+__all__ = ["CUT_NOTE", "DEADLINE_NOTE", "AgentRun", "RunInterrupted", "Shortcut", "agent_plan",
+           "not_run", "perform", "run_agent_case", "run_agent_suite", "run_plan", "safe_name"]
 
 
 class RunInterrupted(Exception):
@@ -102,13 +108,15 @@ class AgentRun:
     jobs: int = 1  # cases run at the same time (--jobs)
     deadline: float | None = None  # seconds the whole run may last (--deadline)
     keep_going: bool = False  # --keep-going: run every case even after a repeated fault
+    masker: Masker | None = None  # masks secrets where transcripts record them (None: off)
 
 
 class Shortcut:
     """Which cases of a protocol version are not run, decided from the cases before
     them in plan order (so a concurrent run decides exactly as a serial one).
 
-    One negotiation answer ("v2 unsupported") settles a version. So does a fault
+    One negotiation answer ("v2 unsupported", or a failed negotiation: the driver's
+    ``NegotiationFailed``) settles a version. So does a fault
     every case would repeat: one known from a single case (``SameForEveryCase``),
     or the same target fault at the same step in two consecutive cases. The
     cases that ran keep their findings; the rest say why they were not run.
@@ -116,31 +124,32 @@ class Shortcut:
 
     def __init__(self, keep_going: bool = False) -> None:
         self.keep_going = keep_going
-        self.stopped: dict[int, tuple[str, bool]] = {}  # protocol -> (note, not testable)
+        self.stopped: dict[int, tuple[str, Reason]] = {}  # protocol -> (note, reason)
         self.last: dict[int, CaseResult] = {}  # the previous case of each version
 
     def skip(self, case: Case, protocol: int) -> CaseResult | None:
         """The result that stands in for ``case``, or None when it is to be run."""
         if protocol not in self.stopped:
             return None
-        note, not_testable = self.stopped[protocol]
-        return (_not_testable(case, protocol, note) if not_testable
-                else not_run(case, protocol, note))
+        note, reason = self.stopped[protocol]
+        return not_run(case, protocol, note, reason)
 
     def after(self, cr: CaseResult) -> None:
         p, previous = cr.protocol, self.last.get(cr.protocol)
         self.last[p] = cr
         if p in self.stopped:
             return
-        if cr.note.startswith(("v2 unsupported", "v1 unsupported")):
-            self.stopped[p] = (cr.note, True)
+        if cr.reason is Reason.VERSION_UNSUPPORTED:
+            self.stopped[p] = (cr.note, Reason.VERSION_UNSUPPORTED)
+        elif cr.reason is Reason.NOT_RUN and cr.every_case:  # the negotiation failed
+            self.stopped[p] = (f"{cr.note} in {cr.case}", Reason.NOT_RUN)
         elif self.keep_going or not cr.fault:
             return
         elif cr.every_case:
-            self.stopped[p] = (f"not run: {cr.fault} in {cr.case}", False)
+            self.stopped[p] = (f"not run: {cr.fault} in {cr.case}", Reason.NOT_RUN)
         elif previous is not None and previous.fault == cr.fault:
             why = f"the target {cr.fault} in {previous.case} and {cr.case}"
-            self.stopped[p] = (f"not run: {why}", False)
+            self.stopped[p] = (f"not run: {why}", Reason.NOT_RUN)
 
 
 def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> RunResult:
@@ -153,9 +162,13 @@ def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> 
     if run.model is not None:  # a request naming no case's route: whose target sent it
         run.model.resolver = _model_route_of(run.model.port)
 
-    signum = run_plan(result, agent_plan(run, cases), play, handle_signals=run.handle_signals,
+    plan = agent_plan(run, cases)
+    signum = run_plan(result, plan, play, handle_signals=run.handle_signals,
                       progress=run.progress, jobs=run.jobs, deadline=run.deadline,
                       shortcut=Shortcut(run.keep_going))
+    keep_stand_ins(run.transcripts, result.cases, plan, "agent", run.options, run.strict,
+                   " ".join(run.command), run.masker)
+    conclude(result)
     if result.target_info == {}:
         result.target_info = _target_info(result)
     if signum:
@@ -196,16 +209,12 @@ def run_plan(result: RunResult, plan: Sequence[tuple[int, Case]], play: Play, *,
                               progress=progress, stand_in=lambda c, p, started: _stand_in(
                                   shortcut, c, p, None if started else run_cut),
                               record=lambda cr: _record(result, shortcut, cr))
-    not_run_count = sum(c.note == DEADLINE_NOTE for c in result.cases)
-    cut_count = sum(c.note.startswith(CUT_NOTE) for c in result.cases)
+    not_run_count = sum(c.reason is Reason.NOT_RUN and c.cut == "deadline" for c in result.cases)
+    cut_count = sum(c.reason is Reason.CUT and c.cut == "deadline" for c in result.cases)
     if not_run_count or cut_count:
         result.cut = (f"the run passed its --deadline of {deadline:g} s: {cut_count} case(s) "
                       f"in progress cut and graded, {not_run_count} not run")
     return signals.signum
-
-
-DEADLINE_NOTE = "not run: deadline"
-CUT_NOTE = "aborted: cut by --deadline"
 
 
 def _stand_in(shortcut: Shortcut | None, case: Case, protocol: int,
@@ -214,7 +223,7 @@ def _stand_in(shortcut: Shortcut | None, case: Case, protocol: int,
     a case not started yet, the deadline), or None."""
     cr = shortcut.skip(case, protocol) if shortcut is not None else None
     if cr is None and run_cut is not None and run_cut.reason() == "deadline":
-        cr = not_run(case, protocol, DEADLINE_NOTE)
+        cr = not_run(case, protocol, DEADLINE_NOTE, cut="deadline")
     return cr
 
 
@@ -237,117 +246,95 @@ def agent_plan(run: AgentRun, cases: Sequence[Case]) -> list[tuple[int, Case]]:
             if c.role == "agent" and c.applies_to(p, run.options.profile.name)]
 
 
-def not_run(case: Case, protocol: int, note: str) -> CaseResult:
+def not_run(case: Case, protocol: int, note: str, reason: Reason = Reason.NOT_RUN,
+            cut: str = "") -> CaseResult:
     """A case the run did not play: every requirement of it says why (never a pass)."""
-    cr = CaseResult(f"{case.id}@v{protocol}", case.description, list(case.requirements),
-                    protocol, note=note)
-    cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, note, case=cr.case)
-                   for r in case.requirements]
-    return cr
+    return stand_in(case, protocol, note, reason, cut)
 
 
-def _not_testable(case: Case, protocol: int, note: str) -> CaseResult:
-    cr = CaseResult(f"{case.id}@v{protocol}", case.description, list(case.requirements),
-                    protocol, note=note)
-    cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {note}", case=cr.case)
-                   for r in case.requirements]
-    return cr
+def play_steps(driver: Any, steps: Sequence[Any], step: Callable[[Any, Any], None]) -> None:
+    """Play a case's steps with ``step``; a request the case needs that the target answered
+    with an error ends the case as not run (RequestRefused), for every role that drives."""
+    try:
+        for s in steps:
+            step(driver, s)
+    except _RpcError as exc:
+        raise RequestRefused(exc.method, str(exc)) from None
+
+
+def stop_driver(driver: Any, transcript: Transcript, hurry: bool, model: Any, name: str,
+                jobs: int) -> str:
+    """End a driver's target (fast when ``hurry``) and record what the header keeps of it:
+    the target's info and, behind the model server, what the model said. Its stderr."""
+    stderr = driver.proc.stderr_text() if driver.proc else ""
+    if hurry and driver.proc is not None:  # end it fast
+        driver.proc.close(INTERRUPT_GRACE)
+    driver.stop()
+    info = driver.info
+    transcript.header["target_info"] = {"name": info.name, "version": info.version,
+                                        "protocol": info.protocol}
+    if model is not None:  # what the model said while the agent made this traffic
+        from conformance.modelserver.cases import end_case
+
+        transcript.header["model_requests"] = end_case(model, safe_name(name),
+                                                       shared=jobs <= 1)
+    return stderr
+
+
+class AgentDrive:
+    """The agent role's drive: the suite plays the client (``StepDriver``) through a
+    case's steps against one agent command, in a scratch working folder."""
+
+    def __init__(self, run: AgentRun, case: Case, protocol: int, transcript: Transcript,
+                 cutoff: Cutoff | None) -> None:
+        self.run, self.case, self.transcript = run, case, transcript
+        self.name = str(transcript.header["case"])
+        command, env = list(run.command), dict(run.env)
+        if run.model is not None:  # the case's own route of the model server
+            from conformance.modelserver.cases import use_case_script
+
+            url = use_case_script(run.model, case, safe_name(self.name), run.model_script,
+                                  transcript.header)
+            command = [a.replace(run.model.url, url) for a in command]
+            env = {k: v.replace(run.model.url, url) for k, v in env.items()}
+        self.cwd = tempfile.TemporaryDirectory(prefix="acp-conformance-")
+        self.driver = StepDriver(command, transcript, protocol=protocol, timeout=run.timeout,
+                                   cwd=self.cwd.name, env=env, turn_timeout=run.turn_timeout,
+                                   cutoff=cutoff)
+        self.stderr = ""
+
+    def play(self) -> None:
+        play_steps(self.driver, self.case.drive, perform)
+
+    def stop(self, hurry: bool) -> None:
+        self.stderr = stop_driver(self.driver, self.transcript, hurry, self.run.model,
+                                  self.name, self.run.jobs)
+        self.cwd.cleanup()
+
+    def conn(self) -> int:
+        return self.driver.conn
+
+    def ended(self, ending: Ending) -> Ending:
+        return ending
 
 
 def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
                    signals: _Signals | None = None, cutoff: Cutoff | None = None) -> CaseResult:
     name = f"{case.id}@v{protocol}"
-    transcript = Transcript({"role": "agent", "protocol": protocol,
-                             "profile": run.options.profile.name,
-                             "target": " ".join(run.command), "case": name})
-    cr = CaseResult(name, case.description, list(case.requirements), protocol)
-    command, env = list(run.command), dict(run.env)
-    if run.model is not None:  # the case's own route of the model server
-        from conformance.modelserver.cases import use_case_script
-
-        url = use_case_script(run.model, case, safe_name(name), run.model_script,
-                              transcript.header)
-        command = [a.replace(run.model.url, url) for a in command]
-        env = {k: v.replace(run.model.url, url) for k, v in env.items()}
-    with tempfile.TemporaryDirectory(prefix="acp-conformance-") as cwd:
-        driver = ClientDriver(command, transcript, protocol=protocol, timeout=run.timeout,
-                              cwd=cwd, env=env, turn_timeout=run.turn_timeout,
-                              cutoff=cutoff)
-        interrupted = cut = False
-        try:
-            try:
-                if signals is not None:
-                    signals.driving = True
-                for step in case.drive:
-                    perform(driver, step)
-            finally:
-                if signals is not None:
-                    signals.driving = False
-        except KeyboardInterrupt:
-            if signals is None or not signals.enabled:
-                raise
-            interrupted = True
-            cr.note = (f"aborted: interrupted by {signal.Signals(signals.signum or 2).name}; "
-                       "graded what was recorded")
-            transcript.add(max(driver.conn, 0), "harness", "harness", event="note",
-                           data={"note": "interrupted", "signal": signals.signum})
-        except DriveCut as exc:  # --deadline, a signal seen by another thread, not needed
-            cut = True
-            cr.note = (f"{CUT_NOTE} ({run.deadline or 0:g} s)" if exc.reason == "deadline"
-                       else f"aborted: interrupted by {exc.reason}") + "; graded what was recorded"
-        except NotTestable as exc:
-            cr.note = str(exc)
-        except DriveAborted as exc:
-            cr.note = f"aborted: {exc}"
-            cr.fault = exc.fault
-            cr.every_case = isinstance(exc, SameForEveryCase)
-        except _RpcError as exc:
-            cr.note = f"aborted: the agent answered a step with {exc}"
-            transcript.add(max(driver.conn, 0), "harness", "harness", event="note",
-                           data={"note": cr.note})
-        except Exception:  # a bug of ours: keep the evidence, then let the CLI report it
-            driver.stop()
-            _save(run, transcript, name)
-            raise
-        finally:
-            stderr = driver.proc.stderr_text() if driver.proc else ""
-            if (interrupted or cut) and driver.proc is not None:  # end it fast
-                driver.proc.close(INTERRUPT_GRACE)
-            if interrupted:  # and anything started but not yet handed over
-                close_all(INTERRUPT_GRACE)
-            driver.stop()
-        cr.stderr_tail = stderr
-        info = driver.info
-        transcript.header["target_info"] = {"name": info.name, "version": info.version,
-                                            "protocol": info.protocol}
-        if run.model is not None:  # what the model said while the agent made this traffic
-            from conformance.modelserver.cases import end_case
-
-            transcript.header["model_requests"] = end_case(run.model, safe_name(name),
-                                                           shared=run.jobs <= 1)
-    if cr.note and not cr.note.startswith("aborted"):
-        cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
-                       for r in case.requirements]
-    else:
-        findings = grade(transcript.entries, protocol=protocol, options=run.options,
-                         select=list(case.checks) + list(ALWAYS), schema_dir=run.schema_dir)
-        cr.findings = [f.with_case(name) for f in apply_strict(findings, run.strict)]
-    cr.transcript_path = _save(run, transcript, name)
+    scope = case_scope("agent", run.options, run.strict, case)
+    transcript = new_transcript("agent", protocol, scope, " ".join(run.command), name,
+                                case.requirements, run.masker)
+    drive = AgentDrive(run, case, protocol, transcript, cutoff)
+    cr = play_case(case, protocol, "agent", drive, transcript, transcripts=run.transcripts,
+                   signals=signals, deadline=run.deadline, schema_dir=run.schema_dir)
+    cr.stderr_tail = drive.stderr
     cr.target_info = dict(transcript.header.get("target_info", {}))
     return cr
 
 
-def _save(run: AgentRun, transcript: Transcript, name: str) -> str | None:
-    """Write the case's transcript (atomically) when --transcripts asks for it."""
-    if run.transcripts is None:
-        return None
-    path = Path(run.transcripts) / f"{safe_name(name)}.jsonl"
-    transcript.save(path)
-    return str(path)
-
-
-def perform(driver: ClientDriver, step: Any) -> None:
-    """Execute one declarative step (see cases/*.yaml and the case schema)."""
+def perform(driver: StepDriver, step: Any) -> None:
+    """Execute one declarative step (see cases/*.yaml and ``$defs/agentStep`` of the case
+    schema: the fuzzer's step vocabulary, so a shrunk counterexample plays as a case)."""
     if step == "start":
         driver.start()
     elif step == "restart":
@@ -360,9 +347,16 @@ def perform(driver: ClientDriver, step: Any) -> None:
     elif step == "close_session":
         driver.close_session()
     elif isinstance(step, dict) and "prompt" in step:
-        p = step["prompt"]
-        driver.prompt(p["text"], legacy_message_id=p.get("legacy_message_id"),
-                      meta_message_id=p.get("meta_message_id"), cancel=p.get("cancel", False))
+        error = driver.prompt_spec(step["prompt"])
+        if error is not None:  # the turn the case needs was refused: the case is not run
+            err = error if isinstance(error, dict) else {}
+            raise RequestRefused("session/prompt",
+                                 f"error {err.get('code')}: {err.get('message')}")
+    elif isinstance(step, dict) and "switch" in step:
+        try:
+            driver.switch(step["switch"]["session"])
+        except StepError as exc:  # the case asks for a session it never created
+            raise ValueError(f"bad case step: {exc}") from None
     elif isinstance(step, dict) and "resume" in step:
         driver.resume(step["resume"]["replay"] if step["resume"]["replay"] != "none" else None)
     else:
@@ -374,7 +368,3 @@ def _target_info(result: RunResult) -> dict[str, Any]:
         if c.target_info.get("name"):
             return dict(c.target_info)
     return {}
-
-
-def safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.@-]+", "_", name)[:120]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.profiles import Profile
-from conformance.results import Finding, Outcome
+from conformance.results import Finding, Outcome, Reason
 from conformance.transcript import Entry
 
 RULE = "SCHEMA/official"
@@ -101,7 +101,10 @@ def _prefix(errors: list[Any], key: str) -> None:
 def validate_transcript(entries: Iterable[Entry], schema_dir: Path, protocol: int,
                         profile: Profile, role: str = "agent") -> list[Finding]:
     """A SCHEMA/official row for the target's frames: pass, or up to 10 fails."""
+    from conformance.requirements import load_grades
+
     path = schema_path(schema_dir, protocol, profile)
+    grade = load_grades()[RULE].of(profile.name, protocol)
     findings: list[Finding] = []
     checked = extra = 0
     pending: dict[Any, str] = {}  # (conn, request id) -> method, for the peer's requests
@@ -121,16 +124,17 @@ def validate_transcript(entries: Iterable[Entry], schema_dir: Path, protocol: in
                 answered = pending.pop((e.conn, repr(msg["id"])), None)
             for p in problems(msg, e.src, path, answered):
                 if len(findings) < MAX_FINDINGS:
-                    findings.append(Finding(RULE, Outcome.FAIL,
+                    findings.append(Finding(RULE, grade,
                                             f"the official v{protocol} schema rejects this "
                                             f"frame: {p}", expected=f"valid per {path.parent.name}"
                                             f"/{path.name}", entries=(e.seq,)))
                 else:
                     extra += 1
     if extra:
-        findings.append(Finding(RULE, Outcome.FAIL, f"{extra} more frame(s) rejected"))
+        findings.append(Finding(RULE, grade, f"{extra} more frame(s) rejected"))
     if not findings:
         outcome = Outcome.PASS if checked else Outcome.NOT_APPLICABLE
         findings.append(Finding(RULE, outcome, f"{checked} frame(s) valid per the official "
-                                f"v{protocol} schema" if checked else "not testable: no frame"))
+                                f"v{protocol} schema" if checked else "not testable: no frame",
+                                reason=None if checked else Reason.NOT_TESTABLE))
     return findings

@@ -15,6 +15,11 @@ invalid bytes are kept as ``raw_b64`` instead). ``msg`` is the parsed JSON, or
 on purpose out of spec; ``truncated`` gives the original byte length of a line
 that was capped. ``t`` is seconds since the transcript began (monotonic).
 
+A transcript built with a :class:`~conformance.masking.Masker` masks every line
+and harness event as it is recorded (before anything parses it, so the suite
+acts on and grades exactly what the file holds) and its header as it is
+written; the header's ``masking`` says so, with the number of values masked.
+
 Checkers read entries only; they never see processes.
 
 Over 400 lines, kept whole on purpose: this module is the file format, and
@@ -38,6 +43,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from conformance import TOOL_NAME, __version__
+from conformance.masking import NO_MASK, Masker
 
 FORMAT = "acp-conformance-transcript"
 FORMAT_VERSION = 1
@@ -141,11 +147,15 @@ def decode_line(raw: bytes) -> tuple[str | None, str | None, Any, str | None]:
 class Transcript:
     """An in-memory transcript that the transport appends to from several threads."""
 
-    def __init__(self, header: dict[str, Any] | None = None) -> None:
+    def __init__(self, header: dict[str, Any] | None = None, *,
+                 masker: Masker | None = None) -> None:
         self.header: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION,
                                        "tool": f"{TOOL_NAME} {__version__}"}
+        if masker is not None:
+            self.header["masking"] = masker.header()
         if header:
             self.header.update(header)
+        self.masker = masker or NO_MASK
         self.entries: list[Entry] = []
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
@@ -163,6 +173,9 @@ class Transcript:
         sees them while memory stays bounded.
         """
         raw = raw_b64 = msg = error = None
+        if self.masker:
+            line = None if line is None else self.masker.bytes(line)
+            data = self.masker.data(data)
         if line is not None:
             if stream == "stderr":
                 raw = line.decode("utf-8", errors="replace")
@@ -188,7 +201,7 @@ class Transcript:
         write_atomic(path, self.dumps())
 
     def dumps(self) -> str:
-        lines = [json.dumps(self.header, ensure_ascii=False)]
+        lines = [json.dumps(self.masker.data(self.header), ensure_ascii=False)]
         with self._lock:
             entries = list(self.entries)
         lines.extend(json.dumps(e.to_json(), ensure_ascii=False) for e in entries)

@@ -15,7 +15,9 @@ the verdict expected per requirement and protocol (``expect``). Placeholders in
 strings: ``{dir}`` the target's install folder, ``{home}`` a fresh scratch
 folder per run, ``{node}`` Node 22, ``{python}`` the target's virtualenv
 Python, ``{interop}`` this folder, ``{cases}`` the bundled cases folder, and
-``{model_url}`` (left for ``acp-conformance --model-server`` to fill).
+``{model_url}`` (left for ``acp-conformance --model-server`` to fill). A client
+target's profile file gets the same placeholders filled (a filled copy in the run's
+folder), so a one-shot client's ``load`` command line can name its own install.
 
 The cache is ``$ACP_INTEROP_CACHE``, else ``$XDG_CACHE_HOME/acp-conformance-interop``
 (default ``~/.cache``): never the repository. An item fails on a mismatch with its
@@ -63,13 +65,14 @@ class Run:
     cases: list[str] = field(default_factory=list)
     model_script: str | None = None
     args: list[str] = field(default_factory=list)
+    agent: str | None = None  # proxy targets: "reference", or the matrix agent behind it
 
 
 @dataclass
 class Target:
     name: str
     path: Path
-    role: str  # agent | client
+    role: str  # agent | client | proxy
     install: list[dict[str, Any]]
     launch: str
     env: dict[str, str]
@@ -109,12 +112,20 @@ def load_target(path: Path) -> Target:
     for r in data["runs"]:
         if not isinstance(r, dict) or "name" not in r:
             raise InteropError(f"{path}: every run needs a name")
-        extra = set(r) - {"name", "protocol", "timeout", "cases", "model_script", "args"}
+        extra = set(r) - {"name", "protocol", "timeout", "cases", "model_script", "args",
+                          "agent"}
         if extra:
             raise InteropError(f"{path}: run {r['name']}: unknown key(s) {sorted(extra)}")
+        if "agent" in r and data["role"] != "proxy":
+            raise InteropError(f"{path}: run {r['name']}: 'agent' is for proxy targets")
+        if data["role"] == "proxy" and "agent" in r and r["agent"] != "reference" \
+                and not (TARGETS / f"{r['agent']}.yaml").is_file():
+            raise InteropError(f"{path}: run {r['name']}: agent {r['agent']!r} is neither "
+                               "'reference' nor a target of the matrix")
         runs.append(Run(str(r["name"]), str(r.get("protocol", "both")),
                         float(r.get("timeout", 30)), [str(c) for c in r.get("cases", [])],
-                        r.get("model_script"), [str(a) for a in r.get("args", [])]))
+                        r.get("model_script"), [str(a) for a in r.get("args", [])],
+                        str(r["agent"]) if "agent" in r else None))
     install = list(data["install"])
     return Target(
         name=str(data["name"]), path=path, role=str(data["role"]), install=install,
@@ -278,31 +289,61 @@ def protocols_of(run: Run) -> list[str]:
     return ["v1", "v2"] if run.protocol == "both" else [f"v{run.protocol}"]
 
 
+def behind(run: Run) -> Target | None:
+    """The matrix agent a proxy run puts behind the proxy (None: the double or the
+    reference agent)."""
+    if run.agent in (None, "reference"):
+        return None
+    return load_target(TARGETS / f"{run.agent}.yaml")
+
+
+def reference_agent() -> str:
+    import shlex
+
+    return f"{shlex.quote(sys.executable)} -m conformance.reference.agent"
+
+
 def conformance_command(t: Target, run: Run, inst: Installer, out: Path,
                         protocol: str | None = None) -> list[str]:
     """The suite's command line for one run of ``t``; ``protocol`` ("v1"/"v2") narrows a run
-    over both versions to one of them (one matrix item each)."""
-    d = inst.target_dir(t)
+    over both versions to one of them (one matrix item each). A proxy target runs with
+    ``--proxy``; its run's ``agent`` (a matrix agent, with that target's environment,
+    config and model server) or the reference agent goes behind it."""
     home = out / "home"
-    values = {"dir": str(d), "home": str(home), "node": str(inst.node),
-              "python": str(d / "venv" / "bin" / "python"), "interop": str(HERE),
-              "cases": str(cases_dir())}
+
+    def values_of(target: Target) -> dict[str, str]:
+        own = inst.target_dir(target)
+        return {"dir": str(own), "home": str(home), "node": str(inst.node),
+                "python": str(own / "venv" / "bin" / "python"), "interop": str(HERE),
+                "cases": str(cases_dir())}
+
+    values = values_of(t)
     argv = [sys.executable, "-m", "conformance"]
     launch = fill(t.launch, values)
-    argv += ["--agent", launch] if t.role == "agent" else ["--client", launch]
+    agent = t
+    if t.role == "proxy":
+        argv += ["--proxy", launch]
+        inner = behind(run)
+        if inner is not None:
+            agent, values = inner, values_of(inner)
+            argv += ["--agent", fill(inner.launch, values)]
+        elif run.agent == "reference":
+            argv += ["--agent", reference_agent()]
+    else:
+        argv += ["--agent", launch] if t.role == "agent" else ["--client", launch]
     if t.profile:
-        argv += ["--client-profile", fill(t.profile, values)]
-    if t.model_server:
+        argv += ["--client-profile", str(client_profile(t, values, out))]
+    if agent.model_server:
         argv.append("--model-server")
     if run.model_script:
         argv += ["--model-script", str(cases_dir() / "model" / f"{run.model_script}.yaml")]
     env = {"HOME": str(home)}
-    if t.needs_node:
+    if t.needs_node or agent.needs_node:
         env["PATH"] = f"{inst.node.parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env.update({k: fill(v, values) for k, v in t.env.items()})
+    env.update({k: fill(v, values) for k, v in agent.env.items()})
     for k, v in env.items():
         argv += ["--agent-env", f"{k}={v}"]
-    for n, c in enumerate(t.config):
+    for n, c in enumerate(agent.config):
         template = out / f"config-{n}.in"
         template.write_text(fill(str(c["template"]), values), encoding="utf-8")
         argv += ["--agent-config", f"{template}={fill(str(c['dest']), values)}"]
@@ -313,10 +354,30 @@ def conformance_command(t: Target, run: Run, inst: Installer, out: Path,
     # ``args`` may still ask for --jobs.
     argv += ["--jobs", "1"]
     argv += ["--protocol", version, "--timeout", str(run.timeout), "--no-color",
-             "--json", str(out / "report.json"), "--transcripts", str(out / "transcripts")]
+             "--json", str(out / "report.json"), "--html", str(out / "report.html"),
+             "--transcripts", str(out / "transcripts")]
     for c in run.cases:
         argv += ["--case", c]
     return argv + run.args
+
+
+def client_profile(t: Target, values: dict[str, str], out: Path) -> Path:
+    """A client target's profile with the placeholders of this install filled in (a
+    one-shot client's ``load`` is a command line: ``{python}``, ``{node}``, ``{dir}``,
+    ``{interop}``), written into the run's folder; ``{agent}``, ``{session}`` and
+    ``{prompt}`` stay for the suite."""
+    source = Path(fill(str(t.profile), values))
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InteropError(f"{t.path}: cannot read profile {source}: {exc.strerror}") from None
+    filled = fill(text, values)
+    if filled == text:
+        return source
+    out.mkdir(parents=True, exist_ok=True)
+    dest = out / f"profile-{source.name}"
+    dest.write_text(filled, encoding="utf-8")
+    return dest
 
 
 def cases_dir() -> Path:
@@ -374,6 +435,29 @@ def run_one(t: Target, run: Run, inst: Installer, protocol: str) -> RunResult:
                          f"exit {proc.returncode}: {' | '.join(tail)}", out)
     return RunResult(t, run, protocol, seconds,
                      verdicts_of(json.loads(report.read_text("utf-8"))), out=out)
+
+
+def write_matrix(cache: Path, dest: Path, since: float) -> str:
+    """One target x rule matrix of the runs written since ``since`` (a time.time()), through
+    ``acp-conformance report --merge``: dest/matrix.html, .md and .json. A line to print."""
+    reports = sorted(p for p in (cache / "runs").glob("*/*/*/report.json")
+                     if p.stat().st_mtime >= since)
+    if not reports:
+        return "interop matrix: no run wrote a report"
+    import conformance
+
+    env = dict(os.environ)
+    root = str(Path(conformance.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    dest.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "conformance", "report", "--merge",
+                           *map(str, reports), "--html", str(dest / "matrix.html"),
+                           "--markdown", str(dest / "matrix.md"), "--json",
+                           str(dest / "matrix.json")],
+                          check=False, capture_output=True, text=True, env=env)
+    if proc.returncode not in (0, 1):  # 1: a run failed, which the matrix shows
+        return f"interop matrix not written: {proc.stderr.strip() or proc.stdout.strip()}"
+    return f"interop matrix of {len(reports)} run(s): {dest / 'matrix.html'}"
 
 
 def compare(res: RunResult) -> list[str]:

@@ -363,8 +363,12 @@ def test_a_summary_over_githubs_limit_is_cut_at_a_line(tmp_path: Path) -> None:
 
 def test_the_readme_workflows_use_the_action_as_declared() -> None:
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## In CI\n", 1)[1].split("\n## ", 1)[0]
-    assert section.lstrip().startswith("### The GitHub Action")  # the action comes first
+    snippet = readme.split("## In CI\n", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    steps = yaml.safe_load(snippet)  # the landing page's five lines
+    assert set(steps[0]["with"]) <= set(ACTION["inputs"]) and "agent" in steps[0]["with"]
+    manual = (REPO_ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    section = manual.split("\n## ", 1)[1].split("\n## ", 1)[0]
+    assert section.startswith("The GitHub Action\n")  # the action comes first
     blocks = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
     assert len(blocks) == 2  # an agent vendor and a client vendor
     default_dir = ACTION["inputs"]["output-dir"]["default"]

@@ -2,7 +2,9 @@
 
 Each broken agent in fixtures/agents/ breaks one rule; its manifest entry says
 which requirement the suite must report. The reference agent must pass with no
-fail and no warn, in v1 and v2, under both v2 profiles.
+fail and no warn, in v1 and v2, under both v2 profiles. Under the default profile
+``check`` then grades the run's transcripts to the same findings and exit status
+(offline.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO_ROOT, load_json, outcomes, run_cli
+from offline import assert_check_agrees
 from test_grading_repeats import assert_graded_the_same_both_ways
 
 MANIFEST = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
@@ -64,12 +67,14 @@ def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profil
     fx = next(f for f in MANIFEST["fixtures"] if f["name"] == name)
     exp = expectations(fx, protocol, profile)
     report = tmp_path / "report.json"
-    proc = run_cli("--agent", fixture_command(name), "--protocol", str(protocol),
-                   "--profile", profile, "--json", str(report), "--timeout", "5",
-                   "--transcripts", str(tmp_path / "t"))
+    args = ["--agent", fixture_command(name), "--protocol", str(protocol), "--profile", profile,
+            "--timeout", "5"]
+    proc = run_cli(*args, "--json", str(report), "--transcripts", str(tmp_path / "t"))
     assert report.exists(), proc.stderr
     for path in sorted((tmp_path / "t").glob("*.jsonl")):  # the short path changes no finding
         assert_graded_the_same_both_ways(path)
+    if profile == DEFAULT_PROFILE:  # one verdict: offline, the same findings and exit status
+        assert_check_agrees(report, tmp_path / "t", proc.returncode, args)
     found = outcomes(load_json(report))
     for outcome in ("fail", "warn", "info"):
         for req in exp.get(outcome, []):
@@ -117,8 +122,9 @@ def test_every_graded_rule_has_a_failing_fixture() -> None:
             groups = per.get("profiles", {}).values() if "profiles" in per else [per]
             for g in groups:
                 tripped.update(g.get("fail", []) + g.get("warn", []))
-    rules = [r for r in all_rules().values()
-             if r.role == "agent" and r.outcome in (Outcome.FAIL, Outcome.WARN)]
+    rules = [r for r in all_rules().values() if r.role == "agent" and any(
+        g in (Outcome.FAIL, Outcome.WARN) for vs in r.grades.by_profile.values()
+        for g in vs.values())]
     # Target faults (TARGET/*) and non-JSON-RPC lines are proven by fixtures/hostile.
     missing = [r.id for r in rules if not r.id.startswith(("TARGET/", "MID-S-06/jsonrpc"))
                and not any(

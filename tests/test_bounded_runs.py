@@ -3,7 +3,7 @@ version, not one per case; ``--deadline`` bounds the whole run; the model server
 a client's broken connection off the console.
 
 Each run goes through the real command line against a fixture of
-``fixtures/hostile/agents`` with the whole suite over v1 and v2 and ``--timeout 10``,
+``fixtures/hostile/agents`` with the whole suite over v1 and v2 and ``--timeout 5``,
 as a new user would try it: it must end within ``2 x --timeout + 15 s`` per protocol
 version, report the fault with its evidence, say why the other cases did not run,
 write its reports and leave no process behind.
@@ -28,7 +28,7 @@ from harness import Run, agent_command, group_alive, run_cli
 
 pytest_plugins = ["pytester"]
 
-TIMEOUT = 10.0
+TIMEOUT = 5.0
 BOUND = 2 * (2 * TIMEOUT + 15)  # per protocol version, two versions
 
 

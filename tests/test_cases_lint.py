@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import REPO_ROOT, run_cli
 
 from conformance.cases import CaseError, load_dir, load_file
 from conformance.checks import all_rules
@@ -97,3 +97,23 @@ def test_malformed_case_names_file_and_line(tmp_path: Path, body: str, line: int
     proc = run_cli("--agent", "true", "--cases", str(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and f"bad.yaml:{line}:" in proc.stderr
+
+
+def test_the_requirement_checklist_names_what_is_missing(tmp_path: Path) -> None:
+    """lint-cases --requirement goes through CONTRIBUTING.md's checklist for one ID."""
+    proc = run_cli("lint-cases", "--requirement", "MID-A-02")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    steps = [line.split()[1] for line in proc.stdout.splitlines()[:-1]]
+    assert steps == ["register", "sources", "rule", "case", "fixture", "manifest", "docs"]
+    assert proc.stdout.splitlines()[-1] == "MID-A-02: 0 step(s) missing"
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    for name in ("wire.yaml", "turns.yaml"):  # no case of these cites MID-A-05
+        (cases / name).write_text((REPO_ROOT / "cases" / name).read_text(encoding="utf-8"),
+                                  encoding="utf-8")
+    proc = run_cli("lint-cases", "--requirement", "MID-A-05", "--cases", str(cases))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"^MISSING +case ", proc.stdout, re.MULTILINE), proc.stdout
+    assert "MID-A-05: 1 step(s) missing" in proc.stdout
+    proc = run_cli("lint-cases", "--requirement", "MID-X-99")
+    assert proc.returncode == 2 and "register it" in proc.stderr

@@ -187,3 +187,70 @@ def test_id_per_chunk_after_a_message_of_any_length(before: int, repeats: bool) 
                      select=["MID-A-03/id-per-chunk"], repeats=repeats)
     assert [f.outcome.value for f in findings] == ["warn"], [f.message for f in findings]
     assert findings[0].message.startswith("5 consecutive agent chunks")
+
+
+@pytest.mark.parametrize("answer,faults", [
+    ({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid Request"}}, 0),
+    ({"jsonrpc": "2.0", "id": None, "result": {}}, 1),  # a result for no request: a fault
+    ({"jsonrpc": "2.0", "id": 99, "error": {"code": -32601, "message": "no"}}, 1),
+])
+def test_a_refusal_with_a_null_id_is_no_second_fault(answer: dict[str, Any], faults: int) -> None:
+    """A client that refuses a batch it cannot read answers, as JSON-RPC says, with an
+    error whose id is null: the batch's own rule grades it, MID-C-08/answers does not."""
+    t = transcript(2, [
+        ("agent", {"jsonrpc": "2.0", "id": 7, "method": "session/request_permission",
+                   "params": {"sessionId": "s", "options": []}}),
+        ("client", answer),
+        ("client", {"jsonrpc": "2.0", "id": 7, "result": {"outcome": {"outcome": "cancelled"}}}),
+    ])
+    rows = grade(t.entries, protocol=2, options=Options(), select=["MID-C-08/answers"],
+                 role="client")
+    assert sum(r.outcome.value == "fail" for r in rows) == faults, rows
+
+
+@pytest.mark.parametrize("key,names", [
+    ("messageId", True), ("message_id", True), ("messageID", True), ("userMessageId", True),
+    ("user_message_id", True), ("message-id", True), ("MESSAGEID", True),
+    ("traceId", False), ("message", False), ("messageIdx", False),
+])
+def test_meta_keys_that_name_a_message_id(key: str, names: bool) -> None:
+    from conformance.model import names_message_id
+
+    assert names_message_id(key) is names
+
+
+def _v1_handshake(answered: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [("client", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                        "params": {"protocolVersion": 1}}),
+            ("agent", {"jsonrpc": "2.0", "id": 0, **answered})]
+
+
+@pytest.mark.parametrize("answered,after,outcome", [
+    ({"result": {"protocolVersion": 1}}, [], "pass"),
+    ({"error": {"code": -32602, "message": "only 2"}}, [], "fail"),
+    ({"result": {"protocolVersion": 1}}, [
+        ("client", {"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
+                    "params": {"sessionId": "s", "prompt": [text("Hi")]}}),
+        ("agent", {"jsonrpc": "2.0", "id": 1, "result": {"messageId": "u1"}}),
+        ("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
+            "sessionId": "s", "update": {"sessionUpdate": "state_update", "state": "running"}}}),
+    ], "fail"),
+])
+def test_agent_negotiation_is_graded_from_the_wire(answered: dict[str, Any], after: list[Any],
+                                                   outcome: str) -> None:
+    t = transcript(1, _v1_handshake(answered) + after)
+    findings = grade(t.entries, protocol=1, options=Options(), select=["TARGET/negotiation"])
+    assert [f.outcome.value for f in findings] == [outcome], findings
+
+
+def test_partial_use_across_kinds_warns_once_per_kind() -> None:
+    prompt = ("client", {"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
+                         "params": {"sessionId": "s", "prompt": [text("Hi")]}})
+    chunk = ("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk",
+                                     "content": text("Hello")}}})
+    t = transcript(1, [prompt, update("user_message_chunk", "u1", content=text("Hi")), chunk,
+                       chunk, ("agent", {"jsonrpc": "2.0", "id": 1,
+                                         "result": {"stopReason": "end_turn"}})])
+    findings = grade(t.entries, protocol=1, options=Options(), select=["MID-A-05/partial-kinds"])
+    assert [(f.outcome.value, f.occurrences) for f in findings] == [("warn", 1)], findings

@@ -72,8 +72,10 @@ def test_client_that_ignores_ids_is_graded_on_what_it_does(tmp_path: Path) -> No
             assert len(waits) == 1 and len(skipped) == len(turns) - 1, path.name
     # No reload: MID-C-07 is not testable, and says why.
     reload = [r for r in v1 if r["requirement"] == "MID-C-07"]
-    assert reload and all(r["outcome"] == "not_applicable"
-                          and "the client has no reload" in r["message"] for r in reload)
+    assert reload and all(r["outcome"] == "not_applicable" for r in reload)
+    in_reload_cases = [r for r in reload if "reload" in r["case"]]
+    assert in_reload_cases and all("the client has no reload" in r["message"]
+                                   and r["reason"] == "no_capability" for r in in_reload_cases)
     # v2: never graded on v2 rules; one info row about the version negotiation.
     v2 = rows(report, 2)
     assert all(r["outcome"] == "not_applicable" for r in v2

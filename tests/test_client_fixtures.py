@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import cli_report
+from offline import assert_check_agrees
 
 REPO = Path(__file__).resolve().parents[1]
 CLIENTS = REPO / "fixtures" / "clients"
@@ -55,8 +56,11 @@ def test_broken_client_is_caught(entry: dict[str, Any], tmp_path: Path) -> None:
                                  str(protocols[0]), "--timeout", "20"]
     for case in entry["cases"]:
         args += ["--case", case]
-    code, report, output = cli_report(*args, tmp_path=tmp_path)
+    code, report, output = cli_report(*args, "--transcripts", str(tmp_path / "t"),
+                                      tmp_path=tmp_path)
     assert report, output
+    # one verdict: offline, the same findings and exit status (offline.py)
+    assert_check_agrees(tmp_path / "report.json", tmp_path / "t", code, args)
     any_fail = False
     for version, expect in entry["expect"].items():
         seen = outcomes(report, int(version[1:]))
@@ -65,6 +69,8 @@ def test_broken_client_is_caught(entry: dict[str, Any], tmp_path: Path) -> None:
         for req in expect.get("warn", []):
             assert "warn" in seen.get(req, set()), (version, req, seen, output)
             assert "fail" not in seen.get(req, set()), (version, req, seen)
+        for req in expect.get("info", []):  # recorded, never a fault
+            assert "info" in seen.get(req, set()), (version, req, seen, output)
         any_fail = any_fail or bool(expect.get("fail"))
         # Nothing outside the expectation fails: the fixture breaks exactly one rule.
         allowed = set(expect.get("fail", [])) | {r.split("/", 1)[0]

@@ -153,7 +153,8 @@ def test_v2_chunk_without_id_attached_fails_shown_alone_warns() -> None:
     steps = [{"agent": "R1. ", "id": "r"}, {"agent": "S. "}, {"agent": "R2. ", "id": "r"}]
     assert not fails(graded(2, steps, [agent("R1. R2. ")]))
     assert graded(2, steps, [agent("R1. S. R2. ")])["MID-V2-07"] == {"fail"}
-    assert graded(2, steps, [agent("R1. R2. "), agent("S. ")])["MID-V2-07"] == {"warn"}
+    alone = graded(2, steps, [agent("R1. R2. "), agent("S. ")])
+    assert alone["MID-V2-07/shown-alone"] == {"warn"} and alone["MID-V2-07"] == {"pass"}
 
 
 def test_chunk_meta_must_not_patch_the_message() -> None:
@@ -165,7 +166,7 @@ def test_chunk_meta_must_not_patch_the_message() -> None:
     assert graded(2, steps, bad)["MID-V2-04"] == {"fail"}
 
 
-def test_a_crash_fails_the_rules_the_stream_exercises() -> None:
+def test_a_crash_is_one_fault_naming_the_rules_the_stream_tests() -> None:
     steps = [{"agent": "Z1. ", "id": None}]
     t = Transcript({"role": "client", "protocol": 1})
     t.add(0, "agent", "stdout", json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {
@@ -173,8 +174,11 @@ def test_a_crash_fails_the_rules_the_stream_exercises() -> None:
     t.add(0, "harness", "harness", event="observed",
           data={"protocol": 1, "shown": [], "exited": True, "why": "the client exited"})
     result = {f.requirement: f.outcome.value for f in grade(t.entries, protocol=1, role="client")}
-    assert result["MID-C-04"] == "fail" and result["MID-S-02/client"] == "fail"
-    assert result["MID-C-03/content"] != "fail"  # the crash is charged to what the stream tests
+    assert result["MID-C-08/crash"] == "fail"
+    [crash] = [f for f in grade(t.entries, protocol=1, role="client")
+               if f.requirement == "MID-C-08/crash"]
+    assert "MID-C-04, MID-S-02/client" in crash.message  # what the stream tested
+    assert [r for r, o in result.items() if o == "fail"] == ["MID-C-08/crash"]  # once
 
 
 # --------------------------------------------------------------------------
@@ -238,3 +242,33 @@ def test_example_streams_are_deterministic() -> None:
     a = strat.example_streams(protocol=2, seed=7, text_prefix="p-")
     assert a == strat.example_streams(protocol=2, seed=7, text_prefix="p-")
     assert a != strat.example_streams(protocol=2, seed=8, text_prefix="p-")
+
+
+def test_a_rule_no_observation_reached_says_so_not_no_profile() -> None:
+    """With the screen observed, a rule the stream never reached is 'not testable' because
+    the traffic did not reach it; 'no profile' is said only when nothing was observed."""
+    t = Transcript({"role": "client", "protocol": 1})
+    for src, msg in (
+            ("client", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                        "params": {"protocolVersion": 1}}),
+            ("agent", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}),
+            ("client", {"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
+                        "params": {"sessionId": "s", "prompt": [{"type": "text",
+                                                                 "text": PROMPT}]}}),
+            ("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
+                "sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk",
+                                             "messageId": "m1",
+                                             "content": {"type": "text", "text": "Hi."}}}}),
+            ("agent", {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}})):
+        t.add(0, src, "stdin" if src == "client" else "stdout", json.dumps(msg).encode())
+    unobserved = {f.requirement: f for f in grade(list(t.entries), protocol=1, role="client")}
+    assert unobserved["MID-C-07"].message.startswith("not testable: no profile")
+    t.add(0, "harness", "harness", event="observed",
+          data={"protocol": 1, "render": "cumulative",
+                "shown": [{"role": "user", "text": PROMPT}, {"role": "agent", "text": "Hi."}]})
+    observed = {f.requirement: f for f in grade(list(t.entries), protocol=1, role="client")}
+    assert observed["MID-C-03/merged"].outcome.value == "pass"
+    c07 = observed["MID-C-07"]  # no reload was played
+    assert c07.outcome.value == "not_applicable" and c07.reason is not None
+    assert c07.reason.value == "not_testable" and "no profile" not in c07.message
+    assert "screen was observed" in c07.message

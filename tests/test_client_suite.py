@@ -88,8 +88,10 @@ def test_reference_client_in_process_passes_every_client_case(tmp_path: Path) ->
                             tmp_path=tmp_path)
     assert code == 0, out
     seen = by_requirement(report)
-    assert seen["MID-V2-04"] == {"pass"}  # the adapter shows _meta, so V2-04 is testable
-    assert seen["MID-C-05"] == {"pass"} and seen["MID-V2-07"] == {"pass"}
+    # Every case grades every client rule: a rule passes where its situation comes up and
+    # is not_applicable (with its reason) elsewhere, never failing.
+    for rule in ("MID-V2-04", "MID-C-05", "MID-V2-07"):  # the adapter shows _meta: testable
+        assert "pass" in seen[rule] and seen[rule] <= {"pass", "not_applicable"}, rule
     assert {c["case"].split("@")[0] for c in report["cases"]} >= {
         "client-fuzz", "client-display-order", "client-empty-id", "client-malformed-ids"}
 
@@ -200,7 +202,7 @@ def test_client_that_hangs_mid_turn(tmp_path: Path) -> None:
     assert code == 1, out
     seen = by_requirement(report)
     assert "fail" in seen["MID-C-08/hang"] or "fail" in seen["MID-C-08/probe"], seen
-    assert "fail" in seen["MID-C-03/content"]  # the stream was not shown: graded as a crash
+    assert "fail" not in seen["MID-C-03/content"]  # one fault: the hang, not the lost turn
     pids = pids_in(tmp_path / "tr") + [int((tmp_path / "pid").read_text())]
     assert not any(alive(p) for p in pids)
 

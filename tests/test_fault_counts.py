@@ -130,11 +130,11 @@ def test_fault_bookkeeping_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> Non
     rule = "MID-A-02/cross-kind-reuse"
     sink = base.Sink(base.all_rules())
     for i in range(1000):
-        sink.add(rule, None, "m", (i,), None, None)  # no key: each a fault of its own
+        sink.add(rule, "m", (i,), None, None)  # no key: each a fault of its own
     assert not sink.more_keys[rule]
     for _ in range(3):  # the same 20 keyed faults, three times each
         for i in range(20):
-            sink.add("MID-A-02/interleave", None, "m", (i,), None, None, key=("id", i))
+            sink.add("MID-A-02/interleave", "m", (i,), None, None, key=("id", i))
     listed, rest = sink.rows("MID-A-02/interleave")[:5], sink.rows("MID-A-02/interleave")[5]
     assert [f.occurrences for f in listed] == [3] * 5
     assert len(sink.more_keys["MID-A-02/interleave"]) == 10

@@ -39,7 +39,8 @@ def test_list_shows_the_bundled_model_scripts() -> None:
     section = proc.stdout.split("Model scripts (--model-script NAME):", 1)[1]
     names = sorted(p.stem for p in MODEL_DIR.glob("*.yaml"))
     assert names and "repeat-ids" in names
-    assert [line.split()[0] for line in section.strip().splitlines()] == names
+    assert [line.split()[0] for line in section.strip("\n").splitlines()
+            if not line.startswith("   ")] == names  # a long description wraps
 
 
 def test_model_script_by_bundled_name(tmp_path: Path) -> None:
@@ -129,3 +130,163 @@ def test_finding_texts_use_the_right_article(tmp_path: Path, fixture: str,
     messages = {r["message"] for r in report["results"]}
     assert any(shown in m for m in messages), sorted(messages)
     assert not [m for m in messages if SLIP.search(m)]
+
+
+def test_version() -> None:
+    from conformance import __version__
+
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"acp-conformance {__version__}"
+
+
+def test_demo_broken_shows_a_failure_of_each_side(tmp_path: Path) -> None:
+    proc = run_cli("demo", "--broken", "--json", str(tmp_path / "b.json"), "--no-color",
+                   cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    agent, client = proc.stdout.split("Running the client suite", 1)
+    assert "broken agent" in agent and "\nFailures\nMID-A-02/" in agent, agent
+    assert "broken client" in client and "\nFailures\nMID-C-02/merged: FAIL" in client, client
+    assert json.loads((tmp_path / "b.json").read_text())["summary"]["verdict"] == "fail"
+    assert json.loads((tmp_path / "b-client.json").read_text())["summary"]["verdict"] == "fail"
+    assert "next:" in proc.stdout.rsplit("verdict: FAIL", 1)[1]
+
+
+def test_plain_demo_ends_with_what_to_run_next(tmp_path: Path) -> None:
+    proc = run_cli("demo", "--case", "wire-shapes", "--case", "client-grouping",
+                   "--json", str(tmp_path / "d.json"), "--no-color", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tail = proc.stdout.rstrip().rsplit("\nnext:\n", 1)
+    assert len(tail) == 2, proc.stdout
+    commands = [line.split("#")[0].strip() for line in tail[1].splitlines()]
+    assert "acp-conformance demo --broken" in commands
+    assert sum('--agent "my-agent --acp"' in c for c in commands) == 3
+
+
+def test_a_run_writes_into_one_output_folder_only(tmp_path: Path) -> None:
+    """Outside this repository a run writes ./acp-conformance-reports/ and nothing else,
+    says so as it starts, and --out DIR moves all of it."""
+    agent = f"{sys.executable} -m conformance.reference.agent"
+    env = f"ACP_REFERENCE_STATE_DIR={tmp_path / 'state'}"
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_cli("--agent", agent, "--agent-env", env, "--case", "ids-across-turns",
+                   "--protocol", "1", "--no-color", cwd=work)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [p.name for p in work.iterdir()] == ["acp-conformance-reports"]
+    out = work / "acp-conformance-reports"
+    assert {p.name for p in out.iterdir()} == {"acp-conformance.json", "acp-conformance.xml",
+                                               "transcripts"}
+    assert (out / "transcripts" / "ids-across-turns@v1.jsonl").is_file()
+    assert "writing the reports and transcripts under acp-conformance-reports/" in proc.stderr
+    elsewhere = tmp_path / "elsewhere"
+    proc = run_cli("--agent", agent, "--agent-env", env, "--case", "ids-across-turns",
+                   "--protocol", "1", "--out", str(elsewhere), cwd=work)
+    assert proc.returncode == 0 and (elsewhere / "acp-conformance.json").is_file()
+    assert [p.name for p in work.iterdir()] == ["acp-conformance-reports"]
+
+
+def test_fuzz_keeps_its_library_and_hypothesis_data_in_the_output_folder(tmp_path: Path) -> None:
+    agent = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'agents' / 'per_turn_counter.py'}"
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_cli("fuzz", "--agent", agent, "--effort", "ci", "--seed", "1",
+                   "--max-failures", "1", "--protocol", "1", "--out", "found", cwd=work,
+                   timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert [p.name for p in work.iterdir()] == ["found"]  # no .hypothesis/, no fixtures/
+    assert list((work / "found" / "regressions").glob("*.jsonl"))
+    assert "saved: found/regressions/" in proc.stdout
+
+
+def test_inside_this_repository_the_default_folder_is_reports(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from conformance.cli.options import default_out_dir
+
+    monkeypatch.chdir(REPO_ROOT)
+    assert default_out_dir() == Path("reports")
+    monkeypatch.chdir(tmp_path)
+    assert default_out_dir() == Path("acp-conformance-reports")
+
+
+def test_list_groups_by_side_agent_first_within_100_columns() -> None:
+    proc = run_cli("list")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    heads = [line for line in lines if line.endswith(" cases:")]
+    assert heads == ["Agent cases:", "Client cases:", "Proxy cases:"]
+    rules = proc.stdout.split("\nRules ", 1)[1].split("\n\n", 1)[0].splitlines()
+    rows = [line.split() for line in rules if re.match(r"  \S", line)]  # a rule's first line
+    sides = [row[1] for row in rows if row[1] in ("agent", "client", "proxy")]
+    assert len(sides) >= len(rows) - 1  # SCHEMA/official grades both sides: listed last
+    assert sides == sorted(sides, key=["agent", "client", "proxy"].index)
+    near = next(row for row in rows if row[0] == "MID-S-01/near-miss-key")
+    assert " ".join(near[2:]) == "v1 warn, v2 fail"  # the grade per version, as reported
+
+
+def test_list_takes_selectors() -> None:
+    proc = run_cli("list", "load-*")
+    assert proc.returncode == 0, proc.stderr
+    listed = [line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ")
+              and not line.startswith("   ") and line.split()[0].startswith("load-")]
+    assert listed and all(c.startswith("load-") for c in listed)
+    assert "Model scripts" not in proc.stdout and "MID-A-07/replay-duplicate" in proc.stdout
+    proc = run_cli("list", "*/cross-turn-reuse")
+    rules = proc.stdout.split("\nRules ", 1)[1].strip().splitlines()
+    assert [r.split()[0] for r in rules if re.match(r"  \S", r)] == [
+        "MID-A-02/cross-turn-reuse"]
+    proc = run_cli("list", "lood-*")
+    assert proc.returncode == 2 and "'acp-conformance list' shows every case" in proc.stderr
+
+
+@pytest.mark.parametrize("command", [(), ("fuzz",), ("replay",)])
+def test_one_default_timeout(command: tuple[str, ...]) -> None:
+    from conformance.cli.options import DEFAULT_TIMEOUT
+
+    proc = run_cli(*command, "--help")
+    assert proc.returncode == 0
+    said = re.search(r"--timeout SECONDS\s+longest silence.*?\(default (\d+)\)", proc.stdout,
+                     re.DOTALL)
+    assert said is not None and float(said.group(1)) == DEFAULT_TIMEOUT == 10
+
+
+def test_reports_say_not_applicable_in_prose(tmp_path: Path) -> None:
+    proc = run_cli("--agent", f"{sys.executable} fixtures/agents/per_turn_counter.py",
+                   "--case", "ids-across-turns", "--protocol", "1", "--no-color",
+                   "--markdown", str(tmp_path / "r.md"), "--html", str(tmp_path / "r.html"))
+    assert proc.returncode == 1, proc.stderr
+    markdown = (tmp_path / "r.md").read_text(encoding="utf-8")
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    shown = re.sub(r"<[^>]+>", "", re.sub(r"<style.*?</style>", "", html, flags=re.DOTALL))
+    for text in (markdown, shown, proc.stdout):
+        assert "not_applicable" not in text
+    assert "not applicable" in markdown and "not applicable" in proc.stdout
+
+
+def test_the_project_files_a_user_looks_for() -> None:
+    licence = (REPO_ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in licence and "Version 2.0, January 2004" in licence
+    assert "END OF TERMS AND CONDITIONS" in licence  # the full text, not a pointer
+    assert 'license = { text = "Apache-2.0" }' in (REPO_ROOT / "pyproject.toml").read_text()
+    contributing = (REPO_ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    checklist = contributing.split("## Adding a requirement", 1)[1]
+    steps = re.findall(r"^\d+\. \*\*(\w+)\*\*", checklist, re.MULTILINE)
+    assert steps == ["Register", "Sources", "Rule", "Case", "Fixture", "Manifest", "Docs"]
+    assert "lint-cases --requirement" in checklist
+    changelog = (REPO_ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert "## Unreleased" in changelog and "## 0.1.0" in changelog
+
+
+@pytest.mark.parametrize("returncode,signum,words", [
+    (3, None, "exit code 3"), (0, None, "exit code 0"), (-15, None, "killed by SIGTERM"),
+    (None, 9, "killed by SIGKILL"), (None, None, "still running"), (-99, None, "killed by signal 99"),
+])
+def test_exit_statuses_in_words(returncode: int | None, signum: int | None, words: str) -> None:
+    from conformance.fuzz.report import describe_entry
+    from conformance.results import exit_status
+    from conformance.transcript import Entry
+
+    assert exit_status(returncode, signum) == words
+    entry = Entry(seq=4, t=0.0, conn=0, src="harness", stream="harness", event="exit",
+                  data={"returncode": returncode, "signal": signum, "killed_by_suite": False})
+    assert describe_entry(entry) == f"[exit: {words}]"  # a fuzz counterexample's line

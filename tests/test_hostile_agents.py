@@ -127,8 +127,6 @@ def test_streams_forever_after_a_cancelled_turn(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name, waited_for, why", [
     ("mute_to_v2", "initialize", "the agent did not answer the v2 initialize"),
-    ("claims_v2_speaks_v1", "idle state_update",
-     "the agent answered protocolVersion 2, then ended a turn the v1 way"),
 ])
 def test_a_v2_fault_every_case_repeats_costs_one_timeout(tmp_path: Path, name: str,
                                                          waited_for: str, why: str) -> None:
@@ -150,6 +148,56 @@ def test_a_v2_fault_every_case_repeats_costs_one_timeout(tmp_path: Path, name: s
     for case in cases:  # v1 is untouched
         assert "fail" not in by_case[f"{case}@v1"], by_case[f"{case}@v1"]
     assert_contained(run, waited=TIMEOUT)  # one wait, not one per v2 case
+
+
+V1_WAY = "then ended a turn the v1 way"
+ASKED = "(the version asked for)"
+
+
+@pytest.mark.parametrize("name, bad, found_says, said", [
+    ("errors_v1_initialize", 1, "answered initialize (protocolVersion 1) with error -32602",
+     "answered the v1 initialize with an error (error -32602"),
+    ("claims_v1_speaks_v2", 1, f"answered protocolVersion 1 {ASKED}, then sent a v2 user_message",
+     "answered protocolVersion 1, then sent a v2 user_message"),
+    ("claims_v2_speaks_v1", 2, f"answered protocolVersion 2 {ASKED}, {V1_WAY}",
+     f"answered protocolVersion 2, {V1_WAY}"),
+    ("echoes_any_version", 2, f"answered protocolVersion 2 {ASKED}, {V1_WAY}",
+     f"answered protocolVersion 2, {V1_WAY}"),
+])
+def test_a_failed_negotiation_is_one_finding_and_its_version_is_not_run(
+        tmp_path: Path, name: str, bad: int, found_says: str, said: str) -> None:
+    """An error to initialize, or a version answered and the other spoken: one
+    TARGET/negotiation/agent fail naming the entry, at once (no wait, no TARGET/hang);
+    that version's other cases are not run with that reason, never passes; the other
+    version is graded as usual."""
+    cases = ["prompt-lifecycle", "ids-across-turns", "wire-shapes"]
+    run = run_agent(name, tmp_path, timeout=TIMEOUT, protocol="both",
+                    case=cases[0], extra=[a for c in cases[1:] for a in ("--case", c)])
+    assert run.returncode == 1, run.stderr
+    [found] = run.findings("TARGET/negotiation/agent", "fail")
+    first = found["case"]  # the first case of that version in run order
+    assert first in {f"{c}@v{bad}" for c in cases} and found_says in found["message"], found
+    assert found["evidence"]["entries"], found
+    assert not run.findings("TARGET/hang", "fail")
+    for r in run.report["results"]:
+        if r["case"].endswith(f"@v{bad}"):
+            assert r["outcome"] != "pass", r
+            if r["requirement"] != "TARGET/negotiation/agent":
+                assert r["outcome"] == "not_applicable" and r["reason"] == "not_run", r
+    for case in cases:
+        said_there = {r["message"] for r in run.report["results"] if r["case"] == f"{case}@v{bad}"
+                      and r["requirement"] != "TARGET/negotiation/agent"}
+        assert len(said_there) == 1, said_there
+        assert said_there.pop().startswith(f"not run: the agent {said}"), case
+        if f"{case}@v{bad}" != first:
+            assert said_there == set() and first in next(
+                r["message"] for r in run.report["results"] if r["case"] == f"{case}@v{bad}")
+    good = 3 - bad
+    assert not [r for r in run.report["results"] if r["case"].endswith(f"@v{good}")
+                and r["outcome"] == "fail"]
+    cases_of = {c["case"]: c for c in run.report["cases"]}
+    assert all(not cases_of[f"{c}@v{bad}"].get("aborted") for c in cases)
+    assert_contained(run, waited=0)  # no wait on the bad version
 
 
 def test_writes_100mb_line_without_newline(tmp_path: Path) -> None:

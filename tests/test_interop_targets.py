@@ -23,13 +23,15 @@ sys.modules["interop_matrix"] = interop
 _spec.loader.exec_module(interop)
 
 TARGETS = interop.load_targets([])
-PINNED = re.compile(r"(@\d+\.\d+\.\d+$)|(==\d+\.\d+\.\d+$)")
+PINNED = re.compile(r"(@\d+\.\d+\.\d+$)|(==\d+\.\d+\.\d+((a|b|rc)\d+)?$)")  # a pre-release too
 OUTCOMES = set(interop.OUTCOME_ORDER)
 
 
 def test_the_matrix_holds_the_required_targets() -> None:
     assert {t.name for t in TARGETS} >= {"codex-acp", "opencode", "gemini-cli", "fast-agent",
-                                          "python-sdk-echo", "acpx", "python-sdk-client"}
+                                          "python-sdk-echo", "acpx", "python-sdk-client",
+                                          "python-sdk-v2-agent", "python-sdk-v2-client",
+                                          "ts-sdk-v2-agent", "ts-sdk-v2-client"}
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
@@ -65,14 +67,22 @@ def test_command_line_is_complete(target: interop.Target, tmp_path: Path) -> Non
         text = " ".join(argv)
         leftover = set(re.findall(r"\{(\w+)\}", text)) - {"model_url", "agent", "prompt"}
         assert not leftover, f"unfilled placeholders {leftover}"
-        assert ("--model-server" in argv) == target.model_server
+        agent = interop.behind(run) or target  # a proxy run: the agent behind the proxy
+        assert ("--model-server" in argv) == agent.model_server
         assert argv[argv.index("--jobs") + 1] == "1"  # the cases of a run share its {home}
         if run.model_script:
             assert Path(argv[argv.index("--model-script") + 1]).is_file()
         for template in out.glob("config-*.in"):
             assert "{model_url}" in template.read_text(encoding="utf-8")
         if target.role == "client":
-            assert Path(argv[argv.index("--client-profile") + 1]).is_file()
+            profile = Path(argv[argv.index("--client-profile") + 1])
+            assert profile.is_file()
+            # a one-shot client's load command line names its install: filled in a copy
+            left = set(re.findall(r"\{(\w+)\}", profile.read_text(encoding="utf-8")))
+            assert left <= {"agent", "session", "prompt"}, f"unfilled in the profile: {left}"
+        if target.role == "proxy":
+            assert "{agent}" in argv[argv.index("--proxy") + 1]
+            assert ("--agent" in argv) == (run.agent is not None)
 
 
 def test_verdicts_are_the_worst_outcome_per_protocol_and_rule() -> None:

@@ -50,7 +50,8 @@ def test_cases_are_items_named_by_case_id(run: Run) -> None:
         "acp-agent::ids-across-turns[v1]", "acp-agent::ids-across-sessions[v1]"]
     by_requirement = run("--acp-agent", REFERENCE, "--collect-only", "-q", "-k", "MID-A-07")
     chosen = [line for line in by_requirement.outlines if line.startswith("acp-agent::")]
-    assert chosen == ["acp-agent::load-fresh-process[v1]", "acp-agent::load-same-connection[v1]"]
+    assert chosen == ["acp-agent::load-fresh-process[v1]", "acp-agent::load-same-connection[v1]",
+                      "acp-agent::resume-v1[v1]"]
 
 
 def test_reference_agent_passes_with_junit(run: Run, pytester: pytest.Pytester) -> None:
@@ -186,3 +187,19 @@ def test_client_usage_errors(run: Run) -> None:
     result = run("--acp-client", f"{sys.executable} -c pass", "--acp-protocol", "1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "must say where the agent command goes" in result.stderr.str()
+
+
+def test_the_console_of_a_plugin_run_shows_no_secret(run: Run,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A secret-looking variable of the environment (what the agent inherits) is masked in
+    the summary line that names the agent command and in a failing case's description."""
+    secret = "ghp_pluginTOKEN93d1f"
+    monkeypatch.setenv("ACP_TEST_PLUGIN_TOKEN", secret)
+    agent = shlex.join(["env", f"UNUSED={secret}", sys.executable,
+                        str(REPO_ROOT / "fixtures" / "agents" / "numeric_id.py")])
+    result = run("--acp-agent", agent, "--acp-protocol", "1", "-k", "wire-shapes")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str() + result.stderr.str()
+    assert secret not in out
+    assert "UNUSED=***" in out  # the summary line names the command, masked
+    assert "MID-S-01/type" in out  # the failure is still told

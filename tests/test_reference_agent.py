@@ -9,12 +9,14 @@ against the official ACP schemas, found at ``$ACP_SHARED_DIR/acp-schema`` or
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -367,12 +369,14 @@ class Client:
     argv: list[str] = field(default_factory=lambda: list(REFERENCE))
     strict: bool = True
     started: list[AgentProcess] = field(default_factory=list)
+    initialized: list[JsonObject] = field(default_factory=list)  # initialize results
 
     def start(self, protocol: int) -> AgentProcess:
         agent = AgentProcess(self.argv, self.state_dir, protocol, self.schemas, strict=self.strict)
         self.started.append(agent)
         _, response = agent.call("initialize", initialize_params(protocol))
         assert response["result"]["protocolVersion"] == protocol, response
+        self.initialized.append(response["result"])
         return agent
 
 
@@ -780,6 +784,9 @@ FIXTURES = {entry["name"]: entry for entry in MANIFEST["fixtures"]}
 OUTCOMES = {"fail", "warn", "info"}
 
 
+QUIET_WAIT = 0.5  # seconds between a turn's echo and the cancel of the "quiet" phase
+
+
 @dataclass
 class Scenario:
     """What one agent did in the standard scenario: on process A, two turns
@@ -791,12 +798,20 @@ class Scenario:
     turns: list[list[JsonObject]] = field(default_factory=list)  # process A, live
     responses: list[JsonObject] = field(default_factory=list)  # prompt responses
     after_cancel: list[JsonObject] = field(default_factory=list)  # turn end .. next answer
+    quiet_cancel: list[JsonObject] = field(default_factory=list)  # A: "long" turn, cancelled
+    # at its echo, in a session of its own
+    same_plain: list[JsonObject] = field(default_factory=list)  # A: resume, no replay asked
+    same_replay: list[JsonObject] = field(default_factory=list)  # A (v2): replayFrom start
+    same_after: list[JsonObject] = field(default_factory=list)  # A: after the last resume
     plain_resume: list[JsonObject] = field(default_factory=list)  # v2, before the response
     restore_before: list[JsonObject] = field(default_factory=list)  # replay window
     restore_after: list[JsonObject] = field(default_factory=list)  # response .. next answer
     last_turn: list[JsonObject] = field(default_factory=list)  # process B, after replay
     multi_line: int = 0
     batches: list[list[Any]] = field(default_factory=list)
+    init: JsonObject = field(default_factory=dict)  # the first initialize result
+    flight: list[JsonObject] = field(default_factory=list)  # v2: two prompts in flight
+    flight_requests: tuple[int, int] = (0, 0)
 
     @property
     def live(self) -> list[JsonObject]:
@@ -831,9 +846,14 @@ def first_agent_ids_per_turn(items: list[JsonObject]) -> list[Any]:
 
 def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: bool,
                  schemas: dict[int, list[Schema]] | None = None,
-                 phases: frozenset[str] = frozenset({"cancel", "restore"})) -> Scenario:
+                 phases: frozenset[str] = frozenset({"cancel", "quiet", "same", "flight",
+                                                     "restore"}),
+                 ) -> Scenario:
     """Two turns always; then, if in ``phases``, the cancelled "long" turn
-    ("cancel") and the fresh-process replay and last turn ("restore")."""
+    ("cancel"), a "long" turn cancelled at its echo in a second session ("quiet"),
+    resumes on the same connection ("same": v1 without replay, v2
+    without and with replayFrom), v2 a "long" prompt and a second one sent while it
+    runs ("flight"), and the fresh-process replay and last turn ("restore")."""
     client = Client(state_dir, schemas, argv=argv, strict=strict)
     sc = Scenario(protocol)
     try:
@@ -853,6 +873,41 @@ def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: boo
             seen += a.read_until(turn_end(a, session_id, request_id))
             sc.turns.append(seen)
             sc.after_cancel, _ = a.call("session/list", {})
+        if "quiet" in phases:  # a cancel sent at the echo, before any agent output
+            other = new_session(a)
+            request_id = a.request("session/prompt", {"sessionId": other,
+                                                      "prompt": text("Write a long story.")})
+            seen = a.read_until(lambda m: any(u["sessionUpdate"].startswith("user_message")
+                                              for u in updates([m])))
+            time.sleep(QUIET_WAIT)  # an agent that streams has started by now
+            a.notify("session/cancel", {"sessionId": other})
+            seen += a.read_until(turn_end(a, other, request_id))
+            sc.quiet_cancel = seen
+        if "same" in phases:  # resumes on the connection that holds the session
+            resume = {"sessionId": session_id, "cwd": CWD}
+            if protocol == 1:
+                resume["mcpServers"] = []
+            sc.same_plain, _ = a.call("session/resume", resume)
+            if protocol == 2:
+                sc.same_replay, _ = a.call("session/resume",
+                                           {**resume, "replayFrom": {"type": "start"}})
+            sc.same_after, _ = a.call("session/list", {})
+        if "flight" in phases and protocol == 2:  # a prompt sent while another runs
+            first = a.request("session/prompt", {"sessionId": session_id,
+                                                 "prompt": text("Write a long story.")})
+            seen = a.read_until(lambda m: is_response(m, first))
+            second = a.request("session/prompt", {"sessionId": session_id,
+                                                  "prompt": text("Say hello again.")})
+            idles = [0]
+
+            def both_ended(m: JsonObject) -> bool:
+                idles[0] += is_idle(m, session_id)
+                return idles[0] == 2
+
+            seen += a.read_until(both_ended)
+            sc.flight = seen
+            sc.flight_requests = (first, second)
+            sc.turns.append(seen)
         a.close()
 
         if "restore" in phases:
@@ -868,6 +923,7 @@ def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: boo
         for agent in client.started:
             agent.kill()
     sc.multi_line = sum(agent.multi_line for agent in client.started)
+    sc.init = client.initialized[0] if client.initialized else {}
     sc.batches = [m for agent in client.started for m in agent.log if isinstance(m, list)]
     return sc
 
@@ -925,6 +981,17 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
     "interleave": _interleaved,
     "echo_without_id": lambda sc: echo_id(sc.turns[0]) == "<absent>"
     and "<absent>" not in chunk_ids(sc.live, "agent_message_chunk"),
+    "ids_on_user_only": lambda sc: echo_id(sc.turns[0]) != "<absent>"
+    and set(chunk_ids(sc.live, "agent_message_chunk")) == {"<absent>"},
+    "waits_for_cancel": lambda sc: bool(sc.quiet_cancel) and not any(
+        u["sessionUpdate"].startswith(("agent_", "tool_call")) for u in updates(sc.quiet_cancel)),
+    "v1_resume_replays": lambda sc: bool(updates(sc.same_plain)),
+    "v2_memory_late_replay": lambda sc: not updates(sc.same_replay)
+    and bool(updates(sc.same_after)),
+    "v2_memory_replay_unrequested": lambda sc: bool(updates(sc.same_plain)),
+    "v2_memory_replay_without_id": lambda sc: bool(updates(sc.same_replay)) and all(
+        "messageId" not in u for u in updates(sc.same_replay)
+        if u["sessionUpdate"] == "agent_message"),
     "v2_no_echo": lambda sc: all(echo_id(turn) is None for turn in sc.turns)
     and "messageId" in sc.responses[0]["result"],
     "v2_bad_upsert_content": lambda sc: any(isinstance(u.get("content"), dict)
@@ -959,16 +1026,60 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
     "v2_double_echo": lambda sc: len(set(chunk_ids(updates(sc.turns[0]), "user_message"))) == 2,
     "replay_regenerates_ids": lambda sc: [(k, t) for k, _, t in message_view(sc.replay)]
     == [(k, t) for k, _, t in message_view(sc.live)]
-    and not {i for _, i, _ in message_view(sc.replay)} & {i for _, i, _ in message_view(sc.live)},
+    and not {i for k, i, _ in message_view(sc.replay) if k != "user" or sc.protocol == 1}
+    & {i for _, i, _ in message_view(sc.live)},
+    "hash_derived_ids": lambda sc: echo_id(sc.turns[0])
+    == "msg_" + hashlib.sha256(b"Say hello.").hexdigest()[:32],
+    "v2_replay_fresh_user_ids": lambda sc: bool(_replayed_ids(sc, "user")) and not (
+        _replayed_ids(sc, "user") & _live_ids(sc, "user"))
+    and _replayed_ids(sc, "agent") <= _live_ids(sc, "agent"),
+    "v2_chunk_replay_without_primer": lambda sc: bool(sc.replay)
+    and sc.replay[0]["sessionUpdate"] == "user_message_chunk",
+    "v2_chunk_replay": lambda sc: len(sc.replay) > 1
+    and sc.replay[0]["sessionUpdate"] == "user_message" and sc.replay[0]["content"] == []
+    and sc.replay[1]["sessionUpdate"] == "user_message_chunk"
+    and sc.replay[1]["messageId"] == sc.replay[0]["messageId"],
+    "v2_session_messages": lambda sc: any(u["sessionUpdate"] == "session_message_chunk"
+                                          and isinstance(u.get("messageId"), str)
+                                          for u in sc.live),
+    "v2_no_session_capability": lambda sc: "session" not in sc.init.get("capabilities", {}),
+    "v2_queued_prompts": lambda sc: _second_accepted_before_first_idle(sc)
+    and len({echo_id([m]) for m in sc.flight if echo_id([m]) is not None}) == 2,
+    "v2_queued_prompt_wrong_echo": lambda sc: _second_accepted_before_first_idle(sc)
+    and len({echo_id([m]) for m in sc.flight if echo_id([m]) is not None}) == 1,
 }
+
+
+def _second_accepted_before_first_idle(sc: Scenario) -> bool:
+    """The second prompt in flight is answered before the first one's turn ends."""
+    second = sc.flight_requests[1]
+    for m in sc.flight:
+        if is_response(m, second):
+            return True
+        if is_idle(m, str(m.get("params", {}).get("sessionId", ""))):
+            return False
+    return False
+
+
+def _replayed_ids(sc: Scenario, kind: str) -> set[str]:
+    return {i for k, i, _ in message_view(sc.replay) if k == kind}
+
+
+def _live_ids(sc: Scenario, kind: str) -> set[str]:
+    return {i for k, i, _ in message_view(sc.live) if k == kind}
 
 
 # Fixtures whose fault needs more than the first two turns.
 NEEDS = {
     "cancel": {"update_after_cancel"},
+    "quiet": {"waits_for_cancel"},
+    "same": {"v1_resume_replays", "v2_memory_late_replay", "v2_memory_replay_unrequested",
+             "v2_memory_replay_without_id"},
+    "flight": {"v2_queued_prompts", "v2_queued_prompt_wrong_echo"},
     "restore": {"collision_after_load", "duplicate_in_replay", "v2_echo_without_id",
                 "late_replay", "v2_replay_unrequested", "replay_regenerates_ids",
-                "swapped_replay_ids", "unstable_chunk_ids", "v2_replay_without_id"},
+                "swapped_replay_ids", "unstable_chunk_ids", "v2_replay_without_id",
+                "v2_replay_fresh_user_ids", "v2_chunk_replay_without_primer", "v2_chunk_replay"},
 }
 
 
@@ -1004,7 +1115,8 @@ FIXTURE_RUNS = [(name, p) for name, entry in FIXTURES.items() for p in entry["pr
                          ids=[f"{n}-v{p}" for n, p in FIXTURE_RUNS])
 def test_fixture_shows_its_fault_on_the_wire(tmp_path: Path, name: str, protocol: int) -> None:
     argv = [sys.executable, str(FIXTURE_DIR / f"{name}.py")]
-    phases = frozenset(p for p in ("cancel", "restore") if name in NEEDS[p])
+    phases = frozenset(p for p in ("cancel", "quiet", "same", "flight", "restore")
+                       if name in NEEDS[p])
     sc = run_scenario(argv, tmp_path / "state", protocol, strict=False, phases=phases)
     assert SMOKE[name](sc), f"{name} did not show its fault in v{protocol}"
 

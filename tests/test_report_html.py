@@ -153,13 +153,14 @@ def test_offending_lines_are_highlighted_and_linked(hostile_report: dict[str, An
     html = hostile_report["html"]
     fails = [r for r in hostile_report["json"]["results"] if r["outcome"] == "fail"]
     assert fails
+    (case,) = {r["case"] for r in fails}
     for r in fails:
         for seq in r["evidence"]["entries"]:
-            m = re.search(rf'<tr id="case-0-e{seq}" class="([^"]*)"', html)
+            m = re.search(rf'<tr id="{re.escape(case)}-e{seq}" class="([^"]*)"', html)
             assert m is not None, seq
             assert "hit-fail" in m.group(1).split()
-            assert f'href="#case-0-e{seq}"' in html  # the finding links to its line
-    rows = re.findall(r'<tr id="case-0-e(\d+)" class="([^"]*)"', html)
+            assert f'href="#{case}-e{seq}"' in html  # the finding links to its line (stable)
+    rows = re.findall(rf'<tr id="{re.escape(case)}-e(\d+)" class="([^"]*)"', html)
     hits = {int(s) for s, cls in rows if "hit-fail" in cls.split()}
     assert hits == {e for r in fails for e in r["evidence"]["entries"]}
 

@@ -9,6 +9,7 @@ are then checked through the CLI, rebuilding from those reports
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,22 @@ def test_baseline_matching_rules(tmp_path: Path) -> None:
     assert not v.failed
     with pytest.raises(BaselineError):
         load(write(tmp_path, "u.yaml", "- z:MID-A-02\n"), known_cases=["a"])
+
+
+def test_failing_requirements_come_first_and_anchors_are_stable(tmp_path: Path) -> None:
+    """HTML and Markdown list the failing requirements first; the HTML's anchors are made
+    from case and entry (#ids-across-turns@v1-e7), the same in every run."""
+    proc = run_cli("--agent", f"{sys.executable} fixtures/agents/per_turn_counter.py",
+                   "--case", "ids-across-turns", "--protocol", "1", "--no-color",
+                   "--html", str(tmp_path / "r.html"), "--markdown", str(tmp_path / "r.md"),
+                   "--json", str(tmp_path / "r.json"))
+    assert proc.returncode == 1, proc.stderr
+    markdown = (tmp_path / "r.md").read_text(encoding="utf-8")
+    first_row = next(line for line in markdown.splitlines() if line.startswith("| `MID-"))
+    assert first_row.startswith("| `MID-A-02` | MUST | FAIL |"), first_row
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    rows = re.findall(r'<tr id="req-([^"]+)"', html)
+    assert rows[0] == "MID-A-02", rows[:3]
+    assert '<details id="ids-across-turns@v1" class="case"' in html
+    assert re.search(r'<tr id="ids-across-turns@v1-e\d+"', html)
+    assert re.search(r'href="#ids-across-turns@v1-e\d+"', html)

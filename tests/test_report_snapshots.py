@@ -45,7 +45,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr == ""
     again = run_cli("report", "--from", str(tmp / "out.json"), "--junit", str(tmp / "re.xml"),
-                    "--markdown", str(tmp / "re.md"))
+                    "--markdown", str(tmp / "re.md"), "--show", "failures")
     assert again.returncode == 1, again.stderr
     read = lambda name: (tmp / name).read_text(encoding="utf-8")
     return {"text": proc.stdout, "json": read("out.json"), "junit": read("out.xml"),
@@ -85,3 +85,20 @@ def test_outputs_hold_no_machine_paths_or_times(outputs: dict[str, str]) -> None
         assert "T0" not in text and "time=" not in text  # no timestamps, no durations
     assert '"date": "2023-11-14"' in outputs["json"]
     assert outputs["json"].count("2023-11-14") == 1  # the date is outside "results"
+
+
+def test_the_json_report_names_the_official_tck_requirement_as_the_register_does(
+        outputs: dict[str, str]) -> None:
+    """``tck`` maps every requirement the results name that the register gives TCK IDs
+    (issue 27 item 7) to those IDs, and nothing else."""
+    import json
+
+    from conformance.requirements import load_register
+
+    report = json.loads(outputs["json"])
+    named = {r["requirement"].split("/", 1)[0] for r in report["results"]}
+    expected = {rid: list(meta.tck) for rid, meta in load_register().items()
+                if rid in named and meta.tck}
+    assert report["tck"] == expected
+    assert report["tck"]["MID-A-02"] == ["ACP-PATCH-203"]
+    assert "MID-A-03" in named and "MID-A-03" not in report["tck"]  # the TCK has none for it

@@ -101,7 +101,7 @@ def spawn(args: list[str], **env: str) -> str:
     return str(child.before)
 
 
-ARGS = ["demo", "--case", "ids-across-sessions", "--protocol", "1"]
+ARGS = ["demo", "--case", "ids-across-sessions", "--protocol", "1", "--show", "all"]
 
 
 def test_progress_on_a_terminal_colour_and_quiet_in_ci() -> None:

@@ -4,8 +4,9 @@ A checker is a pure, streaming function of a transcript: it receives the
 timeline's events in order and reports findings through ``found``. It never
 touches processes, files or clocks, so the same checker grades a live run and a
 recorded file. Each checker declares its rules (requirement ID plus sub-rule
-slug), the protocol versions they apply to, and the outcome the catalogue's
-grading matrix gives them.
+slug), the protocol versions they apply to and the side they grade; the grade of a
+violation is data: the register (``conformance/data/requirements.yaml``) holds it per
+profile and protocol version, and the sink looks it up, so no checker decides one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any, ClassVar
 
 from conformance.profiles import DEFAULT_PROFILE, Profile
 from conformance.profiles import get as get_profile
-from conformance.results import SEVERITY, Finding, Outcome
+from conformance.requirements import Grades, load_grades
+from conformance.results import SEVERITY, Finding, Outcome, Reason
 from conformance.transcript import Entry
 
 MAX_FINDINGS_PER_RULE = 5  # faults per rule reported in full; the rest are counted
@@ -31,7 +33,6 @@ MAX_FAULT_KEYS = 100_000  # faults per rule told apart past the few (a few MB at
 class Rule:
     id: str  # "MID-A-02/cross-turn-reuse"
     title: str
-    outcome: Outcome  # the default grade of a violation
     versions: tuple[int, ...] = (1, 2)
     role: str = "agent"  # which side it grades: agent | client
     untested: str = "the transcript never showed the situation this rule is about"
@@ -40,12 +41,27 @@ class Rule:
     def requirement(self) -> str:
         return self.id.split("/", 1)[0]
 
+    @property
+    def grades(self) -> Grades:
+        """Its grades, from the register (a rule missing there is our bug: KeyError)."""
+        return load_grades()[self.id]
+
 
 @dataclass
 class Options:
     profile: Profile = field(default_factory=lambda: get_profile(DEFAULT_PROFILE))
     cross_turn_reuse: Outcome = Outcome.FAIL  # MID-A-02.2 is configurable to warn
-    strict_ids: bool = False  # C-10: a v1 agent with no IDs at all is warn, not info
+    strict_ids: bool = False  # --strict-ids: a v1 agent with no IDs at all is warn, not info
+
+    @property
+    def modifiers(self) -> frozenset[str]:
+        """The options that change a grade, named as the register's ``options`` name them."""
+        out = set()
+        if self.cross_turn_reuse is Outcome.WARN:
+            out.add("cross-turn-reuse=warn")
+        if self.strict_ids:
+            out.add("strict-ids")
+        return frozenset(out)
 
 
 class Checker:
@@ -68,14 +84,15 @@ class Checker:
 
     def found(self, rule: str, message: str, *, key: Hashable = None,
               entries: Iterable[int] = (), expected: Any = None, actual: Any = None,
-              outcome: Outcome | None = None, times: int = 1) -> None:
-        """Report ``times`` occurrences of a breach of ``rule``.
+              protocol: int | None = None, times: int = 1) -> None:
+        """Report ``times`` occurrences of a breach of ``rule``, graded as the register
+        grades it for the run's profile and ``protocol`` (default: the transcript's).
 
         ``key`` names the fault (an ID, a pair of messages, ...): every report with the
         same key is one finding, counted, with the first few entries as evidence and
         the first message. Without a key each call is a fault of its own.
         """
-        self._sink.add(rule, outcome, message, tuple(entries), expected, actual, times, key)
+        self._sink.add(rule, message, tuple(entries), expected, actual, times, key, protocol)
 
     def quiet_on(self, ev: Any) -> bool:
         """``quiet_repeats`` for the run that ``ev`` (its first repeat) settles."""
@@ -84,9 +101,10 @@ class Checker:
     def exercised(self, rule: str, protocol: int | None = None) -> None:
         self._seen[rule].add(protocol or 0)  # Sink.exercised, one call less (a hot path)
 
-    def not_applicable(self, rule: str, reason: str) -> None:
-        """The rule does not apply to this traffic (e.g. a profile allows it): say why."""
-        self._sink.reasons.setdefault(rule, reason)
+    def not_applicable(self, rule: str, reason: str, code: Reason) -> None:
+        """The rule does not apply to this traffic (e.g. a profile allows it): say why, in
+        words (``reason``) and as a code of the fixed vocabulary (``code``)."""
+        self._sink.reasons.setdefault(rule, (reason, code))
 
     def finish(self) -> None:
         """Called after the last event; report what needs the whole transcript."""
@@ -139,8 +157,16 @@ class Sink:
     full, the rest counted. Their keys' hashes are kept, so a fault is counted once;
     past MAX_FAULT_KEYS faults of one rule a repeat of a later one may count again."""
 
-    def __init__(self, rules: dict[str, Rule]) -> None:
+    def __init__(self, rules: dict[str, Rule], *, protocol: int = 1,
+                 options: Options | None = None) -> None:
         self.rules = rules
+        options = options or Options()
+        self.protocol, self.profile, self.modifiers = (protocol, options.profile.name,
+                                                       options.modifiers)
+        self._grade: dict[tuple[str, int], Outcome] = {}
+        # {connection: version} as the timeline reads it from initialize: a fault is graded
+        # under the version the target negotiated, not the one the case asked for
+        self.negotiated: dict[int, int] = {}
         self.faults: dict[str, dict[Hashable, _Fault]] = defaultdict(dict)
         # the hashes of keyed faults past the few, so a fault is counted once (up to a bound)
         self.more_keys: dict[str, set[int]] = defaultdict(set)
@@ -148,14 +174,25 @@ class Sink:
         self.more_times: dict[str, int] = defaultdict(int)
         self.seen: dict[str, set[int]] = defaultdict(set)
         self.added = 0  # occurrences so far, kept or counted
-        self.reasons: dict[str, str] = {}
+        self.reasons: dict[str, tuple[str, Reason]] = {}
 
-    def add(self, rule_id: str, outcome: Outcome | None, message: str,
-            entries: tuple[int, ...], expected: Any, actual: Any, times: int = 1,
-            key: Hashable = None) -> None:
+    def grade(self, rule_id: str, protocol: int | None = None) -> Outcome:
+        """The register's grade of a violation of ``rule_id`` in this run."""
+        if protocol is None and self.negotiated:
+            protocol = next(reversed(self.negotiated.values()))
+        at = (rule_id, protocol or self.protocol)
+        got = self._grade.get(at)
+        if got is None:
+            got = self._grade[at] = load_grades()[rule_id].of(self.profile, at[1],
+                                                              self.modifiers)
+        return got
+
+    def add(self, rule_id: str, message: str, entries: tuple[int, ...], expected: Any,
+            actual: Any, times: int = 1, key: Hashable = None,
+            protocol: int | None = None) -> None:
         self.added += times
         self.seen[rule_id].add(-1)
-        out = outcome if outcome is not None else self.rules[rule_id].outcome
+        out = self.grade(rule_id, protocol)
         faults = self.faults[rule_id]
         seen = None
         if key is None:
@@ -217,7 +254,7 @@ def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = 
     options = options or Options()
     rules = all_rules()
     chosen = [r for r in rules.values() if r.role == role and _selected(r.id, select)]
-    sink = Sink(rules)
+    sink = Sink(rules, protocol=protocol, options=options)
     chosen_ids = {r.id for r in chosen}
     checkers = [cls(options, sink) for cls in REGISTRY
                 if any(r.id in chosen_ids for r in cls.rules)]
@@ -225,7 +262,9 @@ def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = 
     for ch in checkers:
         for name, etype in _handler_names(type(ch)):
             handlers[etype].append((getattr(ch, name), ch.quiet_on))
-    timeline = Timeline(protocol, repeats=repeats)
+    timeline = Timeline(protocol, repeats=repeats,
+                        session_messages=options.profile.session_messages)
+    sink.negotiated = timeline.negotiated
     # The checkers' state makes no reference cycles; the cyclic collector would only walk
     # it again and again as it grows with the messages (about 8% of a 1M-update check).
     collecting = gc.isenabled()
@@ -341,13 +380,16 @@ def _rows(chosen: list[Rule], sink: Sink, versions: set[int]) -> list[Finding]:
             out.extend(found)
         elif not versions & set(rule.versions):
             out.append(Finding(rule.id, Outcome.NOT_APPLICABLE,
-                               f"applies to protocol v{'/v'.join(map(str, rule.versions))} only"))
+                               f"applies to protocol v{'/v'.join(map(str, rule.versions))} only",
+                               reason=Reason.NOT_TESTABLE))
         elif rule.id in sink.seen:
             out.append(Finding(rule.id, Outcome.PASS, rule.title))
         elif rule.id in sink.reasons:
-            out.append(Finding(rule.id, Outcome.NOT_APPLICABLE, sink.reasons[rule.id]))
+            text, code = sink.reasons[rule.id]
+            out.append(Finding(rule.id, Outcome.NOT_APPLICABLE, text, reason=code))
         else:
-            out.append(Finding(rule.id, Outcome.NOT_APPLICABLE, f"not testable: {rule.untested}"))
+            out.append(Finding(rule.id, Outcome.NOT_APPLICABLE, f"not testable: {rule.untested}",
+                               reason=Reason.NOT_TESTABLE))
     return out
 
 

@@ -26,9 +26,6 @@ from conformance.checks.reducer import (
     related,
 )
 from conformance.checks.wire import short
-from conformance.results import Outcome
-
-F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
 
 
 @dataclass
@@ -38,7 +35,6 @@ class Issue:
     entries: tuple[int, ...]
     expected: Any = None
     actual: Any = None
-    outcome: Outcome | None = None
     # How a control stream decides this issue's cause (conformance.checks.controls):
     # ("merged", text1, text2), ("split", text), ("order",), ("lost", texts...) or
     # ("attached", text, owner's text); () for an issue that names no cause.
@@ -52,7 +48,6 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
     cause (conformance.checks.controls); without one, a merge of look-alike IDs is put
     down to the IDs only when the client kept unrelated adjacent IDs apart."""
     v2 = protocol >= 2
-    c03 = F if v2 else W
     visible = set(kinds)
     exp = [e for e in expected if e.kind in visible and e.blocks]
     owner: dict[str, Expected] = {b.text: e for e in exp for b in e.blocks}
@@ -85,9 +80,9 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
                         test=("attached", t, owners[0].blocks[0].text)))
                 else:
                     issues.append(Issue(
-                        "MID-V2-07", "a v2 chunk without a string messageId is shown as a "
+                        "MID-V2-07/shown-alone", "a v2 chunk without a string messageId is shown as a "
                         "message of its own", (st.seq,), expected="the chunk rejected or ignored",
-                        actual=shown[j].text[:200], outcome=W))
+                        actual=shown[j].text[:200]))
             elif st.owner is not None:
                 issues.append(Issue(
                     v2_rule(st.owner), f"text {t!r} of the {st.owner.label()} is still shown "
@@ -98,7 +93,7 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
             issues.append(Issue("MID-C-03/content", f"the {e.label()} is shown as {shown[j].role}",
                                 tuple(e.entries[:3]), expected=e.kind, actual=shown[j].role))
         for e1, e2 in itertools.pairwise(owners):
-            issues.append(_merge(reducer, e1, e2, shown[j].text, c03, exp, where, controlled))
+            issues.append(_merge(reducer, e1, e2, shown[j].text, exp, where, controlled))
 
     # -- where each expected message went ---------------------------------------------
     for e in exp:
@@ -139,7 +134,7 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
                                 f"{len(where[dup[0]])} times", tuple(e.entries[:3]),
                                 expected=e.text(), actual=_shown_text(shown, places)))
         if len(places) >= 2:
-            issues.append(_split(reducer, e, places, where, shown, c03))
+            issues.append(_split(reducer, e, places, where, shown))
         elif len(places) == 1 and not dup:
             seen = [t for t in per_shown[places[0]] if owner.get(t) is e]
             if seen != [t for t in texts if t in where]:
@@ -155,13 +150,13 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
                     issues.append(Issue("MID-V2-04", f"a chunk's _meta patched the {e.label()}",
                                         tuple(e.entries[-2:]), expected=want, actual=got))
                 else:
-                    issues.append(Issue(v2_rule(e) if e.upserts else "MID-V2-04",
+                    issues.append(Issue("MID-V2-04/meta",
                                         f"the {e.label()} has _meta {got!r}", tuple(e.entries[-2:]),
-                                        expected=want, actual=got, outcome=I))
+                                        expected=want, actual=got))
     issues.extend(_order(exp, where))
     # The catalogue grades null-vs-omitted under both names (S-02 / C-04).
-    issues += [Issue("MID-S-02/client", i.message, i.entries, i.expected, i.actual, i.outcome,
-                     i.test) for i in issues if i.rule == "MID-C-04"]
+    issues += [Issue("MID-S-02/client", i.message, i.entries, i.expected, i.actual, i.test)
+               for i in issues if i.rule == "MID-C-04"]
     return issues
 
 
@@ -171,7 +166,7 @@ def _shown_text(shown: list[Shown], places: list[int]) -> Any:
     return [f"{shown[j].role}: {shown[j].text[:120]}" for j in places[:4]]
 
 
-def _merge(reducer: Reducer, e1: Expected, e2: Expected, text: str, c03: Outcome,
+def _merge(reducer: Reducer, e1: Expected, e2: Expected, text: str,
            exp: list[Expected], where: dict[str, list[tuple[int, int]]],
            controlled: bool = False) -> Issue:
     entries = (e1.entries[0], e2.entries[0])
@@ -191,7 +186,7 @@ def _merge(reducer: Reducer, e1: Expected, e2: Expected, text: str, c03: Outcome
                          entries, expected=expected, actual=evidence, test=test)
         extra = f" (the IDs also differ only by {how})" if how else ""
         return Issue("MID-C-03/merged", f"the {e1.label()} and the {e2.label()} are shown as one "
-                     f"message{extra}", entries, expected=expected, actual=evidence, outcome=c03)
+                     f"message{extra}", entries, expected=expected, actual=evidence)
     pair = (e1, e2)
     if any(e.mid == "" for e in pair) and any(e.mid is None for e in pair):
         return Issue("MID-C-06", "chunks with the empty-string ID are merged with ID-less "
@@ -206,7 +201,7 @@ def _merge(reducer: Reducer, e1: Expected, e2: Expected, text: str, c03: Outcome
         return Issue("MID-C-05", "a chunk with a malformed messageId was not treated as ID-less",
                      entries, expected=expected, actual=evidence, test=test)
     return Issue("MID-C-03/merged", f"the {e1.label()} and the {e2.label()} are shown as one "
-                 "message", entries, expected=expected, actual=evidence, outcome=c03)
+                 "message", entries, expected=expected, actual=evidence)
 
 
 def _separates_unrelated(reducer: Reducer, exp: list[Expected],
@@ -226,7 +221,7 @@ def _separates_unrelated(reducer: Reducer, exp: list[Expected],
 
 
 def _split(reducer: Reducer, e: Expected, places: list[int],
-           where: dict[str, list[tuple[int, int]]], shown: list[Shown], c03: Outcome) -> Issue:
+           where: dict[str, list[tuple[int, int]]], shown: list[Shown]) -> Issue:
     first_place = {b.text: min(j for j, _ in where[b.text]) for b in e.blocks if b.text in where}
     boundary = None
     present = [b for b in e.blocks if b.text in first_place]
@@ -253,7 +248,7 @@ def _split(reducer: Reducer, e: Expected, places: list[int],
                      entries, expected=e.text(), actual=_shown_text(shown, places),
                      test=("split", e.blocks[0].text))
     return Issue("MID-C-03/split", f"the {e.label()} is shown as {len(places)} messages{why}",
-                 entries, expected=e.text(), actual=_shown_text(shown, places), outcome=c03)
+                 entries, expected=e.text(), actual=_shown_text(shown, places))
 
 
 def _order(exp: list[Expected], where: dict[str, list[tuple[int, int]]]) -> list[Issue]:

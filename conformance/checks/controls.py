@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from conformance.controlstream import CAUSE_RULES, CONTROL_ID, CONTROL_PREFIX
-from conformance.results import Outcome
+from conformance.results import Reason
 
 if TYPE_CHECKING:
     from conformance.checks.compare import Issue
@@ -143,30 +143,27 @@ class Differential:
                 self.checker.found(h.issue.rule, h.issue.message + "; its control (the same "
                                    "arrangement with ordinary IDs) was shown as expected",
                                    entries=h.entries, expected=h.issue.expected,
-                                   actual=h.issue.actual, outcome=h.issue.outcome)
+                                   actual=h.issue.actual, protocol=h.protocol)
                 continue
             rule = h.issue.rule
             self.unattributable.add(rule)
             generic = GENERIC[h.issue.test[0]]
             if same is None:
                 self.checker.not_applicable(rule, "not attributable: " + (
-                    why or "the control stream could not be compared"))
+                    why or "the control stream could not be compared"), Reason.NOT_ATTRIBUTABLE)
                 message = (f"{_FAULT[h.issue.test[0]]} (no control tells why: "
                            f"{why or 'the control stream could not be compared'})")
             else:
                 self.checker.not_applicable(rule, f"{NOT_ATTRIBUTABLE} (the same arrangement "
                                             f"with ordinary IDs); the fault is reported under "
-                                            f"{generic}")
+                                            f"{generic}", Reason.NOT_ATTRIBUTABLE)
                 message = f"{_FAULT[h.issue.test[0]]}, {_SAME[h.issue.test[0]]}"
             key = (generic, h.issue.test)
             if key in self.reported:
                 continue  # one fault (e.g. MID-C-04 and MID-S-02/client for one merge)
             self.reported.add(key)
-            outcome = None
-            if generic in ("MID-C-03/merged", "MID-C-03/split"):
-                outcome = Outcome.FAIL if h.protocol >= 2 else Outcome.WARN
             self.checker.found(generic, message, entries=h.entries, expected=h.issue.expected,
-                               actual=h.issue.actual, outcome=outcome)
+                               actual=h.issue.actual, protocol=h.protocol)
 
     def finish(self) -> None:
         for name in list(self.held):

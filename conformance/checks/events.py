@@ -41,7 +41,7 @@ class MessageEvent:
     seq: int
     conn: int
     session: str
-    kind: str  # user | agent | thought
+    kind: str  # user | agent | thought | session (inter-session messages, by profile)
     update_type: str
     form: str  # chunk | upsert
     id_state: str

@@ -1,7 +1,8 @@
 """Uniqueness and stability of IDs: MID-A-02, MID-A-03, MID-A-05, MID-A-06.
 
 The wire cannot show which chunks the agent *meant* as one message, so these
-rules use only the inferences the catalogue allows (Part C, C-4): a different
+rules use only the inferences the catalogue allows (an ID's meaning is inferred
+from the traffic, never from the ID's text): a different
 prompt means a different user message; a different v1 turn means a different
 agent or thought message; a different kind means a different message (warn
 only). Replay has no prompts, so each replayed user message starts a new
@@ -20,11 +21,18 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import MAX_ENTRIES_PER_FAULT, Checker, Rule, register
-from conformance.checks.events import REPLAY, MessageEvent, RepeatRun, TurnEnd, TurnStart
+from conformance.checks.events import (
+    REPLAY,
+    UNREQUESTED,
+    MessageEvent,
+    PromptAccepted,
+    RepeatRun,
+    TurnEnd,
+    TurnStart,
+)
 from conformance.checks.wire import short
-from conformance.results import Outcome, with_article
+from conformance.results import Reason, with_article
 
-F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
 SENTENCE_END = (".", "!", "?", "\n", ":", ";")
 ID_PER_CHUNK_RUN = 4
 
@@ -56,16 +64,15 @@ class Uniqueness(Checker):
     quiet_repeats = True  # past the first repeat (MID-A-02/interleave exercised) nothing is new
     rules = (
         Rule("MID-A-02/user-message-reuse",
-             "a new user message never reuses an earlier user message's ID", F,
+             "a new user message never reuses an earlier user message's ID",
              untested="no user message carried an ID (no echo or replay with IDs)"),
         Rule("MID-A-02/cross-turn-reuse",
-             "an agent/thought ID does not reappear in a later v1 turn", F, versions=(1,),
+             "an agent/thought ID does not reappear in a later v1 turn", versions=(1,),
              untested="fewer than two turns with message IDs"),
-        Rule("MID-A-02/cross-kind-reuse", "one ID is not used for two kinds of message", W,
+        Rule("MID-A-02/cross-kind-reuse", "one ID is not used for two kinds of message",
              untested="no message carried an ID"),
-        Rule("MID-A-02/interleave", "a turn does not return to an earlier same-kind ID (A..B..A)",
-             W, untested="no turn had two same-kind messages with IDs"),
-        Rule("MID-A-02/cross-session", "IDs reused across sessions (allowed, recorded)", I,
+        Rule("MID-A-02/interleave", "a turn does not return to an earlier same-kind ID (A..B..A)", untested="no turn had two same-kind messages with IDs"),
+        Rule("MID-A-02/cross-session", "IDs reused across sessions (allowed, recorded)",
              untested="only one session carried IDs"),
     )
 
@@ -76,6 +83,7 @@ class Uniqueness(Checker):
         self.turn_ids: dict[tuple[str, int, Any, str], set[str]] = {}
         self.session_of_id: dict[str, str] = {}
         self.cross_session_reported = False
+        self.response_ids: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
 
     def _state(self, ev: MessageEvent) -> _EpochState:
         key = (ev.session, ev.epoch.index)
@@ -87,6 +95,8 @@ class Uniqueness(Checker):
         return st
 
     def on_message(self, ev: MessageEvent) -> None:
+        if ev.phase == UNREQUESTED:
+            return  # a replay nobody asked for: that fault is the replay rules' (one finding)
         st = self._state(ev)
         if ev.phase == REPLAY and ev.kind == "user" and st.last_kind not in (None, "user"):
             st.replay_turn += 1
@@ -125,13 +135,14 @@ class Uniqueness(Checker):
                            f"{_turn_name(tk)}",
                            key=(ev.session, ev.kind, mid), entries=[prev.seq, ev.seq],
                            expected="a fresh ID per message",
-                           actual=short(mid), outcome=self.options.cross_turn_reuse)
+                           actual=short(mid))
         # Rule 3: cross-kind reuse.
         other = st.by_id.get(mid)
         per_kind = v2 and self.profile.id_space == "per-kind"
         if per_kind:
             self.not_applicable("MID-A-02/cross-kind-reuse",
-                                f"profile {self.profile.name} gives each kind its own ID space")
+                                f"profile {self.profile.name} gives each kind its own ID space",
+                                Reason.ALLOWED_BY_PROFILE)
         else:
             self.exercised("MID-A-02/cross-kind-reuse")
             if other is not None and other.kind != ev.kind:
@@ -148,21 +159,37 @@ class Uniqueness(Checker):
             if ids:
                 self.exercised("MID-A-02/interleave")
             if last is not None and last != mid and mid in ids:
-                allowed = v2
                 self.found("MID-A-02/interleave",
                            f"{ev.kind} chunks return to ID {short(mid)!r} after {short(last)!r} "
                            f"in {_turn_name(tk)} (interleaving or a reused ID)",
                            key=(ev.session, ev.kind, mid), entries=[ev.seq],
                            expected="each message's chunks in one run",
-                           actual=short(mid), outcome=I if allowed else W)
+                           actual=short(mid), protocol=ev.protocol)
             self.turn_last[tkey] = mid
-        ids.add(mid)
+            ids.add(mid)  # a run of chunks: an upsert starts none (its chunks may follow it)
         if prev is None or other is None:
             seen = _Seen(tk, ev.seq, ev.kind)  # never changed: one object for both
             if prev is None:
                 of_kind[mid] = seen
             if other is None:
                 st.by_id[mid] = seen
+
+    def on_accepted(self, ev: PromptAccepted) -> None:
+        """v2: two prompts of one session (identical ones too) get two user-message IDs, so
+        their responses name two IDs (catalogue Appendix I, MID-A-02 addition). The fault
+        is the reused ID, one finding with the echo's, under the same key."""
+        rid = ev.result.get("messageId") if isinstance(ev.result, dict) else None
+        if not isinstance(rid, str):
+            return
+        self.exercised("MID-A-02/user-message-reuse")
+        seen = self.response_ids.setdefault((ev.session, ev.epoch.index), {})
+        prev = seen.setdefault(rid, (ev.turn, ev.seq))
+        if prev[0] != ev.turn:
+            self.found("MID-A-02/user-message-reuse",
+                       f"the session/prompt response of turn {ev.turn + 1} names ID "
+                       f"{short(rid)!r}, which the response of turn {prev[0] + 1} named",
+                       key=(ev.session, rid), entries=[prev[1], ev.seq],
+                       expected="a fresh ID per user message", actual=short(rid))
 
     def _cross_session(self, ev: MessageEvent, mid: str) -> None:
         owner = self.session_of_id.setdefault(mid, ev.session)
@@ -193,15 +220,18 @@ class _Run:
 @register
 class Stability(Checker):
     rules = (
-        Rule("MID-A-03/id-per-chunk", "chunks of one token stream do not each get a new ID", W,
+        Rule("MID-A-03/id-per-chunk", "chunks of one token stream do not each get a new ID",
              untested="no run of same-kind chunks with IDs"),
-        Rule("MID-A-03/gap", "in ID mode, no chunk between two chunks of X lacks its ID", W,
+        Rule("MID-A-03/gap", "in ID mode, no chunk between two chunks of X lacks its ID",
              untested="no session in ID mode"),
-        Rule("MID-A-03/mixed-presence", "in ID mode, a turn's chunks of a kind all carry IDs", W,
+        Rule("MID-A-03/mixed-presence", "in ID mode, a turn's chunks of a kind all carry IDs",
              untested="no session in ID mode"),
-        Rule("MID-A-05/no-ids", "the agent implements message IDs (v1 MAY/SHOULD)", I,
+        Rule("MID-A-05/no-ids", "the agent implements message IDs (v1 MAY/SHOULD)",
              versions=(1,), untested="no message chunk was seen"),
-        Rule("MID-A-06/user-chunk-without-id", "in ID mode, user chunks carry an ID", W,
+        Rule("MID-A-05/partial-kinds", "in ID mode, the agent's own message and thought "
+             "chunks carry IDs too (not only some kinds)", versions=(1,),
+             untested="no agent message or thought chunk in an ID-mode session"),
+        Rule("MID-A-06/user-chunk-without-id", "in ID mode, user chunks carry an ID",
              versions=(1,), untested="no user chunk in an ID-mode session"),
     )
 
@@ -219,6 +249,10 @@ class Stability(Checker):
         self.ownerless_user: dict[str, list[int]] = {}
         self.ownerless_more: dict[str, int] = {}
         self.user_sessions: set[str] = set()  # v1 sessions with user chunks
+        # v1: per (session, kind) of the agent's own chunks, the first chunk without an ID
+        # (None once one carried an ID): a kind that never does is partial use (MID-A-05)
+        self.kind_ids: dict[tuple[str, str], int | None] = {}
+        self.user_id_sessions: set[str] = set()  # v1 sessions with a user chunk with an ID
         # presence counters and window of the last chunk's (session, epoch, turn, kind)
         self.tail: tuple[list[int], list[tuple[str, int]]] | None = None
 
@@ -268,8 +302,16 @@ class Stability(Checker):
                            entries=[s for _, s in window],
                            expected=f"messageId {short(window[0][0])!r} on the middle chunk",
                            actual="absent")
+        if ev.kind != "user" and ev.protocol < 2:
+            kkey = (ev.session, ev.kind)
+            if ev.id_state not in (model.ABSENT, model.NULL):  # a malformed ID: MID-S-01's
+                self.kind_ids[kkey] = None
+            elif kkey not in self.kind_ids:
+                self.kind_ids[kkey] = ev.seq
         if ev.kind == "user" and ev.protocol < 2:
             self.user_sessions.add(ev.session)
+            if ev.mid is not None:
+                self.user_id_sessions.add(ev.session)
             if ev.mid is None:
                 kept = self.ownerless_user.setdefault(ev.session, [])
                 if len(kept) < MAX_ENTRIES_PER_FAULT:
@@ -407,10 +449,25 @@ class Stability(Checker):
         self._close_run()
         self._flush_presence()
         for session in sorted(self.sessions - self.id_mode):
-            grade = W if self.options.strict_ids else I
             self.found("MID-A-05/no-ids", "the agent sent no messageId at all in this session "
                        "(allowed in v1; features that need IDs will not work)",
-                       entries=[self.first_chunk[session]], actual="no IDs", outcome=grade)
+                       entries=[self.first_chunk[session]], actual="no IDs")
+        # Partial use across kinds: the user kind is MID-A-06's; a kind of the agent's own
+        # that never carried an ID in an ID-mode session is one fault per session and kind.
+        for (session, kind), seq in sorted(self.kind_ids.items(),
+                                           key=lambda kv: (kv[1] is None, kv[1] or 0)):
+            if session not in self.id_mode:
+                continue
+            self.exercised("MID-A-05/partial-kinds")
+            if seq is not None:
+                with_ids = sorted({k for (s, k), first in self.kind_ids.items()
+                                   if s == session and first is None}
+                                  | ({"user"} if session in self.user_id_sessions else set()))
+                self.found("MID-A-05/partial-kinds",
+                           f"the agent's {kind} chunks never carry an ID in a session where "
+                           f"its {' and '.join(with_ids) or 'other'} chunks do",
+                           key=(session, kind), entries=[seq],
+                           expected=f"a messageId on {kind} chunks too", actual="absent")
         # One fault per session, in transcript order: the first few chunks as evidence.
         matching = sorted((seqs[0], s) for s, seqs in self.ownerless_user.items()
                           if s in self.id_mode)

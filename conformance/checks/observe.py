@@ -27,12 +27,15 @@ from conformance.checks.compare import Issue, compare
 from conformance.checks.controls import Differential, control_view, has_cause
 from conformance.checks.events import Frame, MessageEvent, OtherUpdate, ReplayStart, TurnStart
 from conformance.checks.reducer import UNSET, Reducer, hazardous, locate, related, shown_from
-from conformance.results import Outcome
+from conformance.results import Reason
 
-F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
 NO_PROFILE = ("no profile: the client's rendered messages were not observed "
               "(give --client-profile or --client-adapter)")
 OBSERVED = "observed"  # the harness event the client runner writes after each turn
+# A rule no observation graded although the screen was observed: the profile worked,
+# the traffic never reached what the rule is about (never "no profile").
+NOT_REACHED = ("the client's screen was observed, but never after a stream this rule is "
+               "about")
 
 
 # ---------------------------------------------------------------------------
@@ -40,8 +43,8 @@ OBSERVED = "observed"  # the harness event the client runner writes after each t
 # ---------------------------------------------------------------------------
 
 
-def _rule(rid: str, title: str, outcome: Outcome, versions: tuple[int, ...] = (1, 2)) -> Rule:
-    return Rule(rid, title, outcome, versions=versions, role="client", untested=NO_PROFILE)
+def _rule(rid: str, title: str, versions: tuple[int, ...] = (1, 2)) -> Rule:
+    return Rule(rid, title, versions=versions, role="client", untested=NO_PROFILE)
 
 
 # Rules a turn exercises, by the features of what the double sent.
@@ -51,7 +54,7 @@ _FEATURE_RULES: dict[str, tuple[str, ...]] = {
     "v1-wrong-type": ("MID-C-05", "MID-S-03/client"),
     "empty-id": ("MID-C-06",),
     "upsert": ("MID-V2-02/client", "MID-V2-03"),
-    "v2-invalid-chunk": ("MID-V2-07",),
+    "v2-invalid-chunk": ("MID-V2-07", "MID-V2-07/shown-alone"),
     "malformed-content": ("MID-V2-08",),
 }
 
@@ -60,43 +63,52 @@ _FEATURE_RULES: dict[str, tuple[str, ...]] = {
 class ShownMessages(Checker):
     rules = (
         _rule("MID-C-02/merged", "distinct IDs (case, whitespace, normalisation, numbers) are "
-              "never shown as one message", F),
-        _rule("MID-C-02/split", "a message with an unusual ID is never split", F),
-        _rule("MID-C-02/order", "messages are not ordered by parsing or sorting their IDs", F),
-        _rule("MID-C-03/merged", "consecutive messages with different IDs are shown apart "
-              "(warn in v1, fail in v2)", W),
-        _rule("MID-C-03/split", "chunks of one ID stay one message, even across a tool call "
-              "(warn in v1, fail in v2)", W),
-        _rule("MID-C-03/content", "each message shows exactly its chunks, in order, once", F),
+              "never shown as one message"),
+        _rule("MID-C-02/split", "a message with an unusual ID is never split"),
+        _rule("MID-C-02/order", "messages are not ordered by parsing or sorting their IDs"),
+        _rule("MID-C-03/merged", "consecutive messages with different IDs are shown apart"),
+        _rule("MID-C-03/split", "chunks of one ID stay one message, even across a tool call"),
+        _rule("MID-C-03/content", "each message shows exactly its chunks, in order, once"),
         _rule("MID-C-03/order", "messages are shown in order of first appearance "
-              "(not normative)", I),
-        _rule("MID-C-04", "a null messageId and an omitted one render the same (v1)", F,
+              "(not normative)"),
+        _rule("MID-C-04", "a null messageId and an omitted one render the same (v1)",
               versions=(1,)),
         _rule("MID-S-02/client", "the client gives null and omitted messageId one meaning (v1)",
-              F, versions=(1,)),
-        _rule("MID-C-05", "a v1 chunk with a wrongly typed messageId is kept as ID-less", W,
+              versions=(1,)),
+        _rule("MID-C-05", "a v1 chunk with a wrongly typed messageId is kept as ID-less",
               versions=(1,)),
         _rule("MID-S-03/client", "a wrongly typed v1 messageId reads as absent, the update is "
-              "kept", W, versions=(1,)),
-        _rule("MID-C-06", "the empty string is a real ID, not \"no ID\"", W),
+              "kept", versions=(1,)),
+        _rule("MID-C-06", "the empty string is a real ID, not \"no ID\""),
         _rule("MID-C-07", "after a reload, each message of the replayed history is shown once, "
-              "whether the replay keeps the IDs or regenerates them", W),
+              "whether the replay keeps the IDs or regenerates them"),
         _rule("MID-V2-02/client", "whole-message updates are upserts keyed by messageId "
-              "(omitted keeps, null and [] clear, a value replaces)", F, versions=(2,)),
+              "(omitted keeps, null and [] clear, a value replaces)", versions=(2,)),
         _rule("MID-V2-03", "chunks append to and updates replace one message's content, "
-              "in arrival order", F, versions=(2,)),
-        _rule("MID-V2-04", "a chunk's _meta never patches the message's _meta", F,
+              "in arrival order", versions=(2,)),
+        _rule("MID-V2-04", "a chunk's _meta never patches the message's _meta",
+              versions=(2,)),
+        _rule("MID-V2-04/meta", "a message shows the _meta its updates gave it (recorded)",
               versions=(2,)),
         _rule("MID-V2-07", "a v2 chunk without a string ID is rejected or ignored, never "
-              "attached to a message", F, versions=(2,)),
-        _rule("MID-V2-08", "a whole-message update with malformed content changes nothing", W,
+              "attached to a message", versions=(2,)),
+        _rule("MID-V2-07/shown-alone", "a v2 chunk without a string ID is not shown as a "
+              "message of its own", versions=(2,)),
+        _rule("MID-V2-08", "a whole-message update with malformed content changes nothing",
               versions=(2,)),
+        _rule("MID-C-08/crash", "the client survives every stream it is shown (a crash is "
+              "graded once, here, with its exit and unanswered probe as consequences)"),
     )
 
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
         self.reducers: dict[int, Reducer] = {}
         self.protocols: dict[int, int] = {}
+        # The connection the client last played a turn or a reload on: what it shows next
+        # is compared with that one, whatever other agent processes it started since
+        # (a gateway's health check opens and closes one that carries no message).
+        self.played: int | None = None
+        self.observed = False  # the client's screen was observed at least once
         self.diff = Differential(self)
 
     def _reducer(self, conn: int) -> Reducer:
@@ -119,9 +131,12 @@ class ShownMessages(Checker):
         # the client showed before: the expectation starts afresh (MID-C-07).
         if ev.requested:
             self.reducers[ev.conn] = Reducer()
+        self.played = ev.conn
 
     def on_turn_start(self, ev: TurnStart) -> None:
         self.protocols[ev.conn] = ev.protocol
+        self._reducer(ev.conn).turn()
+        self.played = ev.conn
         prompt = ev.params.get("prompt")
         text = model.blocks_text(prompt) if isinstance(prompt, list) else ""
         if text:
@@ -132,8 +147,10 @@ class ShownMessages(Checker):
         if e.stream != "harness" or e.event != OBSERVED or not isinstance(e.data, dict):
             return
         data = e.data
-        protocol = int(data.get("protocol") or self.protocols.get(e.conn, ev.protocol))
-        reducer = self._reducer(e.conn)
+        self.observed = True
+        conn = e.conn if self.played is None else self.played
+        protocol = int(data.get("protocol") or self.protocols.get(conn, ev.protocol))
+        reducer = self._reducer(conn)
         touched = reducer.take_touched()
         expected = touched if data.get("render") == "incremental" else list(reducer.order)
         rules = {"MID-C-03/merged", "MID-C-03/split", "MID-C-03/content", "MID-C-03/order"}
@@ -150,24 +167,30 @@ class ShownMessages(Checker):
         if len(keyed) >= 2:
             rules.add("MID-C-02/order")
         shown = shown_from(data.get("shown") or [])
-        if "chunk-meta" in reducer.features and any(s.meta is not UNSET for s in shown):
-            specific.add("MID-V2-04")
+        if protocol >= 2 and any(s.meta is not UNSET for s in shown):
+            specific.add("MID-V2-04/meta")
+            if "chunk-meta" in reducer.features:
+                specific.add("MID-V2-04")
         control_of, control = str(data.get("control_of") or ""), str(data.get("control") or "")
         if data.get("exited"):
             why = str(data.get("why") or "the client exited")
             if control_of:
                 self.diff.control(control_of, None, f"{why} during the control stream")
-            for rule in sorted(specific - {"MID-C-02/order", "MID-C-02/split"}
-                               or {"MID-C-03/content"}):
-                self.found(rule, f"{why} after this stream (the catalogue grades a crash as "
-                           "fail)", entries=[e.seq], expected="the client alive, showing the turn",
-                           actual=data.get("tail", ""), outcome=F)
-            return
+            tested = sorted(specific - {"MID-C-02/order", "MID-C-02/split", "MID-V2-04/meta"})
+            if tested:  # it died on message-ID input: that is the fault (its exit follows)
+                self.found("MID-C-08/crash", f"{why} after a stream that tests "
+                           f"{', '.join(tested)}", entries=[e.seq],
+                           expected="the client alive, showing the turn",
+                           actual=data.get("tail", ""), protocol=protocol)
+            return  # else the exit (or hang) is the fault, graded where it is seen
+        self.exercised("MID-C-08/crash", protocol)
         kinds = data.get("kinds") or ("user", "agent", "thought")
         if control_of:  # evidence for its probe's findings, not graded on its own
             visible = [x for x in expected if x.kind in kinds and x.blocks]
             self.diff.control(control_of, control_view(visible, locate(reducer, shown)[0]))
             return
+        if not any(x.kind in kinds for x in expected) and not reducer.stale:
+            return  # no message was sent to compare the display with: no credit
         for rule in rules | specific:
             if control and has_cause(rule):
                 self.diff.exercise(rule, protocol)
@@ -176,19 +199,28 @@ class ShownMessages(Checker):
         reload = bool(data.get("reload"))
         if reload:
             self.exercised("MID-C-07", protocol)
-        for issue in compare(reducer, expected, shown, protocol=protocol, kinds=kinds,
-                             controlled=bool(control)):
+        issues = list(compare(reducer, expected, shown, protocol=protocol, kinds=kinds,
+                              controlled=bool(control)))
+        reloaded: set[int] = set()  # entries of messages a reload showed lost or twice
+        for i, issue in enumerate(issues):
             # Lost or shown twice after a reload: in v2 the replay's whole-message updates
-            # make these MID-V2-02/V2-03 issues, which the reload case is not about.
+            # make these MID-V2-02/V2-03 issues; all are the reload's fault (MID-C-07).
             if reload and issue.rule in ("MID-C-03/content", "MID-V2-02/client", "MID-V2-03"):
-                issue = Issue("MID-C-07", f"after the reload, {issue.message}", issue.entries,
-                              issue.expected, issue.actual, W)
+                issues[i] = Issue("MID-C-07", f"after the reload, {issue.message}",
+                                  issue.entries, issue.expected, issue.actual)
+                reloaded.update(issue.entries)
+        for issue in issues:
+            if reload and issue.rule == "MID-C-03/split" and reloaded & set(issue.entries):
+                continue  # a replayed message shown twice: the MID-C-07 fault, not a split
             if control and issue.test and has_cause(issue.rule):
                 self.diff.hold(str(data.get("turn")), issue, (*issue.entries, e.seq), protocol)
                 continue
             self.found(issue.rule, issue.message, key=(e.conn, issue.entries),
                        entries=[*issue.entries, e.seq],
-                       expected=issue.expected, actual=issue.actual, outcome=issue.outcome)
+                       expected=issue.expected, actual=issue.actual, protocol=protocol)
 
     def finish(self) -> None:
         self.diff.finish()
+        if self.observed:  # what was exercised or found keeps its row; the rest says why
+            for rule in self.rules:
+                self.not_applicable(rule.id, f"not testable: {NOT_REACHED}", Reason.NOT_TESTABLE)

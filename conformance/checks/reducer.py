@@ -153,6 +153,11 @@ class Reducer:
         self.updates += 1
         self._legacy = None
 
+    def turn(self) -> None:
+        """A turn starts or ends: an ID-less v1 message never spans it (the next turn's
+        ID-less chunks answer another prompt, so they are another message)."""
+        self._legacy = None
+
     def message(self, ev: MessageEvent) -> None:
         u = ev.update
         v2 = ev.protocol >= 2

@@ -1,4 +1,5 @@
-"""Replay rules: MID-A-07, MID-A-08 and MID-V2-06, and the live-versus-replay cross-check.
+"""Replay rules: MID-A-07 (v1 load; no replay in a v1 resume), MID-A-08, MID-V2-06,
+MID-V2-11, MID-V2-12, and the live-versus-replay cross-check.
 
 Messages grouped by ID during the live turns are compared with what
 ``session/load`` (v1) or ``session/resume`` with ``replayFrom`` (v2) replays.
@@ -6,6 +7,11 @@ A live message that replay shows as one with others' text exposes IDs that
 were not stable across the chunks of one message (MID-A-03); replay that
 folds two live messages under one ID exposes a replayed duplicate (MID-A-07,
 MID-V2-06).
+
+Under a profile with the draft's replay rules (``Profile.replay_rules``, catalogue
+Appendix I): a replayed user message keeps the ID its live ``session/prompt``
+response returned (MID-V2-11), and chunks that rebuild a replayed message follow
+an upsert of the same ID, ``content: []`` or the full content (MID-V2-12).
 """
 
 from __future__ import annotations
@@ -21,15 +27,23 @@ from conformance.checks.events import (
     REPLAY,
     UNREQUESTED,
     MessageEvent,
+    PromptAccepted,
     RepeatRun,
     ReplayEnd,
     ReplayStart,
+    TurnStart,
 )
 from conformance.checks.identity import SENTENCE_END
 from conformance.checks.wire import short
-from conformance.results import Outcome, with_article
+from conformance.results import Reason, with_article
 
-F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
+MESSAGE_UPSERTS = {kind: name for name, kind in model.UPSERT_KINDS.items()}
+MESSAGE_UPSERTS.update({kind: name for name, kind in model.SESSION_UPSERT_KINDS.items()})
+
+
+def _same_prompt(msg: Msg, lp: _LivePrompt) -> bool:
+    text = msg.text
+    return text == lp.text or (bool(lp.first) and text.startswith(lp.first))
 
 
 COMPACT_PARTS = 64  # chunk texts kept apart before they are joined into one
@@ -86,6 +100,21 @@ class Turn:
         return msg
 
 
+@dataclass(slots=True)
+class _LivePrompt:
+    """A live v2 prompt whose response named its user message (MID-V2-11)."""
+
+    turn: int
+    epoch: int
+    request_seq: int
+    text: str  # the prompt's text
+    first: str  # its first text block
+    rid: str | None = None  # the messageId of the session/prompt response
+    response_seq: int = -1
+    echo_seq: int = -1  # the live echo: the user message of the turn under rid, else the first
+    echo_mid: str | None = None
+
+
 @dataclass
 class _Replay:
     session: str
@@ -98,32 +127,50 @@ class _Replay:
     upserted: dict[tuple[str, str], int] = field(default_factory=dict)
     last_kind: str | None = None
     last_user_mid: str | None = None
+    prompts: list[_LivePrompt] = field(default_factory=list)  # live prompts before the replay
+    users: dict[str, Msg] = field(default_factory=dict)  # replayed user messages by ID, in order
+    primed: set[tuple[str, str]] = field(default_factory=set)  # keys upserted with content
+    chunked: set[tuple[str, str]] = field(default_factory=set)  # keys that had a chunk
 
 
 @register
 class Replay(Checker):
     rules = (
-        Rule("MID-A-07/after-response", "v1 replay ends before the session/load response", F,
+        Rule("MID-A-07/after-response", "v1 replay ends before the session/load response",
              versions=(1,), untested="no session/load in the transcript"),
-        Rule("MID-A-07/replay-duplicate", "v1 replay gives each replayed message its own ID", F,
+        Rule("MID-A-07/resume-replay", "a v1 session/resume replays nothing (before its "
+             "response or in the grace window after it)", versions=(1,),
+             untested="no v1 session/resume in the transcript"),
+        Rule("MID-A-07/replay-duplicate", "v1 replay gives each replayed message its own ID",
              versions=(1,), untested="no session/load replay with IDs"),
-        Rule("MID-A-08/stability", "whether replayed IDs equal the live ones (info only)", I,
+        Rule("MID-A-08/stability", "whether replayed IDs equal the live ones (info only)",
              untested="no replay to compare with live turns"),
         Rule("MID-A-08/collides-other-epoch",
-             "a replayed ID never names a different message of an earlier epoch", W,
+             "a replayed ID never names a different message of an earlier epoch",
              untested="no replay to compare with live turns"),
         Rule("MID-A-03/replay-crosscheck",
-             "live grouping by ID matches the replayed grouping", W,
+             "live grouping by ID matches the replayed grouping",
              untested="no replay to compare with live turns"),
-        Rule("MID-V2-06/no-id", "every replayed v2 message carries a string ID", F, versions=(2,),
+        Rule("MID-V2-06/no-id", "every replayed v2 message carries a string ID", versions=(2,),
              untested="no session/resume replay in the transcript"),
-        Rule("MID-V2-06/replay-duplicate", "v2 replay gives each replayed message its own ID", F,
+        Rule("MID-V2-06/replay-duplicate", "v2 replay gives each replayed message its own ID",
              versions=(2,), untested="no session/resume replay with IDs"),
-        Rule("MID-V2-06/after-response", "v2 replay ends before the session/resume response", F,
+        Rule("MID-V2-06/after-response", "v2 replay ends before the session/resume response",
              versions=(2,), untested="no session/resume with replayFrom in the transcript"),
-        Rule("MID-V2-06/unrequested-replay", "no replay on a resume without replayFrom", F,
+        Rule("MID-V2-06/unrequested-replay", "no replay on a resume without replayFrom",
              versions=(2,), untested="no session/resume without replayFrom in the transcript"),
+        Rule("MID-V2-11/kept-id",
+             "a replayed user message keeps the ID its session/prompt response returned",
+             versions=(2,),
+             untested="no replay showed a user message of a prompt whose response named an ID"),
+        Rule("MID-V2-11/not-retained",
+             "live prompts absent from replay (retention is optional; recorded)",
+             versions=(2,), untested="no replay after a prompt whose response named an ID"),
+        Rule("MID-V2-12", "chunks that rebuild a replayed message follow an upsert of its ID "
+             "(content: [] or full content)", versions=(2,),
+             untested="no replay rebuilt a message from chunks"),
     )
+    DRAFT_RULES = ("MID-V2-11/kept-id", "MID-V2-11/not-retained", "MID-V2-12")
 
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
@@ -135,24 +182,66 @@ class Replay(Checker):
         # The message a repeat chunk (timeline.MessageEvent.repeat) appends to: set when the
         # last event was a live or replayed chunk that a repeat continues with nothing else.
         self.tail: Msg | None = None
+        self.prompts: dict[str, list[_LivePrompt]] = {}  # per session, v2, in order
+        self.open_prompt: dict[tuple[str, int, int], _LivePrompt] = {}  # (session, epoch, turn)
+        self.draft = self.profile.replay_rules
+        if not self.draft:
+            for rule in self.DRAFT_RULES:
+                self.not_applicable(
+                    rule, f"profile {self.profile.name} predates the rule (the v2 draft of "
+                    "catalogue Appendix I; its prompt response carries no ID)",
+                    Reason.ALLOWED_BY_PROFILE)
+
+    def on_turn_start(self, ev: TurnStart) -> None:
+        if ev.protocol < 2 or not self.draft:
+            return
+        prompt = ev.params.get("prompt")
+        blocks = prompt if isinstance(prompt, list) else []
+        first = next((model.block_text(b) for b in blocks if model.block_text(b)), "")
+        lp = _LivePrompt(ev.turn, ev.epoch.index, ev.seq, model.blocks_text(prompt), first)
+        self.open_prompt[(ev.session, ev.epoch.index, ev.turn)] = lp
+
+    def on_accepted(self, ev: PromptAccepted) -> None:
+        lp = self.open_prompt.get((ev.session, ev.epoch.index, ev.turn))
+        if lp is None:
+            return
+        rid = ev.result.get("messageId") if isinstance(ev.result, dict) else None
+        if isinstance(rid, str):
+            lp.rid, lp.response_seq = rid, ev.seq
+            self.prompts.setdefault(ev.session, []).append(lp)
+
+    def _live_echo(self, ev: MessageEvent) -> None:
+        """The live echo of a prompt, as evidence: the user message under the ID its
+        response named (prompts may be in flight together), else the turn's first."""
+        lp = next((p for p in self.prompts.get(ev.session, ())
+                   if ev.mid is not None and p.rid == ev.mid and p.epoch == ev.epoch.index),
+                  None) or self.open_prompt.get((ev.session, ev.epoch.index, ev.turn))
+        if lp is None:
+            return
+        if lp.echo_seq < 0 or (ev.mid is not None and ev.mid == lp.rid != lp.echo_mid):
+            lp.echo_seq, lp.echo_mid = ev.seq, ev.mid
 
     def _dup_rule(self, protocol: int) -> str:
         return "MID-V2-06/replay-duplicate" if protocol >= 2 else "MID-A-07/replay-duplicate"
 
     def on_replay_start(self, ev: ReplayStart) -> None:
-        if ev.protocol >= 2 and not ev.requested:
-            self.exercised("MID-V2-06/unrequested-replay")
+        if not ev.requested:
+            self.exercised("MID-V2-06/unrequested-replay" if ev.protocol >= 2
+                           else "MID-A-07/resume-replay")
         if ev.requested:
             self.exercised("MID-V2-06/after-response" if ev.protocol >= 2
                            else "MID-A-07/after-response")
             self.replays[ev.session] = _Replay(ev.session, ev.protocol, ev.seq,
-                                               list(self.history.get(ev.session, [])))
+                                               list(self.history.get(ev.session, [])),
+                                               prompts=list(self.prompts.get(ev.session, [])))
 
     def on_replay_end(self, ev: ReplayEnd) -> None:
         rep = self.replays.pop(ev.session, None)
         if rep is not None:
             rep.runs.clear()  # read only while the replay runs; the cross-check needs the turns
             rep.upserted.clear()
+            rep.primed.clear()
+            rep.chunked.clear()
             self.done.append(rep)
 
     def on_repeats(self, run: RepeatRun) -> None:
@@ -178,17 +267,24 @@ class Replay(Checker):
                 turn = self.live[key] = Turn()
                 self.history.setdefault(ev.session, []).append(turn)
             msg = turn.apply(ev)
+            if ev.kind == "user" and ev.protocol >= 2:
+                self._live_echo(ev)
             if ev.mid is not None:
                 self.live_ids.setdefault(ev.session, {}).setdefault(ev.mid, msg)
             self.tail = msg  # a repeat appends to it (an ID-less one too: legacy grouping)
             return
         v2 = ev.protocol >= 2
-        if ev.phase == UNREQUESTED and v2:
-            self.found("MID-V2-06/unrequested-replay",
-                       f"{with_article(ev.update_type)} arrives for a resume without replayFrom",
-                       key=(ev.session, ev.epoch.index), entries=[ev.seq],
-                       expected="no message-history updates",
-                       actual=ev.update_type)
+        if ev.phase == UNREQUESTED:
+            if v2:
+                self.found("MID-V2-06/unrequested-replay", f"{with_article(ev.update_type)} "
+                           "arrives for a resume without replayFrom",
+                           key=(ev.session, ev.epoch.index), entries=[ev.seq],
+                           expected="no message-history updates", actual=ev.update_type)
+            else:  # v1 session/resume restores a session without replay (catalogue B.3)
+                self.found("MID-A-07/resume-replay", f"{with_article(ev.update_type)} arrives "
+                           "for a v1 session/resume, which must not replay",
+                           key=(ev.session, ev.epoch.index), entries=[ev.seq],
+                           expected="no conversation-history updates", actual=ev.update_type)
             return
         if ev.phase == AFTER_REPLAY:
             rule = "MID-V2-06/after-response" if v2 else "MID-A-07/after-response"
@@ -228,6 +324,10 @@ class Replay(Checker):
         dup_rule = self._dup_rule(ev.protocol)
         self.exercised(dup_rule)
         mkey: tuple[str, str] = (ev.kind, ev.mid)
+        if ev.kind == "user" and v2:
+            rep.users.setdefault(ev.mid, msg)
+        if v2 and self.draft:
+            self._primer(rep, ev, mkey)
         if ev.form == "upsert" and "content" in ev.update:
             if mkey in rep.upserted:
                 self.found(dup_rule, f"the replay sends two whole {ev.kind} messages with ID "
@@ -245,9 +345,68 @@ class Replay(Checker):
             self.tail = msg
         rep.last_key = mkey
 
+    def _primer(self, rep: _Replay, ev: MessageEvent, mkey: tuple[str, str]) -> None:
+        """MID-V2-12: the first replayed chunk of a message follows an upsert of its ID."""
+        if ev.form != "chunk":
+            if "content" in ev.update:
+                rep.primed.add(mkey)
+            return
+        if mkey in rep.chunked:
+            return
+        rep.chunked.add(mkey)
+        self.exercised("MID-V2-12")
+        if mkey in rep.primed:
+            return
+        live = self.live_ids.get(ev.session, {}).get(mkey[1])
+        entries = ([live.seq] if live is not None else []) + [ev.seq]
+        self.found("MID-V2-12",
+                   f"the replay rebuilds {with_article(ev.kind)} message {short(ev.mid)!r} "
+                   f"from chunks without first sending {MESSAGE_UPSERTS.get(ev.kind, 'an upsert')}"
+                   " with content: [] (a client that holds the live content shows it twice)",
+                   key=(ev.session, ev.epoch.index, mkey), entries=entries,
+                   expected="an upsert of the same ID with content: [] (or the full content) "
+                            "before the chunks",
+                   actual=f"{ev.update_type} first")
+
     def finish(self) -> None:
         for rep in self.done + list(self.replays.values()):
             self._crosscheck(rep)
+            if rep.protocol >= 2 and self.draft:
+                self._kept_ids(rep)
+
+    def _kept_ids(self, rep: _Replay) -> None:
+        """MID-V2-11: each live prompt's user message, when replayed, keeps the response's ID.
+
+        Replayed user messages are matched to live prompts by order and by content (the
+        first text block is enough); where two prompts had the same text, a replayed
+        message under either one's ID is conforming (only the order decides)."""
+        if not rep.prompts:
+            return
+        self.exercised("MID-V2-11/not-retained")
+        users = list(rep.users.values())
+        pos = 0
+        for n, lp in enumerate(rep.prompts, 1):
+            j = next((i for i in range(pos, len(users)) if _same_prompt(users[i], lp)), None)
+            if j is None:
+                self.found("MID-V2-11/not-retained",
+                           f"the user message of live prompt {n} is not in the replay "
+                           "(retention is optional)", key=(rep.session, lp.rid),
+                           entries=[lp.response_seq, rep.start_seq], actual="not retained")
+                continue
+            pos = j + 1
+            replayed = users[j]
+            self.exercised("MID-V2-11/kept-id")
+            if replayed.mid == lp.rid:
+                continue
+            if any(q.rid == replayed.mid and q.text == lp.text for q in rep.prompts):
+                continue  # two prompts with this text: the order cannot say which it is
+            entries = [lp.response_seq] + ([lp.echo_seq] if lp.echo_seq >= 0 else []) + [
+                replayed.seq]
+            self.found("MID-V2-11/kept-id",
+                       f"the replayed user message of live prompt {n} has ID "
+                       f"{short(replayed.mid or '')!r}, not {short(lp.rid or '')!r}, the ID its "
+                       "session/prompt response returned", key=(rep.session, lp.rid),
+                       entries=entries, expected=short(lp.rid), actual=short(replayed.mid))
 
     def _crosscheck(self, rep: _Replay) -> None:
         if not rep.history or not rep.turns:
@@ -263,7 +422,7 @@ class Replay(Checker):
                 if m.mid is not None:
                     live_by_id.setdefault(m.mid, m)
         for live, replayed in zip(rep.history, rep.turns):
-            for kind in ("user", "agent", "thought"):
+            for kind in ("user", "agent", "thought", "session"):
                 lm = [m for m in live.msgs if m.kind == kind]
                 rm = [m for m in replayed.msgs if m.kind == kind]
                 if not lm or not rm:

@@ -16,7 +16,7 @@ from typing import Any
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
 from conformance.checks.events import ConnEnd, Frame
-from conformance.results import Outcome
+from conformance.results import Reason, exit_status
 
 # Logging is allowed, but a process that writes this much to stderr in one
 # short conformance session is flooding: every client must drain it.
@@ -31,18 +31,20 @@ def _data(e: Any) -> dict[str, Any]:
 class Liveness(Checker):
     quiet_repeats = True  # reads harness events only
     rules = (
-        Rule("TARGET/exit", "the target stays up until the suite closes it", Outcome.FAIL,
+        Rule("TARGET/exit", "the target stays up until the suite closes it",
              untested="no target process in the transcript"),
         Rule("TARGET/hang", "the target answers every wait within --timeout (silence) and "
-             "--turn-timeout (overall)", Outcome.FAIL,
+             "--turn-timeout (overall)",
              untested="no target process in the transcript"),
-        Rule("TARGET/shutdown", "the target exits when its stdin closes, at the latest on SIGTERM",
-             Outcome.FAIL, untested="no target process in the transcript"),
+        Rule("TARGET/shutdown", "the target exits when its stdin closes, at the latest on "
+             "SIGTERM", untested="no target process in the transcript"),
+        Rule("TARGET/shutdown-slow", "the target exits when its stdin closes, without a SIGTERM",
+             untested="no target process in the transcript"),
         Rule("TARGET/output-cap", "the target's output fits what the suite keeps "
-             "(stderr and recorded lines)", Outcome.INFO,
+             "(stderr and recorded lines)",
              untested="no target process in the transcript"),
         Rule("TARGET/stderr-flood", f"the target logs less than {STDERR_FLOOD // 2**20} MiB to "
-             "stderr per process (a flood costs every client that drains it)", Outcome.FAIL,
+             "stderr per process (a flood costs every client that drains it)",
              untested="no target process in the transcript"),
     )
 
@@ -51,10 +53,13 @@ class Liveness(Checker):
         self.aborted: set[int] = set()  # connections where a hang or exit was already reported
         self.interrupted: set[int] = set()
         self.capped: dict[int, int] = {}  # conn -> seq of the "recording capped" note
+        self.spoke: set[int] = set()  # connections on which the target wrote a line
 
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
         if e.stream != "harness":
+            if e.src == "agent" and e.stream == "stdout":
+                self.spoke.add(e.conn)
             return
         data = _data(e)
         tail = data.get("stderr_tail", "")
@@ -79,12 +84,12 @@ class Liveness(Checker):
             self.aborted.add(e.conn)
             rc, sig = data.get("returncode"), data.get("signal")
             if data.get("output_held"):
-                what = (f"the target exited (exit code {rc}, signal {sig}) but a process it "
+                what = (f"the target exited ({exit_status(rc, sig)}) but a process it "
                         "started still holds its output open")
             elif rc is None:
                 what = "the target closed its stdout but kept running"
             else:
-                what = f"the target exited (exit code {rc}, signal {sig})"
+                what = f"the target exited ({exit_status(rc, sig)})"
             self.found("TARGET/exit", f"{what} while the suite waited for "
                        f"{data.get('waiting_for')}", entries=[e.seq],
                        expected="the process running with its output open",
@@ -103,10 +108,9 @@ class Liveness(Checker):
         if e.conn in self.interrupted:
             pass  # the suite cut the grace short
         elif ended_by == "sigterm" and e.conn not in self.aborted:  # a hung target may not notice
-            self.found("TARGET/shutdown", f"the target did not exit within {grace} s of its "
+            self.found("TARGET/shutdown-slow", f"the target did not exit within {grace} s of its "
                        "stdin closing; the suite sent SIGTERM", entries=[e.seq],
-                       expected="exit when stdin closes", actual={"ended_by": ended_by},
-                       outcome=Outcome.WARN)
+                       expected="exit when stdin closes", actual={"ended_by": ended_by})
         elif ended_by in ("sigkill", "unknown"):
             self.found("TARGET/shutdown", f"the target ignored SIGTERM for {grace} s; the suite "
                        "killed its process group with SIGKILL", entries=[e.seq],
@@ -137,9 +141,15 @@ class Liveness(Checker):
                                               "unrecorded_bytes": data.get("unrecorded_bytes")})
 
     def on_conn_end(self, ev: ConnEnd) -> None:
-        for rule in ("TARGET/exit", "TARGET/hang", "TARGET/shutdown", "TARGET/output-cap",
-                     "TARGET/stderr-flood"):
-            self.exercised(rule)
+        # No credit without traffic: a process that never wrote a line has shown neither
+        # liveness nor a clean shutdown (its faults, if any, are still reported).
+        for rule in ("TARGET/exit", "TARGET/hang", "TARGET/shutdown", "TARGET/shutdown-slow",
+                     "TARGET/output-cap", "TARGET/stderr-flood"):
+            if ev.conn in self.spoke:
+                self.exercised(rule)
+            else:
+                self.not_applicable(rule, "not testable: the target never spoke",
+                                    Reason.NOT_TESTABLE)
 
 
 @register
@@ -151,7 +161,7 @@ class ResponseIds(Checker):
     rules = (
         Rule("TARGET/unmatched-response",
              "every response carries the id of a request the peer sent and has not had "
-             "answered (JSON-RPC 2.0)", Outcome.FAIL,
+             "answered (JSON-RPC 2.0)",
              untested="the target sent no response"),
     )
 
@@ -208,7 +218,7 @@ class Negotiation(Checker):
     quiet_repeats = True  # reads the handshake note and the client's requests only
     rules = (
         Rule("TARGET/negotiation", "a client carries on only with a protocol version it asked "
-             "for or can speak", Outcome.INFO, role="client",
+             "for or can speak", role="client",
              untested="the client and the agent double agreed on the protocol version"),
     )
 
@@ -238,3 +248,100 @@ class Negotiation(Checker):
                        f"on with {method} instead of closing the connection",
                        entries=[seq, e.seq], expected="the client closes the connection "
                        "(or speaks the answered version)", actual=method)
+
+
+@register
+class AgentNegotiation(Checker):
+    """Agent side: the version an agent answers ``initialize`` with is the one it speaks.
+
+    The spec's negotiation rule is a MUST: the agent answers with the requested version
+    if it supports it, else with its own latest, never with an error; and it then speaks
+    what it answered. One finding per transcript names the entry: an error to
+    ``initialize``; a turn ended the v1 way (``stopReason`` in the ``session/prompt``
+    response, no ``state_update`` before it) after answering 2; a v2-only update after
+    answering 1. Every case of that version is then not run (the driver's
+    ``NegotiationFailed``), so this is the version's one finding, never a hang."""
+
+    quiet_repeats = True  # reads the handshake, prompt responses and update kinds only
+    rules = (
+        Rule("TARGET/negotiation/agent", "the agent answers initialize with a protocol version "
+             "(never an error) and speaks the version it answered",
+             untested="no initialize answered in the transcript"),
+    )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.asked: dict[int, tuple[Any, int, Any]] = {}  # conn -> (request id, seq, version)
+        self.answered: dict[int, tuple[int, int, Any]] = {}  # conn -> (seq, version, asked)
+        self.prompts: dict[int, dict[Any, int]] = {}  # conn -> open prompt ids -> seq
+        self.state_seen: set[int] = set()  # conns with a state_update since the last prompt
+        self.reported = False
+
+    def on_frame(self, ev: Frame) -> None:
+        e = ev.entry
+        if self.reported or e.stream not in ("stdin", "stdout") or e.error is not None:
+            return
+        for m in e.msg if isinstance(e.msg, list) else [e.msg]:
+            if isinstance(m, dict):
+                if e.src == "client":
+                    self._client(e, m)
+                elif e.src == "agent":
+                    self._agent(e, m)
+
+    def _client(self, e: Any, m: dict[str, Any]) -> None:
+        raw = m.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        if m.get("method") == "initialize" and "id" in m:
+            self.asked[e.conn] = (_key(m["id"]), e.seq, params.get("protocolVersion"))
+        elif m.get("method") == "session/prompt" and "id" in m:
+            self.prompts.setdefault(e.conn, {})[_key(m["id"])] = e.seq
+            self.state_seen.discard(e.conn)
+
+    def _agent(self, e: Any, m: dict[str, Any]) -> None:
+        asked = self.asked.get(e.conn)
+        if model.is_response(m) and asked is not None and _key(m["id"]) == asked[0]:
+            self.asked.pop(e.conn)
+            self.exercised("TARGET/negotiation/agent")
+            result = m.get("result")
+            pv = result.get("protocolVersion") if isinstance(result, dict) else None
+            if "error" in m:
+                err = m["error"] if isinstance(m["error"], dict) else {}
+                self._found(f"the agent answered initialize (protocolVersion {asked[2]!r}) "
+                            f"with error {err.get('code')}: {str(err.get('message'))[:200]}, "
+                            "instead of the version it supports", [asked[1], e.seq],
+                            "a result naming the requested version or the agent's latest",
+                            {"error": err.get("code")})
+            elif isinstance(pv, int) and not isinstance(pv, bool):
+                self.answered[e.conn] = (e.seq, pv, asked[2])
+            return
+        answered = self.answered.get(e.conn)
+        if answered is None:
+            return
+        seq, pv, requested = answered
+        echo = " (the version asked for)" if pv == requested else ""
+        if model.is_response(m):
+            opened = self.prompts.get(e.conn, {}).pop(_key(m["id"]), None)
+            result = m.get("result")
+            if opened is None or not isinstance(result, dict):
+                return
+            if pv >= 2 and "stopReason" in result and e.conn not in self.state_seen:
+                self._found(f"the agent answered protocolVersion {pv}{echo}, then ended a turn "
+                            "the v1 way (stopReason in the session/prompt response, no "
+                            "state_update)", [seq, e.seq], "v2 turns: acceptance, then idle",
+                            {"stopReason": result.get("stopReason")})
+            return
+        params = m.get("params")
+        update = params.get("update") if isinstance(params, dict) else None
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if m.get("method") != "session/update" or not isinstance(kind, str):
+            return
+        if kind == "state_update":
+            self.state_seen.add(e.conn)
+        if pv < 2 and kind in model.V2_ONLY_UPDATES:
+            self._found(f"the agent answered protocolVersion {pv}{echo}, then sent a v2 "
+                        f"{kind}", [seq, e.seq], "v1 updates only", kind)
+
+    def _found(self, message: str, entries: list[int], expected: str, actual: Any) -> None:
+        self.reported = True
+        self.found("TARGET/negotiation/agent", message, entries=entries, expected=expected,
+                   actual=actual)

@@ -63,6 +63,11 @@ class _Session:
     replay_requested: bool = True
     after_replay: bool = False
     epochs: int = 1
+    # v2, prompts in flight: a prompt sent while another runs opens a turn of its own.
+    flight: dict[Any, int] = field(default_factory=dict)  # unanswered prompt -> its turn
+    open: list[int] = field(default_factory=list)  # turns not ended yet, oldest first
+    accepted: set[int] = field(default_factory=set)  # open turns whose prompt was accepted
+    pending_idle: list[Any] = field(default_factory=list)  # idle stop reasons not yet applied
 
 
 @dataclass
@@ -80,8 +85,12 @@ class Timeline:
     checkers that nothing but the chunk itself is new.
     """
 
-    def __init__(self, protocol: int = 1, *, repeats: bool = True) -> None:
+    def __init__(self, protocol: int = 1, *, repeats: bool = True,
+                 session_messages: bool = False) -> None:
         self.default_protocol = protocol
+        # The update kinds that are messages (with the "session" kind under a profile
+        # that has inter-session messages: Profile.session_messages).
+        self.kinds = model.message_kinds(session_messages)
         self.repeats = repeats  # False: no short path (tests compare both ways)
         self.conns: dict[int, _Conn] = {}
         self.sessions: dict[str, _Session] = {}
@@ -221,6 +230,9 @@ class Timeline:
             s.turn_request = (entry.conn, _key(msg["id"]))
             s.after_replay = False
             s.replay = None
+            if conn.protocol >= 2:
+                s.flight[s.turn_request] = s.turn
+                s.open.append(s.turn)
             yield TurnStart(entry.seq, entry.conn, sid, s.epoch, s.turn, msg["id"], params,
                             conn.protocol, entry.fuzz)
         elif method == "session/load" and sid is not None:
@@ -257,27 +269,24 @@ class Timeline:
         s = self._session(sid, entry.conn, entry.seq)
         utype = update.get("sessionUpdate")
         phase = self._phase(s)
-        if isinstance(utype, str) and utype in model.MESSAGE_KINDS:
+        kinds = self.kinds
+        if isinstance(utype, str) and utype in kinds:
             state, value = model.id_state(update)
             yield MessageEvent(
-                entry.seq, entry.conn, sid, model.MESSAGE_KINDS[utype], utype,
-                "chunk" if utype in model.CHUNK_KINDS else "upsert", state,
+                entry.seq, entry.conn, sid, kinds[utype], utype,
+                "chunk" if model.is_chunk(utype) else "upsert", state,
                 value if state == model.STRING else None, update.get("messageId"), update,
                 s.epoch, s.turn, phase, conn.protocol, batch)
             return
         yield OtherUpdate(entry.seq, entry.conn, sid, str(utype), update, s.epoch, s.turn,
                           phase, conn.protocol, batch)
         if (utype == "state_update" and update.get("state") == "idle" and conn.protocol >= 2
-                and s.turn_open
+                and s.turn_open and s.open
                 and (s.turn_request is None or s.turn_request[0] == entry.conn)):
-                # v2: idle ends the foreground work the prompt started.
-                if s.turn_request is None:  # the acceptance response already came
-                    s.turn_open = False
-                    s.last_stop = update.get("stopReason")
-                    yield TurnEnd(entry.seq, entry.conn, sid, s.epoch, s.turn,
-                                  update.get("stopReason"), conn.protocol, None, "idle")
-                else:
-                    s.last_stop = ("pending-idle", update.get("stopReason"))
+            # v2: idle ends the foreground work of the oldest open turn; before that turn's
+            # acceptance response it waits for it (the response may trail the updates).
+            s.pending_idle.append(update.get("stopReason"))
+            yield from self._idle_ends(s, entry, sid, conn.protocol)
 
     def _phase(self, s: _Session) -> str:
         if s.replay is not None:
@@ -312,17 +321,29 @@ class Timeline:
                 self._new_epoch(sid, "new", entry.conn, entry.seq)
         elif pending.method == "session/prompt" and pending.session is not None:
             s = self._session(pending.session, entry.conn, entry.seq)
-            if s.turn_request != (entry.conn, _key(msg["id"])):
+            request = (entry.conn, _key(msg["id"]))
+            if conn.protocol >= 2:
+                turn = s.flight.pop(request, None)
+                if turn is None:
+                    return
+                if s.turn_request == request:
+                    s.turn_request = None
+                if ok:
+                    s.accepted.add(turn)
+                    yield PromptAccepted(entry.seq, entry.conn, pending.session, s.epoch, turn,
+                                         result, conn.protocol)
+                    yield from self._idle_ends(s, entry, pending.session, conn.protocol)
+                    return
+                if turn in s.open:
+                    s.open.remove(turn)
+                s.turn_open = bool(s.open)
+                if not s.turn_open:
+                    s.last_stop = "error"
+                stop = result.get("stopReason") if isinstance(result, dict) else None
+                yield TurnEnd(entry.seq, entry.conn, pending.session, s.epoch, turn, stop,
+                              conn.protocol, None, "error")
                 return
-            if conn.protocol >= 2 and ok:
-                s.turn_request = None
-                yield PromptAccepted(entry.seq, entry.conn, pending.session, s.epoch, s.turn,
-                                     result, conn.protocol)
-                if isinstance(s.last_stop, tuple) and s.last_stop[0] == "pending-idle":
-                    s.turn_open = False
-                    s.last_stop = s.last_stop[1]
-                    yield TurnEnd(entry.seq, entry.conn, pending.session, s.epoch, s.turn,
-                                  s.last_stop, conn.protocol, None, "idle")
+            if s.turn_request != request:
                 return
             s.turn_open = False
             s.turn_request = None
@@ -341,13 +362,35 @@ class Timeline:
             yield ReplayEnd(entry.seq, entry.conn, pending.session, s.epoch, pending.method,
                             requested, ok, conn.protocol)
 
+    def _idle_ends(self, s: _Session, entry: Entry, sid: str, protocol: int) -> Iterator[Event]:
+        """v2: the idle updates seen so far end the oldest open turns that were accepted."""
+        while s.pending_idle and s.open and s.open[0] in s.accepted:
+            turn = s.open.pop(0)
+            s.accepted.discard(turn)
+            stop = s.pending_idle.pop(0)
+            s.turn_open = bool(s.open)
+            if not s.turn_open:
+                s.last_stop = stop
+                s.pending_idle.clear()
+            yield TurnEnd(entry.seq, entry.conn, sid, s.epoch, turn, stop, protocol, None,
+                          "idle")
+
     def _close_conn(self, entry: Entry) -> Iterator[Event]:
         for sid, s in self.sessions.items():
             if s.turn_open and s.turn_request is not None and s.turn_request[0] == entry.conn:
                 s.turn_open = False
                 s.turn_request = None
-                yield TurnEnd(entry.seq, entry.conn, sid, s.epoch, s.turn, None,
-                              self._conn(entry.conn).protocol, None, "connection-closed")
+                protocol = self._conn(entry.conn).protocol
+                # v2: every turn still open ends with the connection (oldest first)
+                for turn in [t for t in s.open if t != s.turn]:
+                    yield TurnEnd(entry.seq, entry.conn, sid, s.epoch, turn, None, protocol,
+                                  None, "connection-closed")
+                s.open.clear()
+                s.accepted.clear()
+                s.flight.clear()
+                s.pending_idle.clear()
+                yield TurnEnd(entry.seq, entry.conn, sid, s.epoch, s.turn, None, protocol, None,
+                              "connection-closed")
             if s.replay is not None and s.epoch.conn == entry.conn:
                 s.replay = None
         yield ConnEnd(entry.conn, entry.seq, entry.data)
@@ -359,7 +402,8 @@ def _key(request_id: Any) -> Any:
             else repr(request_id))
 
 
-def events(entries: Iterable[Entry], protocol: int = 1) -> Iterator[Event]:
-    timeline = Timeline(protocol)
+def events(entries: Iterable[Entry], protocol: int = 1, *,
+           session_messages: bool = False) -> Iterator[Event]:
+    timeline = Timeline(protocol, session_messages=session_messages)
     for entry in entries:
         yield from timeline.feed(entry)

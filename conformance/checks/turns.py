@@ -18,9 +18,8 @@ from conformance.checks.events import (
     TurnStart,
 )
 from conformance.checks.wire import short
-from conformance.results import Outcome, with_article
+from conformance.results import Reason, with_article
 
-F, W, I = Outcome.FAIL, Outcome.WARN, Outcome.INFO
 ECHOES_KEPT = 4  # ID-less echo chunks kept per turn as evidence (findings show four)
 
 
@@ -28,10 +27,9 @@ ECHOES_KEPT = 4  # ID-less echo chunks kept per turn as evidence (findings show 
 class Cancellation(Checker):
     quiet_repeats = True  # same phase, same verdict
     rules = (
-        Rule("MID-A-09/after-cancel", "no message update after the turn ended as cancelled", F,
+        Rule("MID-A-09/after-cancel", "no message update after the turn ended as cancelled",
              untested="no turn was cancelled"),
-        Rule("MID-A-09/out-of-turn", "message updates after an ordinary end of turn (recorded)",
-             I, untested="no turn completed"),
+        Rule("MID-A-09/out-of-turn", "message updates after an ordinary end of turn (recorded)", untested="no turn completed"),
     )
 
     def on_turn_end(self, ev: TurnEnd) -> None:
@@ -63,6 +61,8 @@ class _TurnState:
     agent_output_seen: bool = False
     accepted: PromptAccepted | None = None
     echo_text: list[str] = field(default_factory=list)  # the first echo, reduced (App. G)
+    response_id: str | None = None  # the messageId the v2 prompt response named
+    in_flight: bool = False  # v2: open at the same time as another prompt of the session
 
 
 @register
@@ -70,30 +70,40 @@ class Echo(Checker):
     # A repeated user chunk is no new echo, but it adds to the echo's text: runs are
     # handed over in bulk (on_repeats) and only user runs are read.
     rules = (
-        Rule("MID-A-01/adopted-client-id", "the agent does not adopt a client-supplied ID", W,
+        Rule("MID-A-01/adopted-client-id", "the agent does not adopt a client-supplied ID",
              untested="the suite sent no prompt with a legacy client messageId"),
-        Rule("MID-A-01/rejected-legacy", "how the agent answers a legacy client messageId", I,
+        Rule("MID-A-01/rejected-legacy", "how the agent answers a legacy client messageId",
              untested="the suite sent no prompt with a legacy client messageId"),
-        Rule("MID-A-06/live-echo", "whether the v1 agent echoes the live prompt (recorded)", I,
+        Rule("MID-A-06/live-echo", "whether the v1 agent echoes the live prompt (recorded)",
              versions=(1,), untested="no prompt turn completed"),
-        Rule("MID-V2-05/no-echo", "every accepted v2 prompt is echoed as a user message", F,
+        Rule("MID-V2-05/no-echo", "every accepted v2 prompt is echoed as a user message",
              versions=(2,), untested="no v2 prompt turn completed"),
-        Rule("MID-V2-05/echo-id-reused", "the echo's ID names no other message", F,
+        Rule("MID-V2-05/echo-id-reused", "the echo's ID names no other message",
              versions=(2,), untested="no v2 echo with an ID"),
-        Rule("MID-V2-05/echo-content", "the echo carries the accepted prompt content", W,
+        Rule("MID-V2-05/echo-content", "the echo carries the accepted prompt content",
              versions=(2,), untested="no v2 echo"),
-        Rule("MID-V2-05/echo-before-response", "echo before the prompt response (recorded)", I,
+        Rule("MID-V2-05/echo-before-response", "echo before the prompt response (recorded)",
              versions=(2,), untested="no v2 echo"),
-        Rule("MID-V2-05/unmatched-echo", "one echo per prompt", W, versions=(2,),
+        Rule("MID-V2-05/unmatched-echo", "one echo per prompt", versions=(2,),
              untested="no v2 echo"),
         Rule("MID-V2-05/response-id",
-             "the v2 prompt response names the echoed user message (profile acp-sdk-2.4.0)", F,
+             "the v2 prompt response names the echoed user message (profile acp-sdk-2.4.0)",
              versions=(2,), untested="no v2 prompt was accepted"),
+        Rule("MID-V2-05/response-id-unrequired",
+             "a prompt response that carries the user messageId where the profile does not "
+             "ask for one (the newer draft's shape; recorded)", versions=(2,),
+             untested="no v2 prompt was accepted"),
     )
 
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
-        self.turns: dict[str, _TurnState] = {}
+        # The open turns of each session by turn index, oldest first (v2 prompts may be in
+        # flight together: one sent while another runs).
+        self.turns: dict[str, dict[int, _TurnState]] = {}
+        # v2 turns that ended before any echo of the ID their response named, by (session,
+        # epoch, that ID): a later echo under it is theirs (an agent that queues a prompt
+        # echoes it when its turn starts); graded at the end, MID-V2-05/no-echo if none came.
+        self.late: dict[tuple[str, int, str], tuple[_TurnState, TurnEnd]] = {}
         self.ids: dict[tuple[str, int], dict[str, tuple[str, int]]] = {}
 
     def on_turn_start(self, ev: TurnStart) -> None:
@@ -103,15 +113,67 @@ class Echo(Checker):
         meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         st.legacy_id = params.get("messageId", meta.get("messageId"))
         st.prompt_text = model.blocks_text(params.get("prompt"))
-        self.turns[ev.session] = st
+        open_turns = self.turns.setdefault(ev.session, {})
+        if ev.protocol < 2 or any(t.start.epoch is not ev.epoch for t in open_turns.values()):
+            open_turns.clear()  # v1 turns never overlap; a new epoch ends the old ones
+        if open_turns:  # a prompt sent while another runs: both are in flight
+            st.in_flight = True
+            for other in open_turns.values():
+                other.in_flight = True
+        open_turns[ev.turn] = st
+
+    def _echo_turn(self, ev: MessageEvent) -> _TurnState | None:
+        """The open turn a live user message belongs to. Under a profile whose prompt
+        response names the user message, by that ID first; then the turn whose echo it
+        continues; then by order and content: the oldest turn whose prompt the text
+        begins, one without an echo first; then the oldest turn with no echo yet whose
+        response named no other ID; else the turn the timeline gives."""
+        open_turns = self.turns.get(ev.session)
+        if not open_turns:
+            return None
+        if len(open_turns) == 1:
+            return open_turns.get(ev.turn)
+        mid = ev.mid
+        by_id = self.profile.response_message_id
+        if mid is not None:
+            if by_id:
+                for st in open_turns.values():
+                    if st.response_id == mid:
+                        return st
+            for st in open_turns.values():
+                if mid in st.echo_ids:
+                    return st
+        content = ev.update.get("content")
+        text = (model.block_text(content) if ev.form == "chunk"
+                else model.blocks_text(content))
+        if text:
+            matching = [st for st in open_turns.values() if st.prompt_text.startswith(text)]
+            for st in matching:
+                if not st.echoes:
+                    return st
+            if matching:
+                return matching[0]  # a second echo of that prompt
+        for st in open_turns.values():
+            if not st.echoes and (st.response_id is None or mid is None or not by_id):
+                return st
+        return open_turns.get(ev.turn)
 
     def on_message(self, ev: MessageEvent) -> None:
         # The IDs seen, for MID-V2-05/echo-id-reused: v2 only (an epoch has one protocol).
         record = ev.mid if ev.protocol >= 2 else None
         if record is not None:
             known = self.ids.setdefault((ev.session, ev.epoch.index), {})
-        st = self.turns.get(ev.session)
-        if st is None or ev.phase != LIVE or ev.turn != st.start.turn:
+        open_turns = self.turns.get(ev.session)
+        st = None
+        late = self.late.get((ev.session, ev.epoch.index, ev.mid)) if (
+            ev.kind == "user" and ev.mid is not None and self.late) else None
+        if late is not None and ev.phase in (LIVE, OUT_OF_TURN):
+            st = late[0]  # the late echo of a turn that ended before it (paired by ID)
+        elif open_turns and ev.phase == LIVE:
+            st = self._echo_turn(ev) if ev.kind == "user" else open_turns.get(ev.turn)
+            if st is not None and st.start.epoch is not ev.epoch:
+                st = None
+        if st is None:
             if record is not None:
                 known.setdefault(record, (ev.kind, ev.seq))
             return
@@ -149,13 +211,16 @@ class Echo(Checker):
                    actual=short(ev.mid))
 
     def on_accepted(self, ev: PromptAccepted) -> None:
-        st = self.turns.get(ev.session)
-        if st is not None and st.start.turn == ev.turn:
+        st = self.turns.get(ev.session, {}).get(ev.turn)
+        if st is not None and st.start.epoch is ev.epoch:
             st.accepted = ev
+            result = ev.result if isinstance(ev.result, dict) else {}
+            rid = result.get("messageId")
+            st.response_id = rid if isinstance(rid, str) else None
 
     def on_turn_end(self, ev: TurnEnd) -> None:
-        st = self.turns.pop(ev.session, None)
-        if st is None or st.start.turn != ev.turn:
+        st = self.turns.get(ev.session, {}).pop(ev.turn, None)
+        if st is None or st.start.epoch is not ev.epoch:
             return
         v2 = ev.protocol >= 2
         self._legacy(st, ev)
@@ -174,9 +239,40 @@ class Echo(Checker):
                 self.found("MID-A-06/live-echo", "the agent did not echo the prompt (allowed)",
                            key="no echo", entries=[st.start.seq], actual="no echo")
             return
+        if ev.ended_by == "connection-closed" and self._never_echoed(st, ev.seq,
+                                                                      "the connection closed"):
+            return
         if ev.ended_by in ("error", "connection-closed"):
             return
+        rid = st.response_id
+        if rid is not None and not st.echoes and self.profile.response_message_id:
+            self.late[(ev.session, ev.epoch.index, rid)] = (st, ev)  # its echo may come later
+            return
         self._v2_turn(st, ev)
+
+    def _never_echoed(self, st: _TurnState, seq: int | None, ending: str) -> bool:
+        """An accepted prompt whose turn ended (``ending``) without the user message its
+        response named: MID-V2-05/no-echo. False when it does not apply."""
+        rid = st.response_id
+        if rid is None or not self.profile.response_message_id or rid in st.echo_ids:
+            return False
+        self.exercised("MID-V2-05/no-echo")
+        self.found("MID-V2-05/no-echo",
+                   f"{ending} before any echo of ID {short(rid)!r}, which the session/prompt "
+                   "response named", entries=[st.start.seq] + (
+                       [st.accepted.seq] if st.accepted else []) + ([seq] if seq else []),
+                   expected=f"a user message with ID {short(rid)!r}", actual="no echo")
+        return True
+
+    def finish(self) -> None:
+        """Turns whose echo could still come, and prompts in flight whose turns never ended:
+        what is missing is graded as such."""
+        for st, end in self.late.values():
+            self._v2_turn(st, end)
+        for open_turns in self.turns.values():
+            for st in open_turns.values():
+                if st.in_flight:
+                    self._never_echoed(st, None, "the transcript ends")
 
     def _first_agent(self, st: _TurnState) -> int:
         return st.echoes[0].seq  # output order is only recorded, not graded
@@ -201,10 +297,18 @@ class Echo(Checker):
     def _v2_turn(self, st: _TurnState, ev: TurnEnd) -> None:
         self.exercised("MID-V2-05/no-echo")
         self.exercised("MID-V2-05/response-id")
+        if self.profile.response_message_id:
+            self.not_applicable("MID-V2-05/response-id-unrequired",
+                                f"not testable: profile {self.profile.name} requires the ID "
+                                "(graded under MID-V2-05/response-id)", Reason.NOT_TESTABLE)
+        else:
+            self.exercised("MID-V2-05/response-id-unrequired")
         if not st.echoes:
+            named = (f" (the ID its response named: {short(st.response_id)!r})"
+                     if st.response_id is not None else "")
             self.found("MID-V2-05/no-echo",
-                       "the accepted prompt was never echoed as a user message before idle",
-                       entries=[st.start.seq, ev.seq],
+                       f"the accepted prompt was never echoed as a user message before idle"
+                       f"{named}", entries=[st.start.seq, ev.seq],
                        expected="user_message or user_message_chunk with a messageId",
                        actual="no echo")
         else:
@@ -266,9 +370,8 @@ class Echo(Checker):
             self.found("MID-V2-05/response-id",
                        "the session/prompt response's messageId is not the echo's ID",
                        entries=[acc.seq] + ([st.echoes[0].seq] if st.echoes else []),
-                       expected=echo_id, actual=short(rid),
-                       outcome=F if required else W)
+                       expected=echo_id, actual=short(rid))
         elif not required:
-            self.found("MID-V2-05/response-id",
+            self.found("MID-V2-05/response-id-unrequired",
                        "the prompt response carries the user messageId (newer draft shape)",
-                       entries=[acc.seq], actual=short(rid), outcome=I)
+                       entries=[acc.seq], actual=short(rid))

@@ -33,6 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("acp-conformance: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `acp-conformance list | head`: the reader has gone; so do we
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
+        return 141  # 128 + SIGPIPE, as a shell reports it
     except Exception as exc:  # noqa: BLE001 - the three error families are sorted here
         return _error_exit(exc)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from conformance.cli.options import Parser, check_run_options, common_options, grading_options
+from conformance.cli.options import Parser, build_masker, check_run_options, common_options
 from conformance.cli.output import load_baseline, report_run
 from conformance.usage import UsageError
 
@@ -20,43 +21,118 @@ def build_check_parser() -> argparse.ArgumentParser:
 
 
 def cmd_check(ns: argparse.Namespace) -> int:
+    """Grade each transcript from what its header records (its scope: the rules, profile
+    and options the live run graded with, and how the case ended), so a run's transcripts
+    give the run's findings and verdict. A transcript that records no scope (someone
+    else's) is graded with the default scope, and its case says so."""
     from conformance import __version__
     from conformance import transcript as tmod
-    from conformance.checks import grade
-    from conformance.results import CaseResult, RunResult, apply_strict
+    from conformance.lifecycle import DEFAULT_SCOPE_NOTE, Ending, Scope, conclude, grade_recorded
+    from conformance.results import CaseResult, Reason, RunResult
 
     check_run_options(ns)
     files = tmod.jsonl_files(ns.files, lambda f: UsageError(f"{f}: no such transcript"))
     if not files:
         raise UsageError("no transcript files given")
     headers = [tmod.read_header(f) for f in files]
+    # A proxy case is two transcripts: its client side is graded, with its agent side.
+    sides = [(f, h) for f, h in zip(files, headers) if h.get("side") != "agent"]
+    for f, h in zip(files, headers):
+        if h.get("side") == "agent" and not any(
+                g.name == h.get("client_side") and g.parent == f.parent for g, _ in sides):
+            raise UsageError(f"{f}: the agent side of a proxy case; check its client side "
+                             f"{h.get('client_side')} (graded with this file)")
+    files, headers = [f for f, _ in sides], [h for _, h in sides]
     roles = {h.get("role", "agent") for h in headers}
     protocols = sorted({int(h.get("protocol", 1)) for h in headers})
     result = RunResult(__version__, ", ".join(str(f) for f in files), "/".join(sorted(roles)),
                        protocols, "", ns.strict)
     for f, header in zip(files, headers):
-        options = grading_options(ns, header.get("profile"))
-        result.profile = options.profile.name
+        header = with_options(ns, header)
+        scope = Scope.from_header(header)
+        try:
+            result.profile = scope.options().profile.name
+        except KeyError as exc:  # a profile this version does not know
+            raise UsageError(f"{f}: {exc.args[0]}") from None
         protocol = int(header.get("protocol", 1))
         if ns.protocol != "both":
             protocol = int(ns.protocol)
         _, entries = tmod.iter_entries(f)
-        findings = grade(entries, protocol=protocol, options=options,
-                         role=header.get("role", "agent"))
-        name = str(header.get("case") or f.stem)
-        cr = CaseResult(name, f"recorded transcript {f.name}", [], protocol,
-                        transcript_path=str(f))
         # A fuzz regression records whether it was found under --strict.
         strict = ns.strict or header.get("strict") is True
-        cr.findings = [x.with_case(name) for x in apply_strict(findings, strict)]
+        if header.get("role") == "proxy":
+            findings = _grade_proxy(f, header, list(entries),
+                                    None if ns.protocol == "both" else protocol)
+        else:
+            findings = grade_recorded(header, entries, protocol=protocol, strict=strict,
+                                      schema_dir=getattr(ns, "schema_dir", None))
+        name = str(header.get("case") or f.stem)
+        ending = Ending.from_header(header)
+        cr = CaseResult(name, f"recorded transcript {f.name}",
+                        [str(r) for r in header.get("requirements") or []], protocol,
+                        transcript_path=str(f), note=ending.note, reason=ending.reason,
+                        cut=ending.cut)
+        cr.aborted = ending.aborted
+        if ending.cut and cr.reason is None:
+            cr.reason = Reason.CUT
+        if not scope.recorded:
+            cr.note = "; ".join(n for n in (cr.note, DEFAULT_SCOPE_NOTE) if n)
+        cr.findings = [x.with_case(name) for x in findings]
         result.cases.append(cr)
+    cut = sum(c.cut == "deadline" and c.reason is Reason.CUT for c in result.cases)
+    not_run = sum(c.cut == "deadline" and c.reason is Reason.NOT_RUN for c in result.cases)
+    if cut or not_run:  # as the live run said: a cut run has not tested everything
+        result.cut = (f"the run passed its --deadline: {cut} case(s) in progress cut and "
+                      f"graded, {not_run} not run")
+    conclude(result)
     baseline = None
     if ns.baseline is not None:  # the cases (and jsonschema) load only for the baseline's IDs
         from conformance import cases as casemod
 
         baseline = load_baseline(ns, casemod.load_dir())
-    return report_run(ns, result, baseline=baseline)
+    return report_run(ns, result, baseline=baseline, masker=build_masker(ns))
+
+
+def _grade_proxy(path: Path, header: dict[str, Any], entries: list[Any],
+                 protocol: int | None) -> list[Any]:
+    """A proxy case: its client side against the agent side it names, as the run graded it."""
+    from conformance import transcript as tmod
+    from conformance.proxy.grading import grade_proxy_recorded
+
+    other = path.with_name(str(header.get("agent_side") or ""))
+    if not header.get("agent_side") or not other.is_file():
+        raise UsageError(f"{path}: a proxy transcript needs its agent side beside it "
+                         f"({other.name or 'no agent_side in its header'})")
+    _, sent = tmod.iter_entries(other)
+    return grade_proxy_recorded(header, entries, list(sent), protocol=protocol)
+
+
+def with_options(ns: argparse.Namespace, header: dict[str, Any]) -> dict[str, Any]:
+    """The header, with the grading options given to ``check`` in place of those recorded
+    (--profile, --strict-ids, --cross-turn-reuse given on purpose); without them, what was
+    recorded stands, so a run's transcripts reproduce its findings."""
+    scope = header.get("scope")
+    if not isinstance(scope, dict):
+        changed: dict[str, Any] = {}
+        if ns.profile:
+            changed["profile"] = ns.profile
+        return {**header, **changed}
+    scope = dict(scope)
+    if ns.profile:
+        scope["profile"] = ns.profile
+    if ns.strict_ids:
+        scope["strict_ids"] = True
+    if ns.cross_turn_reuse != "fail":
+        scope["cross_turn_reuse"] = ns.cross_turn_reuse
+    return {**header, "scope": scope}
 
 
 def main(args: Sequence[str]) -> int:
-    return cmd_check(build_check_parser().parse_args(list(args)))
+    from conformance.cli.options import default_outputs, use_out
+
+    ns = build_check_parser().parse_args(list(args))
+    if ns.out is not None:  # asked for: the reports go there
+        default_outputs(ns, "acp-conformance-check")
+    else:
+        use_out(ns)
+    return cmd_check(ns)

@@ -1,4 +1,5 @@
-"""``demo``: the suite against the bundled reference agent, then the reference client."""
+"""``demo``: the suite against the bundled reference agent, then the reference client;
+``demo --broken``: against a bundled broken agent and broken client (exits 1)."""
 
 from __future__ import annotations
 
@@ -6,38 +7,97 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from conformance.cli.options import EXIT_INTERNAL, default_outputs
+from conformance.cli.options import EXIT_INTERNAL, build_masker, default_outputs
 from conformance.cli.run import build_parser, cmd_agent, cmd_client
+
+#: What a vendor runs next, against their own agent (printed at the end of a plain demo).
+NEXT = """next:
+  acp-conformance demo --broken                          # watch it catch a bug (exits 1)
+  acp-conformance --agent "my-agent --acp"               # the suite against your agent
+  acp-conformance --agent "my-agent --acp" --html report.html   # a report to read or publish
+  acp-conformance fuzz --agent "my-agent --acp"          # generated sessions until a rule breaks"""
+
+
+def _root() -> str:
+    import conformance
+
+    return str(Path(conformance.__file__).resolve().parent.parent)
 
 
 def reference_agent_command() -> list[str]:
     """The bundled reference agent, runnable from any working directory."""
-    import conformance
-
-    root = str(Path(conformance.__file__).resolve().parent.parent)
     return [sys.executable, "-c",
-            (f"import sys; sys.path.insert(0, {root!r}); "
+            (f"import sys; sys.path.insert(0, {_root()!r}); "
             "from conformance.reference.agent import main; sys.exit(main())")]
 
 
+def broken_agent_command() -> list[str]:
+    """The bundled broken agent (per-turn message ID counter: MID-A-02)."""
+    return [sys.executable, "-c",
+            (f"import sys; sys.path.insert(0, {_root()!r}); "
+            "from conformance.reference.broken import main; sys.exit(main(['agent']))")]
+
+
+def broken_client() -> tuple[str, Any]:
+    """The bundled broken client (case-insensitive IDs: MID-C-02), with the reference
+    client's profile (it is the reference client but for one method)."""
+    import shlex
+
+    from conformance.client.runner import reference_client
+
+    _, profile = reference_client()
+    code = (f"import sys; sys.path.insert(0, {_root()!r}); "
+            "from conformance.reference.broken import main; "
+            "sys.exit(main(['client'] + sys.argv[1:]))")
+    command = " ".join(shlex.quote(w) for w in (sys.executable, "-c", code, "--agent-cmd",
+                                                "{agent}", "--render", "cumulative"))
+    return command, profile
+
+
 def cmd_demo(ns: argparse.Namespace) -> int:
-    print("Running the agent suite against the bundled reference agent.\n")
-    status = cmd_agent(ns, reference_agent_command(), "acp-conformance reference agent")
+    masker = build_masker(ns)  # one for both suites: a secret is masked alike in both
+    broken = getattr(ns, "broken", False)
+    if broken:
+        print("Running the agent suite against a bundled broken agent (its message IDs come "
+              "from a counter that restarts at every prompt).\n")
+        status = cmd_agent(ns, broken_agent_command(), "acp-conformance broken agent", masker)
+    else:
+        print("Running the agent suite against the bundled reference agent.\n")
+        status = cmd_agent(ns, reference_agent_command(), "acp-conformance reference agent",
+                           masker)
     if status > EXIT_INTERNAL:  # interrupted (128 + signal): the client suite does not start
         return status
-    print("\nRunning the client suite against the bundled reference client (through a pty).\n")
     from conformance.client.runner import reference_client
 
     for opt in ("json", "junit", "html", "markdown"):  # the client reports go beside the agent's
         path = getattr(ns, opt, None)
         if path is not None:
             setattr(ns, opt, path.with_name(f"{path.stem}-client{path.suffix}"))
-    command, profile = reference_client()
-    return max(status, cmd_client(ns, command, "acp-conformance reference client", profile))
+    if broken:
+        print("\nRunning the client suite against a bundled broken client (it compares "
+              "message IDs case-insensitively; through a pty).\n")
+        command, profile = broken_client()
+        label = "acp-conformance broken client"
+    else:
+        print("\nRunning the client suite against the bundled reference client "
+              "(through a pty).\n")
+        command, profile = reference_client()
+        label = "acp-conformance reference client"
+    status = max(status, cmd_client(ns, command, label, profile, masker))
+    if status <= EXIT_INTERNAL:
+        print("\n" + (BROKEN_NEXT if broken else NEXT))
+    return status
+
+
+BROKEN_NEXT = """Both runs failed, as they should: each Failures section above names the rule,
+what was expected, what the target sent, and the transcript lines that show it.
+next:
+  acp-conformance --agent "my-agent --acp"               # the suite against your agent"""
 
 
 def main(args: Sequence[str]) -> int:
     ns = build_parser("demo").parse_args(list(args))
-    default_outputs(ns)
+    default_outputs(ns, stem="acp-conformance-broken" if ns.broken else "acp-conformance")
     return cmd_demo(ns)

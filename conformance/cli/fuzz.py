@@ -16,6 +16,7 @@ from typing import Any
 
 from conformance.cli.options import (
     Parser,
+    build_masker,
     check_run_options,
     client_choice,
     common_options,
@@ -23,6 +24,7 @@ from conformance.cli.options import (
     model_group,
     protocols_of,
     target_group,
+    use_out,
 )
 from conformance.cli.output import report_run
 from conformance.cli.run import model_server
@@ -55,8 +57,14 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
                    help="stop generating once N rules broke (default: go on to the end)")
     r = p.add_argument_group("regressions")
     r.add_argument("--regressions", type=Path, default=None, metavar="DIR",
-                   help="where failures are saved (default fixtures/regressions)")
+                   help="where failures are saved (default: regressions/ in the --out folder)")
     r.add_argument("--no-save", action="store_true", help="do not save failures")
+    r.add_argument("--hypothesis-db", type=Path, default=None, metavar="DIR",
+                   help="a Hypothesis example database shared with other runs and campaigns: "
+                        "its counterexamples are replayed first, new ones are added")
+    r.add_argument("--emit-case", type=Path, default=None, metavar="FILE.yaml",
+                   help="also write each shrunk counterexample as a case of one case file "
+                        "(run it with --cases DIR; docs/fuzzing-campaigns.md)")
     common_options(p)
     return p
 
@@ -86,6 +94,19 @@ def main(argv: Sequence[str]) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     options = grading_options(ns)
+    masker = build_masker(ns)
+    out = use_out(ns)  # the regression library and Hypothesis's data go under it
+    if ns.regressions is None:
+        ns.regressions = out / "regressions"
+    if ns.hypothesis_db is not None:
+        from conformance.fuzz.database import open_directory
+
+        try:
+            ns.database = open_directory(ns.hypothesis_db)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    else:
+        ns.database = None
     if ns.agent:  # a missing command is a usage error before anything heavy loads
         from conformance.transport import split_command
 
@@ -99,45 +120,52 @@ def main(argv: Sequence[str]) -> int:
           flush=True)
     progress = settings.progress_stream(True)
     if ns.agent:
-        model, command, env = model_server(ns, ns.agent, [])
+        model, command, env = model_server(ns, ns.agent, [], masker)
         try:
-            result = _fuzz_agent(ns, effort, seed, options, progress, model, command, env)
+            result = _fuzz_agent(ns, effort, seed, options, progress, model, command, env,
+                                 masker)
         finally:
             if model is not None:
                 model.stop()
     else:
-        result = _fuzz_client(ns, effort, seed, options, progress)
-    return _finish(ns, result, options)
+        result = _fuzz_client(ns, effort, seed, options, progress, masker)
+    return _finish(ns, result, options, masker)
 
 
 def _fuzz_agent(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
-                progress: Any, model: Any, command: Any, env: dict[str, str]) -> Any:
+                progress: Any, model: Any, command: Any, env: dict[str, str],
+                masker: Any) -> Any:
     from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
     from conformance.fuzz.player import AgentTarget
     from conformance.transport import split_command
 
     # The label keeps {model_url}: replay fills in the URL of its own model server.
-    target = AgentTarget(split_command(command), ns.agent, env, ns.timeout)
+    target = AgentTarget(split_command(command), ns.agent, env, ns.timeout, masker)
     config = AgentFuzzConfig(target, protocols=tuple(protocols_of(ns)), options=options,
                              strict=ns.strict, max_failures=ns.max_failures,
-                             schema_dir=ns.schema_dir, model=model)
+                             schema_dir=ns.schema_dir, model=model, database=ns.database)
     return run_agent_fuzz(config, effort, seed, progress=progress)
 
 
 def _fuzz_client(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
-                 progress: Any) -> Any:
+                 progress: Any, masker: Any) -> Any:
     from conformance.fuzz.client_fuzz import client_target, run_client_fuzz
 
-    target = client_target(client_choice(ns))
+    target = client_target(client_choice(ns, masker))
     return run_client_fuzz(target, effort, seed, protocols=tuple(protocols_of(ns)),
                            options=options, strict=ns.strict, max_failures=ns.max_failures,
-                           progress=progress, schema_dir=ns.schema_dir)
+                           progress=progress, schema_dir=ns.schema_dir,
+                           database=ns.database)
 
 
-def _finish(ns: argparse.Namespace, result: Any, options: Any) -> int:
+def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> int:
+    """Print what the run found (every line masked), save it, write the reports."""
     from conformance.fuzz import regressions
     from conformance.fuzz.report import indent, to_run_result, transcript_lines
     from conformance.fuzz.steps import describe
+
+    def out(line: str = "") -> None:
+        print(masker.text(line))
 
     directory = ns.regressions or regressions.DEFAULT_DIR
     how = {"client": "--client", "client_adapter": "--client-adapter",
@@ -151,50 +179,73 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any) -> int:
                           for v in values)
     runs = ("generated run(s)" if result.role == "agent"
             else "run(s), generated and shrinking")
-    print(f"{result.examples} {runs} in {result.elapsed:.1f} s, "
+    out(f"{result.examples} {runs} in {result.elapsed:.1f} s, "
           f"{result.processes} process(es) started")
     for note in result.notes:
-        print(f"note: {note}")
+        out(f"note: {note}")
     saved_paths: dict[int, str] = {}
     for i, f in enumerate(result.failures):
         fp = regressions.failure_fingerprint(f)
-        print()
-        print(f"{f.finding.outcome.value.upper()} {f.requirement} (v{f.protocol}): "
+        out()
+        out(f"{f.finding.outcome.value.upper()} {f.requirement} (v{f.protocol}): "
               f"{f.finding.message}")
         if f.role == "agent":
-            print(f"  minimal counterexample: {len(f.steps)} steps (found with {f.found_steps}, "
+            out(f"  minimal counterexample: {len(f.steps)} steps (found with {f.found_steps}, "
                   f"{f.shrink_attempts} shrinking replay(s))")
             for n, step in enumerate(f.steps, 1):
-                print(f"    {n}. {describe(step)}")
+                out(f"    {n}. {describe(step)}")
             if f.model is not None:
                 from conformance.fuzz.model_side import describe as describe_model
 
-                print("  what the model said (shrunk model script):")
+                out("  what the model said (shrunk model script):")
                 for line in describe_model(f.model):
-                    print(f"    {line}")
+                    out(f"    {line}")
         else:
             from conformance.fuzz.client_fuzz import describe_stream
 
-            print("  minimal counterexample: " + describe_stream(f.stream))
+            out("  minimal counterexample: " + describe_stream(f.stream))
         also = sorted({x.requirement for x in f.findings} - {f.requirement})
         if also:
-            print(f"  the same run also broke: {', '.join(also)}")
-        print("  transcript:")
-        print(indent(transcript_lines(f.transcript.entries, f.finding.entries)))
+            out(f"  the same run also broke: {', '.join(also)}")
+        out("  transcript:")
+        out(indent(transcript_lines(f.transcript.entries, f.finding.entries)))
         if ns.transcripts is not None:
             path = Path(ns.transcripts) / f"fuzz-{fp}.jsonl"
             f.transcript.save(path)
             saved_paths[i] = str(path)
         if not ns.no_save:
             saved = regressions.save(directory, fingerprint_=fp,
-                                     header=regressions.regression_header(f, result, options,
-                                                                             ns.strict),
+                                     header=masker.data(regressions.regression_header(
+                                         f, result, options, ns.strict)),
                                      entries=f.transcript.entries,
                                      cwd=regressions.session_cwd(f.transcript))
             saved_paths[i] = str(saved.path)
-            print(f"  {'already in the library' if saved.existed else 'saved'}: {saved.path}")
-            print(f"  replay: acp-conformance replay {shlex.quote(str(saved.path))} {target}")
-    print()
-    print(f"seed {result.seed}: repeat this run with --seed {result.seed}")
+            out(f"  {'already in the library' if saved.existed else 'saved'}: {saved.path}")
+            out(f"  replay: acp-conformance replay {shlex.quote(str(saved.path))} {target}")
+    if ns.emit_case is not None:
+        _emit_cases(ns.emit_case, result, options, out)
+    out()
+    out(f"seed {result.seed}: repeat this run with --seed {result.seed}")
     run = to_run_result(result, options, ns.strict, saved_paths)
-    return report_run(ns, run)
+    return report_run(ns, run, masker=masker)
+
+
+def _emit_cases(path: Path, result: Any, options: Any, out: Any) -> None:
+    """--emit-case: the shrunk counterexamples as one case file."""
+    from conformance.fuzz import emit, regressions
+
+    found = [emit.of_failure(f, regressions.failure_fingerprint(f), options.profile.name,
+                             f"acp-conformance fuzz, seed {result.seed}")
+             for f in result.failures]
+    out()
+    if not found:
+        out(f"--emit-case {path}: nothing found, no case written")
+        return
+    try:
+        written = emit.write(path, found)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out(f"case file: {written[0]} ({len(found)} case(s); run it with --cases "
+        f"{shlex.quote(str(written[0].parent))})")
+    for extra in written[1:]:
+        out(f"  its model script: {extra}")

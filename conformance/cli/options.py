@@ -25,6 +25,7 @@ SUBCOMMANDS = {  # name: what it does, for --help (one line each; each has its o
     "replay": "replay saved regression files: FIXED or STILL FAILING",
 }
 DEFAULT_REPORTS = Path("reports")
+DEFAULT_TIMEOUT = 10.0  # seconds of silence; one default for the suite, fuzz and replay
 
 
 class Parser(argparse.ArgumentParser):
@@ -48,7 +49,8 @@ def common_options(p: argparse.ArgumentParser) -> None:
                         "or acp-repo-2026-08-22")
     g.add_argument("--strict", action="store_true", help="turn every warn into a fail")
     g.add_argument("--strict-ids", action="store_true",
-                   help="a v1 agent that sends no IDs at all is warn instead of info (C-10)")
+                   help="grade MID-A-05/no-ids (a v1 agent that sends no IDs at all) warn "
+                        "instead of info; IDs are optional in v1")
     g.add_argument("--cross-turn-reuse", choices=["fail", "warn"], default="fail",
                    help="grade of MID-A-02/cross-turn-reuse (default fail)")
     g.add_argument("--schema-dir", type=Path,
@@ -60,7 +62,18 @@ def common_options(p: argparse.ArgumentParser) -> None:
     o.add_argument("--transcripts", type=Path, metavar="DIR",
                    help="write one transcript per case into DIR")
     report_outputs(o)
-    o.add_argument("-v", "--verbose", action="store_true", help="show every requirement's finding")
+    out_option(o)
+    show_options(o, default="failures")
+
+
+def show_options(o: Any, *, default: str | None) -> None:
+    """What the console shows: the rules that failed or warned (then a Failures section), or
+    every rule; ``report`` prints nothing unless asked."""
+    o.add_argument("--show", choices=["failures", "all"], default=default,
+                   help="console table: the rules that failed or warned, or every rule "
+                        + ("(default failures)" if default else "(default: print nothing)"))
+    o.add_argument("-v", "--verbose", action="store_true",
+                   help="every rule, each version's column explained by its worst finding")
 
 
 def report_outputs(o: Any) -> None:
@@ -75,6 +88,48 @@ def report_outputs(o: Any) -> None:
                         "fail the run, unlisted ones do, listed entries that now pass are stale "
                         "and fail the run")
     o.add_argument("--no-color", action="store_true", help="plain console output")
+    masking_options(o)
+
+
+def masking_options(o: Any) -> None:
+    """Secrets kept out of every file and console line (docs/masking.md); every subcommand
+    that runs a target or writes a report has them."""
+    o.add_argument("--mask", action="append", default=[], metavar="VALUE",
+                   help="replace VALUE by *** in every report, transcript and console line "
+                        "(repeatable; values shorter than 6 characters are not masked); the "
+                        "values of secret-looking variables (*KEY*, *TOKEN*, *SECRET*, "
+                        "*PASSWORD*, ...) are masked without it")
+    o.add_argument("--mask-env", action="append", default=[], metavar="NAME",
+                   help="mask the value of environment variable NAME too (repeatable)")
+    o.add_argument("--no-mask", action="store_true",
+                   help="write secrets as they are (local debugging only; warns)")
+
+
+def build_masker(ns: argparse.Namespace) -> Any:
+    """The run's masker, built once from the options and the suite's environment and handed
+    to everything that records text; ``--no-mask`` says on stderr that nothing is masked."""
+    import sys
+
+    from conformance import masking
+
+    if getattr(ns, "no_mask", False):
+        print("acp-conformance: warning: --no-mask: secrets in the environment and the "
+              "target's output are written as they are; do not publish these reports",
+              file=sys.stderr)
+        return masking.NO_MASK
+    target_env: dict[str, str] = {}
+    for option in ("agent_env", "client_env"):
+        pairs = [p for p in getattr(ns, option, None) or [] if "=" in p]
+        target_env.update(env_pairs(pairs))
+    configs = []
+    for pair in getattr(ns, "agent_config", None) or []:
+        try:
+            configs.append(Path(pair.split("=", 1)[0]).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            pass  # the run refuses it with its own message
+    return masking.build(environ=os.environ, target_env=target_env, configs=configs,
+                         values=getattr(ns, "mask", None) or [],
+                         names=getattr(ns, "mask_env", None) or [])
 
 
 def parse_jobs(text: str) -> int:
@@ -125,12 +180,58 @@ def find_model_script(value: str) -> Path:
     return find_script(value)
 
 
-def default_outputs(ns: argparse.Namespace) -> None:
-    """A run with no report option writes JSON and JUnit under ./reports/."""
-    if not any(getattr(ns, o, None) for o in ("json", "junit", "html", "markdown")):
-        ns.json = DEFAULT_REPORTS / "acp-conformance.json"
-        ns.junit = DEFAULT_REPORTS / "acp-conformance.xml"
+DEFAULT_OUT = Path("acp-conformance-reports")
+
+
+def default_out_dir() -> Path:
+    """``./acp-conformance-reports/``; in a checkout of this repository, its ``reports/``
+    folder (the layout's home for generated reports, never committed)."""
+    here = Path.cwd()
+    if (here / "reports" / "README.md").is_file() and (here / "conformance" / "cli").is_dir():
+        return DEFAULT_REPORTS
+    return DEFAULT_OUT
+
+
+def out_option(o: Any) -> None:
+    o.add_argument("--out", type=Path, metavar="DIR",
+                   help="the one folder a run writes to: reports and transcripts (when no "
+                        "report option names a file), the fuzz regression library and "
+                        "Hypothesis's data (default ./acp-conformance-reports/; in a checkout "
+                        "of this repository its reports/)")
+
+
+def use_out(ns: argparse.Namespace) -> Path:
+    """The run's output folder (``--out`` or the default); Hypothesis keeps its data under
+    it (``hypothesis/``) instead of ``./.hypothesis``."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    out = Path(getattr(ns, "out", None) or default_out_dir())
+    ns.out = out
+    set_hypothesis_home_dir(out / "hypothesis")
+    return out
+
+
+def default_outputs(ns: argparse.Namespace, stem: str = "acp-conformance") -> None:
+    """A run with no report option writes JSON, JUnit and the transcripts under the output
+    folder (``--out``, default ./acp-conformance-reports/), and says so as it starts."""
+    explicit = getattr(ns, "out", None) is not None
+    out = use_out(ns)
+    if explicit or not any(getattr(ns, o, None) for o in ("json", "junit", "html", "markdown")):
+        ns.json = ns.json or out / f"{stem}.json"
+        ns.junit = ns.junit or out / f"{stem}.xml"
+        if getattr(ns, "transcripts", None) is None:
+            ns.transcripts = out / "transcripts"
         ns.default_reports = True
+
+
+def announce_out(ns: argparse.Namespace) -> None:
+    """As a run starts (its input checked), where its default reports go: one stderr line."""
+    import sys
+
+    if getattr(ns, "default_reports", False) and not getattr(ns, "out_announced", False):
+        ns.out_announced = True
+        print(f"acp-conformance: writing the reports and transcripts under {ns.out}/ "
+              "(--out DIR to change)", file=sys.stderr)
 
 
 def grading_options(ns: argparse.Namespace, header_profile: str | None = None) -> Any:
@@ -191,7 +292,7 @@ def check_run_options(ns: argparse.Namespace) -> None:
 
 def target_group(p: argparse.ArgumentParser, *, required_hint: str) -> None:
     """fuzz and replay: the target options, as a group with its own hint."""
-    add_target_options(p.add_argument_group("target", required_hint), timeout=5.0)
+    add_target_options(p.add_argument_group("target", required_hint), timeout=DEFAULT_TIMEOUT)
 
 
 def model_group(p: argparse.ArgumentParser, *, fuzz: bool) -> None:
@@ -210,9 +311,9 @@ def model_group(p: argparse.ArgumentParser, *, fuzz: bool) -> None:
                                            "scripted model server by itself"))
 
 
-def client_choice(ns: argparse.Namespace) -> Any:
+def client_choice(ns: argparse.Namespace, masker: Any = None) -> Any:
     """fuzz and replay: the client the options name, as the client fuzzer takes it."""
     from conformance.fuzz.client_fuzz import ClientChoice
 
     return ClientChoice(ns.client, ns.client_adapter, ns.client_profile,
-                        env_pairs(ns.agent_env), ns.timeout)
+                        env_pairs(ns.agent_env), ns.timeout, masker)

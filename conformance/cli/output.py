@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from conformance.cli.options import EXIT_FAIL, EXIT_OK
+from conformance.cli.options import EXIT_FAIL, EXIT_OK, build_masker
 
 
 def interrupted(ns: argparse.Namespace, exc: Any, **report: Any) -> int:
@@ -29,15 +29,22 @@ def load_baseline(ns: argparse.Namespace, cases: Any) -> Any:
 
 
 def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cases: Any = None,
-            scratch: bool = False) -> int:
-    """Print the summary, write every report asked for; the exit status (baseline-aware)."""
+            scratch: bool = False, masker: Any = None) -> int:
+    """Print the summary, write every report asked for; the exit status (baseline-aware).
+
+    Every string of the result is masked with ``masker`` (the run's, or one built from
+    ``ns``) before anything is printed or written."""
     from conformance.report import console_summary, write_json, write_junit
     from conformance.report.catalogue import run_date, traceability
 
+    masker = masker if masker is not None else build_masker(ns)
+    result = masker.data(result)
     if result.date is None:
         result.date = run_date()
     colour = sys.stdout.isatty() and not ns.no_color
-    print(console_summary(result, colour=colour, verbose=ns.verbose))
+    show = getattr(ns, "show", "failures")
+    if show is not None or ns.verbose:  # report --from prints nothing unless asked
+        print(console_summary(result, colour=colour, verbose=ns.verbose, show=show or "all"))
     verdict = baseline.evaluate(result.cases) if baseline is not None else None
     if verdict is not None:
         print("\n".join(verdict.lines()))
@@ -57,7 +64,7 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
         from conformance.report.html import read_transcript, write_html
 
         write_html(result, ns.html, baseline=verdict, trace=trace,
-                   transcripts=lambda c: read_transcript(saved.get(c.case)))
+                   transcripts=lambda c: masker.data(read_transcript(saved.get(c.case))))
     if getattr(ns, "json", None):
         write_json(result, ns.json)
     if ns.junit:
@@ -69,8 +76,12 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
     written = [str(p) for p in (ns.html, getattr(ns, "json", None), ns.junit, ns.markdown) if p]
     if written and getattr(ns, "default_reports", False):  # say where they went
         print("reports: " + ", ".join(written), file=sys.stderr)
+    for why in result.unfinished.values():  # never green: nothing of it ran to its end
+        print(f"acp-conformance: not tested: {why}", file=sys.stderr)
     if result.cut:  # never green by accident: a cut run has not tested everything
         print(f"acp-conformance: run cut: {result.cut}", file=sys.stderr)
+        return EXIT_FAIL
+    if result.unfinished:
         return EXIT_FAIL
     if verdict is not None:
         return EXIT_FAIL if verdict.failed else EXIT_OK

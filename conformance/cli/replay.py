@@ -13,10 +13,14 @@ from conformance.cli.options import (
     EXIT_FAIL,
     EXIT_OK,
     Parser,
+    build_masker,
     check_run_options,
     client_choice,
+    masking_options,
     model_group,
+    out_option,
     target_group,
+    use_out,
 )
 from conformance.cli.run import model_server
 from conformance.usage import UsageError
@@ -43,6 +47,11 @@ def build_replay_parser() -> argparse.ArgumentParser:
                    help="also validate every frame against the official ACP JSON Schemas in "
                         "DIR (needed to replay a SCHEMA/official regression)")
     g.add_argument("--no-color", action="store_true", help="plain console output")
+    p.add_argument("--emit-case", type=Path, default=None, metavar="FILE.yaml",
+                   help="also write the regressions as one case file (run it with "
+                        "--cases DIR)")
+    masking_options(p.add_argument_group("masking (secrets kept out of every line written)"))
+    out_option(p.add_argument_group("output"))
     return p
 
 
@@ -53,6 +62,7 @@ def main(argv: Sequence[str]) -> int:
 
     ns = build_replay_parser().parse_args(list(argv))
     check_run_options(ns)
+    use_out(ns)
     if ns.attempts < 1:
         raise UsageError("--attempts must be at least 1")
     if ns.schema_dir is not None and not ns.schema_dir.is_dir():
@@ -63,6 +73,9 @@ def main(argv: Sequence[str]) -> int:
     if not paths:
         raise UsageError("no regression files found")
     regs = [regressions.read(p) for p in paths]
+    masker = build_masker(ns)
+    if ns.emit_case is not None:
+        _emit_cases(ns.emit_case, regs)
     verdicts = []
     with tempfile.TemporaryDirectory(prefix="acp-replay-") as cwd:
         for reg in regs:
@@ -73,9 +86,10 @@ def main(argv: Sequence[str]) -> int:
                 raise UsageError(str(exc.args[0])) from None
             options = Options(profile=profile)
             strict = ns.strict or bool(reg.header.get("strict"))
-            verdict = _replay_one(ns, reg, options, strict, cwd)
+            verdict = _replay_one(ns, reg, options, strict, cwd, masker)
             verdicts.append(verdict)
-            _print_verdict(verdict, colour=sys.stdout.isatty() and not ns.no_color)
+            _print_verdict(verdict, colour=sys.stdout.isatty() and not ns.no_color,
+                           masker=masker)
     still = sum(v.status == regressions.STILL_FAILING for v in verdicts)
     fixed = sum(v.status == regressions.FIXED for v in verdicts)
     skipped = len(verdicts) - still - fixed
@@ -84,7 +98,8 @@ def main(argv: Sequence[str]) -> int:
     return EXIT_FAIL if still else EXIT_OK
 
 
-def _replay_one(ns: argparse.Namespace, reg: Any, options: Any, strict: bool, cwd: str) -> Any:
+def _replay_one(ns: argparse.Namespace, reg: Any, options: Any, strict: bool, cwd: str,
+                masker: Any) -> Any:
     from conformance.fuzz import regressions
     from conformance.fuzz.player import AgentTarget
     from conformance.transport import split_command
@@ -99,8 +114,8 @@ def _replay_one(ns: argparse.Namespace, reg: Any, options: Any, strict: bool, cw
         # A file with a model script gets the same model answers from a scripted model
         # server of its own ({model_url} filled in the command, env and configs).
         ns.model_server = reg.model is not None
-        model, filled, env = model_server(ns, command, [])
-        target = AgentTarget(split_command(filled), command, env, ns.timeout)
+        model, filled, env = model_server(ns, command, [], masker)
+        target = AgentTarget(split_command(filled), command, env, ns.timeout, masker)
         try:
             return regressions.replay_agent(reg, target, options=options, strict=strict,
                                             attempts=ns.attempts, cwd=cwd,
@@ -113,11 +128,11 @@ def _replay_one(ns: argparse.Namespace, reg: Any, options: Any, strict: bool, cw
                                    note="a client regression needs --client or --client-adapter")
     from conformance.fuzz.client_fuzz import replay_client
 
-    return replay_client(reg, client_choice(ns), options=options, strict=strict, attempts=ns.attempts,
+    return replay_client(reg, client_choice(ns, masker), options=options, strict=strict, attempts=ns.attempts,
                          schema_dir=ns.schema_dir)
 
 
-def _print_verdict(v: Any, *, colour: bool) -> None:
+def _print_verdict(v: Any, *, colour: bool, masker: Any) -> None:
     from conformance.fuzz import regressions
 
     code = {regressions.FIXED: "32", regressions.STILL_FAILING: "31"}.get(v.status, "33")
@@ -132,7 +147,17 @@ def _print_verdict(v: Any, *, colour: bool) -> None:
         line += f": {first.message}{where}"
     if v.note:
         line += f" ({v.note})"
-    print(line)
+    print(masker.text(line))
     if v.others:
         print(f"{'':15}other rules broken in this replay: "
               f"{', '.join(sorted({f.requirement for f in v.others}))}")
+
+
+def _emit_cases(path: Path, regs: Sequence[Any]) -> None:
+    from conformance.fuzz import emit
+
+    try:
+        written = emit.write(path, [emit.of_regression(r) for r in regs])
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"case file: {written[0]} ({len(regs)} case(s))")

@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from conformance.cli.options import (
+    DEFAULT_TIMEOUT,
     SUBCOMMANDS,
     Parser,
     add_target_options,
+    announce_out,
+    build_masker,
     check_run_options,
     common_options,
     default_outputs,
@@ -30,6 +33,7 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
         prog="acp-conformance" + (f" {subcommand}" if subcommand else ""),
         usage=None if subcommand else (
             "%(prog)s --agent CMD | --client CMD | --client-adapter M:F [options]\n"
+            "       %(prog)s --proxy CMD [--agent CMD] [options]\n"
             "       %(prog)s SUBCOMMAND [options]"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=SUBCOMMANDS[subcommand].capitalize() + "." if subcommand else
@@ -37,8 +41,25 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
         "Protocol.\n\nsubcommands (acp-conformance SUBCOMMAND --help):\n" + commands,
         epilog="exit codes: 0 no fail, 1 at least one fail, 2 usage or input error, "
                "3 internal error")
+    if subcommand is None:
+        from conformance import __version__
+
+        p.add_argument("--version", action="version", version=f"acp-conformance {__version__}")
     t = p.add_argument_group("target")
-    add_target_options(t, timeout=10.0, commands=subcommand != "demo")
+    add_target_options(t, timeout=DEFAULT_TIMEOUT, commands=subcommand != "demo")
+    if subcommand != "demo":
+        t.add_argument("--proxy", metavar="CMD",
+                       help="proxy, bridge or gateway command to test; {agent} marks where the "
+                            "agent command goes (the suite's agent double, or --agent CMD), "
+                            "e.g. 'my-bridge --upstream {agent}'")
+        t.add_argument("--proxy-adapts", action="store_true",
+                       help="the proxy is a declared v2-to-v1 adapter: v2 behind it, v1 in "
+                            "front (the v2 cases run; MID-V2-10 is graded)")
+    else:
+        t.set_defaults(proxy=None, proxy_adapts=False)
+        t.add_argument("--broken", action="store_true",
+                       help="run against a bundled broken agent and broken client instead: "
+                            "see what a failure looks like (exits 1)")
     t.add_argument("--turn-timeout", type=float, default=None, metavar="SECONDS",
                    help="longest any single wait may last even while the target keeps "
                         "writing, e.g. a stream that never ends (default: 6 x --timeout)")
@@ -51,8 +72,9 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
     t.add_argument("--keep-going", action="store_true",
                    help="run every case even after two in a row hit the same target fault")
     t.add_argument("--cases", type=Path, metavar="DIR", help="case directory (default: bundled)")
-    t.add_argument("--case", action="append", default=[], metavar="ID",
-                   help="run only this case, case prefix (load-*) or requirement (repeatable)")
+    t.add_argument("--case", action="append", default=[], metavar="SELECTOR",
+                   help="run only the cases this selects: a case, requirement or sub-rule ID, "
+                        "or a glob of any of them ('load-*', 'MID-A-0*') (repeatable)")
     m = p.add_argument_group("scripted model (offline runs of LLM-backed agents)")
     m.add_argument("--model-server", action="store_true",
                    help="serve scripted OpenAI/Anthropic/Gemini APIs on 127.0.0.1 for the run; "
@@ -69,26 +91,33 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
-def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str) -> int:
+def transcripts_folder(ns: argparse.Namespace) -> Any:
+    """Where a run keeps its transcripts: --transcripts, or, for the HTML report (which
+    shows every case's wire transcript), a scratch folder kept until the report is
+    written; None when nothing needs them. A context manager giving a path or None."""
     import contextlib
     import tempfile
 
+    if ns.html and not ns.transcripts:
+        return tempfile.TemporaryDirectory(prefix="acp-conformance-")
+    return contextlib.nullcontext(None)
+
+
+def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str,
+              masker: Any = None) -> int:
     from conformance import cases as casemod
     from conformance.progress import Progress
     from conformance.runner import AgentRun, RunInterrupted, run_agent_suite
     from conformance.transport import split_command
 
     check_run_options(ns)
+    masker = masker if masker is not None else build_masker(ns)
     all_cases = casemod.load_dir(ns.cases)
     baseline = load_baseline(ns, all_cases)
     cases = casemod.select(all_cases, ns.case)
-    model, command, env = model_server(ns, command, cases)
-    # The HTML report shows every case's wire transcript: without --transcripts they are
-    # kept in a scratch folder until the report is written.
-    scratch = (tempfile.TemporaryDirectory(prefix="acp-conformance-")
-               if ns.html and not ns.transcripts else contextlib.nullcontext(None))
+    model, command, env = model_server(ns, command, cases, masker)
     progress = Progress()
-    with scratch as tmp:
+    with transcripts_folder(ns) as tmp:
         try:
             run = AgentRun(command=split_command(command), protocols=protocols_of(ns),
                            options=grading_options(ns), timeout=ns.timeout, strict=ns.strict,
@@ -98,32 +127,37 @@ def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str) -> i
                            model=model, model_script=getattr(ns, "model_script", None),
                            turn_timeout=ns.turn_timeout, handle_signals=True,
                            jobs=ns.jobs,
-                           deadline=ns.deadline, keep_going=ns.keep_going)
+                           deadline=ns.deadline, keep_going=ns.keep_going, masker=masker)
+            announce_out(ns)
             result = run_agent_suite(run, cases, label)
         except RunInterrupted as exc:
             progress.close()
-            return interrupted(ns, exc, baseline=baseline, cases=all_cases, scratch=bool(tmp))
+            return interrupted(ns, exc, baseline=baseline, cases=all_cases, scratch=bool(tmp),
+                               masker=masker)
         finally:
             progress.close()
             if model is not None:
                 model.stop()
-        return report_run(ns, result, baseline=baseline, cases=all_cases, scratch=bool(tmp))
+        return report_run(ns, result, baseline=baseline, cases=all_cases, scratch=bool(tmp),
+                          masker=masker)
 
 
-def model_server(ns: argparse.Namespace, command: str | list[str],
-                  cases: Any) -> tuple[Any, str | list[str], dict[str, str]]:
-    """--model-server: start the scripted model server and fill in {model_url}."""
+def model_server(ns: argparse.Namespace, command: str | list[str], cases: Any,
+                 masker: Any = None) -> tuple[Any, str | list[str], dict[str, str]]:
+    """--model-server: start the scripted model server and fill in {model_url}; the server's
+    request log is masked with ``masker`` as it records."""
     from conformance.modelserver.cases import prepare_run
 
     configs = [(Path(a), Path(b)) for a, b in env_pairs(getattr(ns, "agent_config", []),
                                                    "--agent-config").items()]
     return prepare_run(command, env_pairs(ns.agent_env), cases,
                        enabled=getattr(ns, "model_server", False),
-                       script=getattr(ns, "model_script", None), configs=configs)
+                       script=getattr(ns, "model_script", None), configs=configs,
+                       masker=masker)
 
 
 def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | None = None,
-               profile: Any = None) -> int:
+               profile: Any = None, masker: Any = None) -> int:
     """The client suite: the suite plays the agent (see conformance/client/)."""
     from conformance import cases as casemod
     from conformance.client.adapter import AdapterError
@@ -133,6 +167,7 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
     from conformance.runner import RunInterrupted
 
     check_run_options(ns)
+    masker = masker if masker is not None else build_masker(ns)
     if ns.agent and command is None:
         raise UsageError("--agent and --client test different sides: run them separately")
     command = command or ns.client
@@ -150,27 +185,111 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
     baseline = load_baseline(ns, all_cases)
     cases = casemod.select(all_cases, ns.case)
     progress = Progress()
-    run = ClientRun(protocols=protocols_of(ns), options=grading_options(ns), command=command,
-                    adapter=ns.client_adapter if not command else None, profile=profile,
-                    timeout=ns.timeout, strict=ns.strict, transcripts=ns.transcripts,
-                    env=env_pairs(ns.agent_env), progress=progress if progress.enabled else None,
-                    turn_timeout=ns.turn_timeout, handle_signals=True,
-                    jobs=ns.jobs, deadline=ns.deadline, keep_going=ns.keep_going)
+    with transcripts_folder(ns) as tmp:
+        run = ClientRun(protocols=protocols_of(ns), options=grading_options(ns),
+                        command=command, adapter=ns.client_adapter if not command else None,
+                        profile=profile, timeout=ns.timeout, strict=ns.strict,
+                        transcripts=Path(tmp) if tmp else ns.transcripts,
+                        env=env_pairs(ns.agent_env),
+                        progress=progress if progress.enabled else None,
+                        turn_timeout=ns.turn_timeout, handle_signals=True,
+                        jobs=ns.jobs, deadline=ns.deadline, keep_going=ns.keep_going,
+                        masker=masker)
+        try:
+            announce_out(ns)
+            result = run_client_suite(run, cases, label or command or ns.client_adapter)
+        except RunInterrupted as exc:
+            progress.close()
+            return interrupted(ns, exc, baseline=baseline, cases=all_cases, scratch=bool(tmp),
+                               masker=masker)
+        except (ClientSetupError, AdapterError, ProfileError) as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            progress.close()
+        return report_run(ns, result, baseline=baseline, cases=all_cases, scratch=bool(tmp),
+                          masker=masker)
+
+
+def cmd_proxy(ns: argparse.Namespace) -> int:
+    """The proxy suite: the suite plays both ends (see conformance/proxy/)."""
+    from conformance import cases as casemod
+    from conformance.progress import Progress
+    from conformance.proxy.runner import (
+        ProxyRun,
+        ProxySetupError,
+        proxy_template,
+        run_proxy_suite,
+    )
+    from conformance.runner import RunInterrupted
+    from conformance.transport import split_command
+
+    check_run_options(ns)
+    if ns.client or ns.client_adapter:
+        raise UsageError("--proxy and --client test different sides: run them separately")
+    if ns.proxy_adapts and protocols_of(ns) == [1]:
+        raise UsageError("--proxy-adapts runs the v2 cases (v2 behind the proxy, v1 in front): "
+                         "not with --protocol 1")
+    all_cases = casemod.load_dir(ns.cases)
+    baseline = load_baseline(ns, all_cases)
+    cases = casemod.select(all_cases, ns.case)
+    masker = build_masker(ns)
+    model, agent, env = None, ns.agent, env_pairs(ns.agent_env)
+    if ns.agent:  # a real agent behind the proxy may need the scripted model
+        model, agent, env = model_server(ns, ns.agent, cases, masker)
+    elif getattr(ns, "model_server", False) or getattr(ns, "model_script", None):
+        raise UsageError("--model-server serves a real agent behind the proxy: give --agent CMD")
+    progress = Progress()
+    run = ProxyRun(proxy=ns.proxy, protocols=protocols_of(ns), options=grading_options(ns),
+                   agent=split_command(agent) if agent else None, model=model,
+                   model_script=getattr(ns, "model_script", None),
+                   adapts=ns.proxy_adapts, timeout=ns.timeout, strict=ns.strict,
+                   transcripts=ns.transcripts, schema_dir=ns.schema_dir,
+                   env=env, progress=progress if progress.enabled else None,
+                   turn_timeout=ns.turn_timeout, handle_signals=True, jobs=ns.jobs,
+                   deadline=ns.deadline, keep_going=ns.keep_going, masker=masker)
     try:
-        result = run_client_suite(run, cases, label or command or ns.client_adapter)
+        proxy_template(ns.proxy)  # a command without {agent}: one error line, nothing more
+        announce_out(ns)
+        results = run_proxy_suite(run, cases, ns.proxy)
     except RunInterrupted as exc:
         progress.close()
-        return interrupted(ns, exc, baseline=baseline, cases=all_cases)
-    except (ClientSetupError, AdapterError, ProfileError) as exc:
+        return interrupted(ns, exc, baseline=baseline, cases=all_cases, masker=masker)
+    except ProxySetupError as exc:
         raise UsageError(str(exc)) from None
     finally:
         progress.close()
-    return report_run(ns, result, baseline=baseline, cases=all_cases)
+        if model is not None:
+            model.stop()
+    status = report_run(ns, results.proxy, baseline=baseline, cases=all_cases, masker=masker)
+    if results.agent is not None:
+        report_agent_behind(ns, masker.data(results.agent))  # apart: the run grades the proxy
+    return status
+
+
+def report_agent_behind(ns: argparse.Namespace, result: Any) -> int:
+    """The real agent's own findings, apart from the proxy's: a console section and, with
+    --json, a JSON report beside the proxy's (``NAME.agent.json``)."""
+    import sys
+
+    from conformance.report import console_summary, write_json
+    from conformance.report.catalogue import run_date
+
+    result.date = result.date or run_date()
+    print("\nThe agent behind the proxy (its own findings, graded on what it wrote before "
+          "the proxy; not the proxy's):")
+    print(console_summary(result, colour=sys.stdout.isatty() and not ns.no_color,
+                          verbose=ns.verbose, show=getattr(ns, "show", None) or "failures"))
+    if getattr(ns, "json", None):
+        path = Path(ns.json)
+        write_json(result, path.with_name(path.stem + ".agent" + path.suffix))
+    return 1 if result.failed else 0  # the agent's own verdict (the run's is the proxy's)
 
 
 def main(args: Sequence[str]) -> int:
     ns = build_parser().parse_args(list(args))
     default_outputs(ns)
+    if ns.proxy:
+        return cmd_proxy(ns)
     if ns.client or ns.client_adapter:
         return cmd_client(ns)
     if not ns.agent:

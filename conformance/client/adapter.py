@@ -203,11 +203,11 @@ class AdapterClient(DoubleTally):
 
     def _deliver(self, engine: DoubleEngine, adapter: ClientAdapter, what: str) -> None:
         """Hand what the double's engine produced to the client, recording each line."""
-        out, events = engine.take()
-        for ev in events:
-            self._report(ev)
-        for m in out:
-            line = encode_line(m)[:-1]
+        for kind, item in engine.take():
+            if kind == "event":
+                self._report(item)
+                continue
+            line = encode_line(item)[:-1]
             self.transcript.add(self.conn, "agent", "stdout", line)
             self._call(f"receive() while waiting for {what}",
                        functools.partial(adapter.receive, json.loads(line)))

@@ -73,7 +73,7 @@ class _Recorder:
 
 
 def run(protocol: int, channel: Any, script: list[TurnScript], transcript: str | None,
-        wait: float, response_message_id: bool) -> int:
+        wait: float, response_message_id: bool, load_session: bool = False) -> int:
     recorder = _Recorder(channel, transcript, protocol)
     queued = deque(script)
 
@@ -85,7 +85,7 @@ def run(protocol: int, channel: Any, script: list[TurnScript], transcript: str |
     engine = DoubleEngine(protocol=protocol, next_turn=next_turn,
                           response_message_id=response_message_id,
                           load_session=bool(channel.config.get("load_session"))
-                          if channel is not None else False)
+                          if channel is not None else load_session)
     stdin = sys.stdin.buffer.fileno()
     stdout = sys.stdout.buffer
     sel = selectors.DefaultSelector()
@@ -95,11 +95,11 @@ def run(protocol: int, channel: Any, script: list[TurnScript], transcript: str |
     reason = "eof"
 
     def flush() -> None:
-        out, events = engine.take()
-        for ev in events:
-            recorder.event(ev)
-        for msg in out:
-            raw = encode_line(msg)
+        for kind, item in engine.take():
+            if kind == "event":
+                recorder.event(item)
+                continue
+            raw = encode_line(item)
             recorder.line("out", raw[:-1])
             try:
                 stdout.write(raw)
@@ -154,12 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--control", metavar="SOCKET", help="the suite's control socket")
     p.add_argument("--script", metavar="FILE", help="JSON list of turns (without --control)")
     p.add_argument("--transcript", metavar="FILE", help="also save this double's transcript")
+    p.add_argument("--load-session", action="store_true",
+                   help="advertise and answer session/load (v1) and session/resume (v2), "
+                        "replaying the reload turns of --script")
+    p.add_argument("--no-response-message-id", action="store_true",
+                   help="v2: answer session/prompt without the user message's messageId (the "
+                        "acp-repo-2026-08-22 profile)")
     p.add_argument("--wait", type=float, default=DEFAULT_WAIT,
                    help="seconds to wait for an answer to a probe or permission request")
     args = p.parse_args(argv)
     channel = None
     protocol = args.protocol or 1
-    response_message_id = True
+    response_message_id = not args.no_response_message_id
     if args.control:
         from conformance.client.channel import DoubleSide
 
@@ -176,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.script:
         with open(args.script, encoding="utf-8") as fh:
             script = [TurnScript.from_json(t) for t in json.load(fh)]
-    return run(protocol, channel, script, args.transcript, args.wait, response_message_id)
+    return run(protocol, channel, script, args.transcript, args.wait, response_message_id,
+               load_session=args.load_session)
 
 
 if __name__ == "__main__":

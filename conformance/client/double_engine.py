@@ -14,8 +14,8 @@ from typing import Any
 
 from conformance import __version__, model
 from conformance.client.script import TurnScript, text_block
+from conformance.controlstream import PROBE_ID_PREFIX, PROBE_METHOD
 
-PROBE_METHOD = "_acp_mid/ping"
 DOUBLE_NAME = "acp-conformance-agent-double"
 DEFAULT_WAIT = 5.0
 JsonObject = dict[str, Any]
@@ -54,17 +54,18 @@ class DoubleTally:
             self.turns_ended += 1
         elif name == "version-mismatch":
             self.version_asked = data.get("asked")
-        elif name == "wait-timeout" and str(data.get("id", "")).startswith("probe-"):
+        elif name == "wait-timeout" and str(data.get("id", "")).startswith(PROBE_ID_PREFIX):
             self.probe_missed = True
 
 
 class DoubleEngine:
-    """The scripted agent as a state machine: feed it client messages, read ``out``.
+    """The scripted agent as a state machine: feed it client messages, :meth:`take` what
+    it writes to the client and reports to the suite, in the order it did them.
 
     ``next_turn`` is asked for the turn to play at each ``session/prompt``
     (None: no scripted turn is left, the prompt gets a short plain reply).
-    ``events`` collects reports for the suite: turn-start, turn-end,
-    probe-answered, probe-unawaited, wait-timeout, version-mismatch.
+    The reports: turn-start, turn-end, probe-answered, probe-unawaited, wait-timeout,
+    version-mismatch, session, load, load-end.
 
     A client that asks for a lower protocol version than the double's gets the double's
     version (the spec's answer) and may carry on; its probes are then sent but not
@@ -80,8 +81,7 @@ class DoubleEngine:
         self._after_load: TurnScript | None = None  # the turn for a resumed one-shot prompt
         self.next_turn = next_turn
         self.response_message_id = response_message_id
-        self.out: list[Any] = []
-        self.events: list[JsonObject] = []
+        self._produced: list[tuple[str, Any]] = []  # ("line", message) | ("event", report)
         self.sessions = 0
         self.turns = 0
         self.probes = 0
@@ -98,17 +98,27 @@ class DoubleEngine:
     def waiting_for(self) -> str | None:
         return self._awaiting[1] if self._awaiting else None
 
-    def take(self) -> tuple[list[Any], list[JsonObject]]:
-        out, events = self.out, self.events
-        self.out, self.events = [], []
-        return out, events
+    def take(self) -> list[tuple[str, Any]]:
+        """What the engine produced since the last call, in the order it happened:
+        ``("line", message)`` for a message to write to the client, ``("event", report)``
+        for a report to the suite. The order matters: a ``load-end`` reported before the
+        replay it ends would let the suite observe the client's screen before the
+        transcript holds the lines the client was shown."""
+        produced, self._produced = self._produced, []
+        return produced
+
+    def _send(self, message: Any) -> None:
+        self._produced.append(("line", message))
+
+    def _report(self, event: JsonObject) -> None:
+        self._produced.append(("event", event))
 
     def timed_out(self) -> None:
         """The awaited answer did not come in time: report it and go on with the turn."""
         if self._awaiting is None:
             return
         rid, what = self._awaiting
-        self.events.append({"event": "wait-timeout", "data": {"id": rid, "waiting_for": what}})
+        self._report({"event": "wait-timeout", "data": {"id": rid, "waiting_for": what}})
         self._awaiting = None
         self._step(None)
 
@@ -125,8 +135,8 @@ class DoubleEngine:
             if "id" in msg and self._awaiting is not None and msg["id"] == self._awaiting[0]:
                 rid = msg["id"]
                 self._awaiting = None
-                if isinstance(rid, str) and rid.startswith("probe-"):
-                    self.events.append({"event": "probe-answered", "data": {"id": rid}})
+                if isinstance(rid, str) and rid.startswith(PROBE_ID_PREFIX):
+                    self._report({"event": "probe-answered", "data": {"id": rid}})
                 self._step(msg)
             return
         params = model.as_object(msg.get("params"))
@@ -138,34 +148,35 @@ class DoubleEngine:
         elif method == "session/new":
             self.sessions += 1
             sid = f"sess-{self.sessions}"
-            self.events.append({"event": "session", "data": {"sessionId": sid}})
+            self._report({"event": "session", "data": {"sessionId": sid}})
             self._respond(rid, {"sessionId": sid})
         elif method == "session/load" and self.load_session and self.protocol < 2:
             self._load(rid, params)
-        elif method == "session/resume" and self.load_session and self.protocol >= 2:
+        elif method == "session/resume" and self.protocol >= 2:
             cursor = params.get("replayFrom")
-            if isinstance(cursor, dict) and cursor.get("type") == "start":
+            if self.load_session and isinstance(cursor, dict) and cursor.get("type") == "start":
                 self._load(rid, params)
-            else:  # a resume without replay: nothing to show again
+            else:  # a resume without replay (or with nothing retained): nothing to show again
                 self._respond(rid, {})
         elif method == "session/prompt":
             self._prompts.append((rid, params))
             if self._gen is None:
                 self._start_next()
         else:
-            self.out.append({"jsonrpc": "2.0", "id": rid,
+            self._send({"jsonrpc": "2.0", "id": rid,
                              "error": {"code": -32601, "message": "Method not found"}})
 
     def _initialize(self, rid: Any, params: JsonObject) -> None:
         asked = params.get("protocolVersion")
         if asked != self.protocol:
             self.asked_lower = isinstance(asked, int) and asked < self.protocol
-            self.events.append({"event": "version-mismatch",
-                                "data": {"asked": asked, "answered": self.protocol}})
+            self._report({"event": "version-mismatch",
+                          "data": {"asked": asked, "answered": self.protocol}})
         info = {"name": DOUBLE_NAME, "version": __version__}
         if self.protocol >= 2:
-            # `session` advertises the baseline session methods, resume among them.
-            caps: JsonObject = {"session": {}} if self.load_session else {}
+            # `session` advertises the baseline session methods, resume among them (the
+            # session methods are opt-in in v2; without a reload case a resume replays nothing).
+            caps: JsonObject = {"session": {}}
             result: JsonObject = {"protocolVersion": 2, "info": info, "capabilities": caps,
                                   "authMethods": []}
         else:
@@ -181,16 +192,16 @@ class DoubleEngine:
         given = params.get("sessionId")
         sid = given if isinstance(given, str) else "sess-1"
         turn = self.next_turn()
-        self.events.append({"event": "load", "data": {"sessionId": sid}})
+        self._report({"event": "load", "data": {"sessionId": sid}})
         for u in turn.replay if turn else ():
-            self.out.append({"jsonrpc": "2.0", "method": "session/update",
+            self._send({"jsonrpc": "2.0", "method": "session/update",
                              "params": {"sessionId": sid, "update": u}})
         self._respond(rid, {})
-        self.events.append({"event": "load-end", "data": {"sessionId": sid}})
+        self._report({"event": "load-end", "data": {"sessionId": sid}})
         self._after_load = turn if turn and turn.actions else None
 
     def _respond(self, rid: Any, result: Any) -> None:
-        self.out.append({"jsonrpc": "2.0", "id": rid, "result": result})
+        self._send({"jsonrpc": "2.0", "id": rid, "result": result})
 
     # -- turns -------------------------------------------------------------
     def _start_next(self) -> None:
@@ -209,7 +220,7 @@ class DoubleEngine:
         try:
             item = next(gen) if first else gen.send(value)
             while item[0] == "send":
-                self.out.append(item[1])
+                self._send(item[1])
                 item = next(gen)
             self._awaiting = (item[1], item[2])
         except StopIteration:
@@ -220,7 +231,7 @@ class DoubleEngine:
         index = self.turns
         self.turns += 1
         name = turn.name if turn else None
-        self.events.append({"event": "turn-start", "data": {"turn": index, "name": name}})
+        self._report({"event": "turn-start", "data": {"turn": index, "name": name}})
         v2 = self.protocol >= 2
 
         def update(u: JsonObject) -> tuple[str, JsonObject]:
@@ -263,18 +274,18 @@ class DoubleEngine:
             elif "permission" in action:
                 yield from self._permission(sid, action["permission"], update)
         self.probes += 1
-        probe_id = f"probe-{self.probes}"
+        probe_id = f"{PROBE_ID_PREFIX}{self.probes}"
         yield ("send", {"jsonrpc": "2.0", "id": probe_id, "method": PROBE_METHOD, "params": {}})
         if (turn is None or turn.await_probe) and not self.asked_lower:
             yield ("await", probe_id, f"the answer to the liveness probe {probe_id}")
         else:
-            self.events.append({"event": "probe-unawaited", "data": {"id": probe_id}})
+            self._report({"event": "probe-unawaited", "data": {"id": probe_id}})
         if v2:
             yield update({"sessionUpdate": "state_update", "state": "idle",
                           "stopReason": "end_turn"})
         else:
             yield ("send", {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
-        self.events.append({"event": "turn-end", "data": {"turn": index, "name": name}})
+        self._report({"event": "turn-end", "data": {"turn": index, "name": name}})
 
     def _permission(self, sid: str, perm: JsonObject,
                     update: Callable[[JsonObject], tuple[str, JsonObject]]) -> TurnGen:

@@ -33,6 +33,7 @@ from conformance.client.double_engine import DoubleTally
 from conformance.client.profile import Profile, parse_messages, screen_lines, strip_ansi
 from conformance.client.script import TurnScript
 from conformance.driver import CUT_POLL, TURN_TIMEOUT_FACTOR, Cutoff
+from conformance.lifecycle import CaseAborted, CaseCut
 from conformance.transcript import Transcript
 
 DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024  # bytes a client may print while the suite waits once
@@ -40,7 +41,7 @@ TAIL = 2000
 DIMENSIONS = (60, 1000)  # rows, columns: wide, so clients do not wrap rendered messages
 
 
-class ClientAborted(Exception):
+class ClientAborted(CaseAborted):
     """The client hung, exited or flooded: the case stops; the transcript says why.
 
     ``kind`` names the fault without the case's own words ("went silent",
@@ -53,13 +54,13 @@ class ClientAborted(Exception):
         self.kind = kind
 
 
-class ClientCut(ClientAborted):
+class ClientCut(ClientAborted, CaseCut):
     """The case was cut from outside (``--deadline``, or a run that no longer needs it);
     ``reason`` says which. Not the client's fault."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(f"cut: {reason}")
-        self.reason = reason
+        CaseCut.__init__(self, reason)
+        self.kind = ""
 
 
 def check_cut(cutoff: Cutoff | None) -> None:

@@ -14,7 +14,6 @@ transcript the same way.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import signal
@@ -29,8 +28,7 @@ from typing import Any
 
 from conformance import __version__, model
 from conformance.cases import Case
-from conformance.checks import ALWAYS as checks_always
-from conformance.checks import Options, grade
+from conformance.checks import Options
 from conformance.client.profile import Profile
 from conformance.client.pty import ClientAborted, ClientCut, PtyClient, Template, check_cut
 from conformance.client.script import (
@@ -40,13 +38,22 @@ from conformance.client.script import (
     build_turn,
     check_case,
     new_ids,
-    wants_controls,
 )
 from conformance.driver import Cutoff
-from conformance.results import CaseResult, Finding, Outcome, RunResult, apply_strict
+from conformance.lifecycle import (
+    CaseNotPlayable,
+    Ending,
+    case_scope,
+    conclude,
+    drive_case,
+    keep_stand_ins,
+    new_transcript,
+    play_case,
+)
+from conformance.masking import Masker
+from conformance.results import CaseResult, Reason, RunResult
 from conformance.transcript import Transcript
 
-ALWAYS = checks_always["client"]
 NO_RELOAD = "the client has no reload"
 HOW_TO_RELOAD = " (give the profile key load, or load() in the adapter)"
 ONE_SHOT_RELOAD = (" (for a one-shot client, the profile key load is the command line that "
@@ -75,19 +82,29 @@ class ClientRun:
     jobs: int = 1  # cases run at the same time (--jobs)
     deadline: float | None = None  # seconds the whole run may last (--deadline)
     keep_going: bool = False  # --keep-going: run every case even after a repeated fault
+    masker: Masker | None = None  # masks secrets where transcripts record them (None: off)
 
 
-def template_of(command: str, profile: Profile | None) -> Template:
+def agent_template(command: str, option: str, example: str,
+                   error: type[Exception]) -> list[str]:
+    """The words of a command that starts the agent where it says ``{agent}`` (``--client``,
+    ``--proxy``), its relative paths made absolute; ``error`` names what is wrong."""
     try:
         words = shlex.split(command)
     except ValueError as exc:
-        raise ClientSetupError(f"--client {command!r}: {exc}") from None
+        raise error(f"{option} {command!r}: {exc}") from None
     if not words:
-        raise ClientSetupError("--client: the client command is empty")
+        raise error(f"{option}: the {option[2:]} command is empty")
     if not any("{agent}" in w for w in words):
-        raise ClientSetupError("--client: the command must say where the agent command goes, "
-                               "with {agent} (e.g. 'my-editor --agent-cmd {agent}')")
-    t = Template(absolute_paths(words, os.getcwd()))
+        raise error(f"{option}: the command must say where the agent command goes, "
+                    f"with {{agent}} (e.g. {example!r})")
+    return absolute_paths(words, os.getcwd())
+
+
+def template_of(command: str, profile: Profile | None) -> Template:
+    words = agent_template(command, "--client", "my-editor --agent-cmd {agent}",
+                           ClientSetupError)
+    t = Template(words)
     if profile is not None and not t.one_shot:
         profile.require_interactive()
     from conformance.transport import split_command
@@ -146,6 +163,9 @@ def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -
                       handle_signals=run.handle_signals, progress=run.progress,
                       jobs=run.jobs, deadline=run.deadline,
                       shortcut=Shortcut(run.keep_going))
+    keep_stand_ins(run.transcripts, result.cases, plan, "client", run.options, run.strict,
+                   target_label, run.masker)
+    conclude(result)
     for done in result.cases:
         if done.target_info:
             result.target_info = dict(done.target_info)
@@ -157,41 +177,31 @@ def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -
 
 @dataclass
 class Played:
-    """One client case driven: its transcript, and a note when it ended early."""
+    """One client case driven: its transcript, and how it ended when it ended early."""
 
     transcript: Transcript
     note: str = ""
     fault: str = ""  # the client fault it ended with and the step ("went silent at start")
+    reason: Reason | None = None  # set when the case was not played (nothing to grade)
 
 
 def run_client_case(run: ClientRun, case: Case, protocol: int, target_label: str, *,
                     signals: Any = None, cutoff: Cutoff | None = None) -> CaseResult:
-    """Drive one case, grade it with the case's checks, save its transcript if asked."""
-    name = f"{case.id}@v{protocol}"
-    cr = CaseResult(name, case.description, list(case.requirements), protocol)
-    played = play_client_case(run, case, protocol, target_label, signals=signals,
-                              cutoff=cutoff)
-    transcript, cr.note, cr.fault = played.transcript, played.note, played.fault
+    """Drive one case, grade it (every client rule, less the case's exclusions), save its
+    transcript if asked: the lifecycle every role shares (``conformance.lifecycle``)."""
+    transcript = client_transcript(run, case, protocol, target_label)
+    drive = ClientDrive(run, case, protocol, transcript, cutoff=cutoff)
+    cr = play_case(case, protocol, "client", drive, transcript, transcripts=run.transcripts,
+                   signals=signals, deadline=run.deadline)
     cr.target_info = _client_info(transcript)
-    if cr.note.startswith((f"v{protocol} unsupported", NO_RELOAD)):
-        cr.findings = [Finding(r, Outcome.NOT_APPLICABLE, f"not testable: {cr.note}", case=name)
-                       for r in case.requirements]
-        cr.findings += [f.with_case(name) for f in grade(
-            transcript.entries, protocol=protocol, options=run.options,
-            select=["TARGET/negotiation"], role="client") if f.outcome != Outcome.NOT_APPLICABLE]
-    else:
-        # A case with controls reports a fault whose cause they rule out under MID-C-03.
-        generic = ["MID-C-03"] if wants_controls(case) else []
-        findings = grade(transcript.entries, protocol=protocol, options=run.options,
-                         select=list(case.checks) + list(ALWAYS) + generic, role="client")
-        cr.findings = [f.with_case(name) for f in apply_strict(findings, run.strict)]
-    if run.transcripts is not None:
-        from conformance.runner import safe_name
-
-        path = Path(run.transcripts) / f"{safe_name(name)}.jsonl"
-        transcript.save(path)
-        cr.transcript_path = str(path)
     return cr
+
+
+def client_transcript(run: ClientRun, case: Case, protocol: int, target_label: str
+                      ) -> Transcript:
+    scope = case_scope("client", run.options, run.strict, case)
+    return new_transcript("client", protocol, scope, target_label, f"{case.id}@v{protocol}",
+                          case.requirements, run.masker)
 
 
 def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: str, *,
@@ -201,123 +211,154 @@ def play_client_case(run: ClientRun, case: Case, protocol: int, target_label: st
     ``controls=False`` plays no control streams (the fuzzer's generated cases). When
     ``cutoff`` says so (``--deadline``) the case stops at once and what was recorded
     is graded."""
-    name = f"{case.id}@v{protocol}"
-    transcript = Transcript({"role": "client", "protocol": protocol,
-                             "profile": run.options.profile.name, "target": target_label,
-                             "case": name})
-    played = Played(transcript)
-    reloads = any(isinstance(step, dict) and "reload" in step for step in case.drive)
-    if reloads and run.adapter is None and (run.profile is None or run.profile.load is None):
-        played.note = NO_RELOAD + HOW_TO_RELOAD  # known before starting: nothing is played
-        return played
-    if (reloads and run.profile is not None and run.profile.load is not None
-            and "{prompt}" in (run.command or "") and "{agent}" not in run.profile.load):
-        played.note = NO_RELOAD + ONE_SHOT_RELOAD  # a pty client's load, given to a one-shot
-        return played
-    history: list[TurnScript] = []  # what a reload replays
-    where, plays = "start", 0  # the step being played, named alike in every case
-    ids = new_ids()
-    current: list[TurnScript | None] = [None]
-    client: Any = None
+    transcript = client_transcript(run, case, protocol, target_label)
+    drive = ClientDrive(run, case, protocol, transcript, controls=controls, cutoff=cutoff)
+    ending = drive_case(drive, transcript, signals=signals, deadline=run.deadline)
+    transcript.header["ended"] = ending.to_json()
+    return Played(transcript, ending.note, ending.fault, ending.reason)
 
-    def next_turn(conn: int) -> TurnScript | None:
-        turn, current[0] = current[0], None  # each play is served once
+
+class ClientDrive:
+    """The client role's drive: the suite plays the agent (the double, or an in-process
+    adapter) through a case's steps, and reads what the client shows."""
+
+    def __init__(self, run: ClientRun, case: Case, protocol: int, transcript: Transcript, *,
+                 controls: bool = True, cutoff: Cutoff | None = None) -> None:
+        self.run, self.case, self.protocol, self.transcript = run, case, protocol, transcript
+        self.controls, self.cutoff = controls, cutoff
+        self.reloads = any(isinstance(step, dict) and "reload" in step for step in case.drive)
+        self.history: list[TurnScript] = []  # what a reload replays
+        self.ids = new_ids()
+        self.current: list[TurnScript | None] = [None]
+        self.client: Any = None
+        self.control: Any = None
+        self.tmp: tempfile.TemporaryDirectory[str] | None = None
+        if self._cannot_reload() is None:
+            self._open()
+
+    def _cannot_reload(self) -> str | None:
+        """Why the case cannot be played, known before starting anything (or None)."""
+        run = self.run
+        if not self.reloads:
+            return None
+        if run.adapter is None and (run.profile is None or run.profile.load is None):
+            return NO_RELOAD + HOW_TO_RELOAD
+        if (run.profile is not None and run.profile.load is not None
+                and "{prompt}" in (run.command or "") and "{agent}" not in run.profile.load):
+            return NO_RELOAD + ONE_SHOT_RELOAD  # a pty client's load, given to a one-shot
+        return None
+
+    def _next_turn(self, conn: int) -> TurnScript | None:
+        turn, self.current[0] = self.current[0], None  # each play is served once
+        client = self.client
         if turn is not None and client is not None and client.probe_missed:
             # The client already left a probe unanswered in this case (MID-C-08/probe
             # failed there): later turns do not wait out the probe timeout again.
             turn = replace(turn, await_probe=False)
         return turn
 
-    response_id = run.options.profile.response_message_id
-    # A client process needs a folder (the double's script, its socket, a working
-    # folder); an adapter runs in this process and needs none.
-    with (tempfile.TemporaryDirectory(prefix="acp-cc-") if run.adapter is None
-          else contextlib.nullcontext("")) as tmp:
-        control = None
-        if run.adapter is not None:
+    def _open(self) -> None:
+        run, protocol, transcript = self.run, self.protocol, self.transcript
+        response_id = run.options.profile.response_message_id
+        if run.adapter is not None:  # it runs in this process and needs no folder
             from conformance.client.adapter import AdapterClient, load_factory
 
-            client = AdapterClient(load_factory(run.adapter), transcript=transcript,
-                                   protocol=protocol, timeout=run.timeout,
-                                   response_message_id=response_id, next_turn=next_turn)
-            client.load_session = reloads
-        else:
-            from conformance.client.channel import SuiteSide
+            self.client = AdapterClient(load_factory(run.adapter), transcript=transcript,
+                                        protocol=protocol, timeout=run.timeout,
+                                        response_message_id=response_id,
+                                        next_turn=self._next_turn)
+            self.client.load_session = self.reloads
+            return
+        from conformance.client.channel import SuiteSide
 
-            assert run.command is not None
-            template = template_of(run.command, run.profile)
-            control = SuiteSide(tmp, transcript, protocol=protocol, wait=min(run.timeout, 5.0),
-                                response_message_id=response_id, next_turn=next_turn)
-            control.config["load_session"] = reloads
-            agent = double_command(tmp, protocol, control.path)
-            workdir = os.path.join(tmp, "work")
-            os.mkdir(workdir)
-            client = PtyClient(template, agent=agent, profile=run.profile, control=control,
-                               transcript=transcript, protocol=protocol, timeout=run.timeout,
-                               env=run.env, cwd=workdir, max_output=run.max_output,
-                               turn_timeout=run.turn_timeout, cutoff=cutoff)
+        assert run.command is not None
+        template = template_of(run.command, run.profile)
+        # A client process needs a folder: the double's script, its socket, a working folder.
+        self.tmp = tempfile.TemporaryDirectory(prefix="acp-cc-")
+        tmp = self.tmp.name
+        self.control = SuiteSide(tmp, transcript, protocol=protocol, wait=min(run.timeout, 5.0),
+                                 response_message_id=response_id, next_turn=self._next_turn)
+        self.control.config["load_session"] = self.reloads
+        agent = double_command(tmp, protocol, self.control.path)
+        workdir = os.path.join(tmp, "work")
+        os.mkdir(workdir)
+        self.client = PtyClient(template, agent=agent, profile=run.profile, control=self.control,
+                                transcript=transcript, protocol=protocol, timeout=run.timeout,
+                                env=run.env, cwd=workdir, max_output=run.max_output,
+                                turn_timeout=run.turn_timeout, cutoff=self.cutoff)
+
+    def play(self) -> None:
+        why = self._cannot_reload()
+        if why is not None:  # known before starting: nothing is played
+            raise CaseNotPlayable(why, Reason.NO_CAPABILITY)
+        client, case, protocol = self.client, self.case, self.protocol
+        where, plays = "start", 0  # the step being played, named alike in every case
         try:
-            try:
-                if signals is not None:
-                    signals.driving = True
-                for step in case.drive:
-                    check_cut(cutoff)
-                    where = step if isinstance(step, str) else next(iter(step), "")
-                    if where == "play":
-                        plays += 1
-                        where = f"turn {plays}"
-                    if step == "start":
-                        client.start()
-                    elif step == "restart":
-                        client.stop()
-                        client.start()
-                    elif "reload" in step:
-                        if not client.can_reload():
-                            played.note = NO_RELOAD + HOW_TO_RELOAD
-                            break
-                        current[0] = build_reload(step["reload"], history, protocol)
-                        client.reload(current[0])
-                    else:
-                        turn = build_turn(case, step["play"], protocol, ids,
-                                          controls=controls)
-                        current[0] = turn
-                        client.play(turn)
-                        history.append(turn)
-                        if _asked_lower(client, protocol):
-                            break  # one turn shows what the client does next; it is recorded
-                        if turn.control:  # played the same way, right after the probe
-                            current[0] = build_control(case, step["play"], protocol, ids)
-                            client.play(current[0])
-            finally:
-                if signals is not None:
-                    signals.driving = False
-        except KeyboardInterrupt:
-            if signals is None or not signals.enabled:
-                raise
-            played.note = (f"aborted: interrupted by "
-                           f"{signal.Signals(signals.signum or 2).name}; graded what was recorded")
-            transcript.add(0, "harness", "harness", event="note",
-                           data={"note": "interrupted", "signal": signals.signum})
-        except ClientCut as exc:  # --deadline, or a run that no longer needs the case
-            from conformance.runner import CUT_NOTE
-
-            played.note = (f"{CUT_NOTE} ({run.deadline or 0:g} s)" if exc.reason == "deadline"
-                           else f"aborted: interrupted by {exc.reason}"
-                           ) + "; graded what was recorded"
-            transcript.add(0, "harness", "harness", event="note",
-                           data={"note": "interrupted", "cut": exc.reason})
+            for step in case.drive:
+                check_cut(self.cutoff)
+                where = step if isinstance(step, str) else next(iter(step), "")
+                if where == "play":
+                    plays += 1
+                    where = f"turn {plays}"
+                if step == "start":
+                    client.start()
+                elif step == "restart":
+                    client.stop()
+                    client.start()
+                elif "reload" in step:
+                    if not client.can_reload():
+                        raise CaseNotPlayable(NO_RELOAD + HOW_TO_RELOAD, Reason.NO_CAPABILITY)
+                    self.current[0] = build_reload(step["reload"], self.history, protocol)
+                    client.reload(self.current[0])
+                else:
+                    turn = build_turn(case, step["play"], protocol, self.ids,
+                                      controls=self.controls)
+                    self.current[0] = turn
+                    client.play(turn)
+                    self.history.append(turn)
+                    if _asked_lower(client, protocol):
+                        return  # one turn shows what the client does next; it is recorded
+                    if turn.control:  # played the same way, right after the probe
+                        self.current[0] = build_control(case, step["play"], protocol, self.ids)
+                        client.play(self.current[0])
+        except ClientCut as exc:
+            self.transcript.add(0, "harness", "harness", event="note",
+                                data={"note": "interrupted", "cut": exc.reason})
+            raise
         except ClientAborted as exc:
-            played.note = f"aborted: {exc}"
-            played.fault = f"{exc.kind} at {where}" if exc.kind else ""
-        finally:
-            client.stop()
-            if control is not None:
-                _end_doubles(control)
-                control.close()
-        if _asked_lower(client, protocol):
-            played.note = (f"v{protocol} unsupported by the client (it asked for "
-                           f"{client.version_asked})")
-    return played
+            exc.fault = f"{exc.kind} at {where}" if exc.kind else ""
+            raise
+
+    def stop(self, hurry: bool) -> None:
+        if self.client is not None:
+            self.client.stop()
+        if self.control is not None:
+            _end_doubles(self.control)
+            self.control.close()
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+    def conn(self) -> int:
+        return 0
+
+    def ended(self, ending: Ending) -> Ending:
+        """A client that asked for another version than the case's and did not go on with
+        the one it was answered is "vN unsupported by the client", for v1 as for v2."""
+        client = self.client
+        asked = client.version_asked if client is not None else None
+        if not isinstance(asked, int) or isinstance(asked, bool) or asked == self.protocol:
+            return ending
+        if asked < self.protocol or (ending.aborted and not _went_on(self.transcript)):
+            return Ending(f"v{self.protocol} unsupported by the client (it asked for {asked})",
+                          Reason.VERSION_UNSUPPORTED)
+        return ending
+
+
+def _went_on(transcript: Transcript) -> bool:
+    """The client sent something after its initialize request: it went on with the version
+    it was answered (whatever happened to it later), rather than closing."""
+    return any(e.src == "client" and isinstance(e.msg, dict)
+               and e.msg.get("method") not in (None, "initialize") for e in transcript.entries)
 
 
 def _asked_lower(client: Any, protocol: int) -> bool:

@@ -190,15 +190,20 @@ def check_case(case: Case) -> None:
     from conformance.cases import CaseError
     from conformance.results import with_article
 
-    if case.role != "client":
+    if case.role not in ("client", "proxy"):
         return
     where = f"{case.source}: case {case.id}"
     turns = turns_of(case)
     if len(turns) != len(case.stream):
         raise CaseError(f"{where}: two stream turns share a name")
     if not turns:
-        raise CaseError(f"{where}: a client case needs a stream of turns")
+        raise CaseError(f"{where}: a {case.role} case needs a stream of turns")
     for step in case.drive:
+        if case.role == "proxy" and step == "restart":
+            raise CaseError(f"{where}: proxy cases use start, play and reload steps, "
+                            "not 'restart'")
+        if case.role == "client" and isinstance(step, dict) and "cancel" in step:
+            raise CaseError(f"{where}: cancel is a step option of proxy cases only")
         if isinstance(step, dict) and "play" in step and step["play"] not in turns:
             raise CaseError(f"{where}: play {step['play']!r} names no turn in stream "
                             f"(known: {', '.join(turns)})")
@@ -312,10 +317,13 @@ def build_reload(mode: str, played: list[TurnScript], protocol: int = 1) -> Turn
     """A reload step: the turns played so far replayed as the history of the session
     (each prompt as a user message, then the turn's updates; permission requests are not
     replayed), with every message ID replaced by a fresh one (``fresh-ids``, MID-A-08
-    allows it) or kept (``same-ids``). v1 replays the chunks as they were streamed
-    (``session/load``); v2 replays each message as one whole-message update, the form
-    of the catalogue's flow for ``session/resume`` with ``replayFrom``. A one-shot
-    client that resumed and prompts gets one short agent message."""
+    allows it) or kept (``same-ids``, ``same-ids-chunks``). v1 replays the chunks as they
+    were streamed (``session/load``); v2 replays each message as one whole-message update,
+    the form of the catalogue's flow for ``session/resume`` with ``replayFrom``, or, in
+    ``same-ids-chunks``, rebuilds it from its chunks after the whole-message update of
+    the same ID with ``content: []`` that the v2 draft requires first (MID-V2-12,
+    catalogue Appendix I). A one-shot client that resumed and prompts gets one short
+    agent message."""
     fresh: dict[str, str] = {}
 
     def rid(value: Any) -> Any:
@@ -336,11 +344,28 @@ def build_reload(mode: str, played: list[TurnScript], protocol: int = 1) -> Turn
                     update["messageId"] = rid(update["messageId"])
                 replay.append(update)
     if protocol >= 2:
-        replay = as_upserts(replay)
+        replay = as_primed_chunks(replay) if mode == "same-ids-chunks" else as_upserts(replay)
     after = {"update": {"sessionUpdate": "agent_message_chunk", "messageId": f"after-{mode}",
                         "content": text_block(f"After the reload ({mode}). ")}}
     return TurnScript(f"reload-{mode}", f"Continue after the reload ({mode}).", False,
                       (after,), replay=tuple(replay), reload=True)
+
+
+def as_primed_chunks(updates: list[JsonObject]) -> list[JsonObject]:
+    """The updates as streamed, each message's first one preceded by its whole-message
+    update with ``content: []`` (the v2 draft's replay primer: a client that still holds
+    the live content under that ID starts the message again from nothing)."""
+    kind_of = {v: k for k, v in CHUNK_UPDATE.items()} | {v: k for k, v in UPSERT_UPDATE.items()}
+    out: list[JsonObject] = []
+    primed: set[tuple[str, Any]] = set()
+    for update in updates:
+        kind = kind_of.get(str(update.get("sessionUpdate")))
+        mid = update.get("messageId")
+        if kind is not None and isinstance(mid, str) and (kind, mid) not in primed:
+            primed.add((kind, mid))
+            out.append({"sessionUpdate": UPSERT_UPDATE[kind], "messageId": mid, "content": []})
+        out.append(update)
+    return out
 
 
 def as_upserts(updates: list[JsonObject]) -> list[JsonObject]:

@@ -52,7 +52,7 @@ from hypothesis.stateful import (
 
 from conformance.checks import Options, grade
 from conformance.driver import DriveAborted, NotTestable
-from conformance.fuzz import model_side
+from conformance.fuzz import database, model_side
 from conformance.fuzz.grading import Failure, FuzzResult, merge_coverage, violations
 from conformance.fuzz.player import (
     AgentTarget,
@@ -86,6 +86,7 @@ class AgentFuzzConfig:
     shrink_attempts: int = 60  # replays per shrunk failure, at most
     schema_dir: Path | None = None  # also validate each run against the official schemas
     model: Any = None  # a running ModelServer: every run also draws what the model says
+    database: Any = None  # a Hypothesis example database: stored counterexamples first
 
 
 class _Context:
@@ -206,7 +207,7 @@ class AgentMachine(RuleBasedStateMachine):
         target = self.config.target
         self.transcript = Transcript({
             "role": "agent", "protocol": protocol, "profile": self.config.options.profile.name,
-            "target": target.label, "case": "fuzz"})
+            "target": target.label, "case": "fuzz"}, masker=target.masker)
         self.driver = FuzzDriver(target.command, self.transcript, protocol=protocol,
                                  timeout=target.timeout, cwd=ctx.cwd, env=target.env,
                                  spawner=ctx.spawner)
@@ -346,6 +347,9 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
     with tempfile.TemporaryDirectory(prefix="acp-fuzz-") as cwd:
         ctx = _Context(config, budget, cwd)
         try:
+            stored = replay_stored(ctx, config, cwd)
+            if stored[0]:
+                result.notes.append(_stored_note(*stored))
             _search_and_shrink(ctx, config, effort, seed, result, cwd)
         finally:
             ctx.spawner.close()  # the retired processes have ended: transcripts complete
@@ -363,9 +367,43 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
         f.findings = violations(grade(f.transcript.entries, protocol=f.protocol,
                                           options=config.options, schema_dir=config.schema_dir),
                                 config.strict) or f.findings
+        database.save(config.database, f)
         if on_failure is not None:
             on_failure(f)
     return result
+
+
+def _stored_note(replayed: int, failing: int) -> str:
+    return (f"replayed {replayed} counterexample(s) from the example database first: "
+            f"{failing} still failing")
+
+
+def replay_stored(ctx: _Context, config: AgentFuzzConfig, cwd: str) -> tuple[int, int]:
+    """Play the counterexamples the shared database holds (:mod:`conformance.fuzz.database`)
+    before generating: each one that still breaks a rule is recorded as found. How many
+    were played, and how many still broke a rule."""
+    replayed = failing = 0
+    for stored in database.counterexamples(config.database, "agent"):
+        protocol = stored["protocol"]
+        if protocol not in config.protocols or ctx.enough():
+            continue
+        model = stored.get("model") if config.model is not None else None
+        ctx.budget.example_started()
+        played = model_side.play_with_model(config.target, config.model, protocol,
+                                            stored["steps"], model, cwd=cwd,
+                                            spawner=ctx.spawner, wait_exit=False,
+                                            header={"profile": config.options.profile.name})
+        replayed += 1
+        if not played.playable:
+            continue
+        bad = violations(grade(played.transcript.entries, protocol=protocol,
+                               options=config.options, schema_dir=config.schema_dir),
+                         config.strict)
+        if bad:
+            failing += 1
+            ctx.record(Failure(bad[0], protocol, list(played.steps), played.transcript, bad,
+                               found_steps=len(played.steps), model=model))
+    return replayed, failing
 
 
 def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, seed: int,

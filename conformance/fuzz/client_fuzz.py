@@ -28,6 +28,7 @@ from conformance.checks import Options, all_rules, grade
 from conformance.controlstream import CAUSE_RULES
 from conformance.fuzz.grading import Failure, FuzzResult, violations
 from conformance.fuzz.settings import Budget, Effort
+from conformance.masking import Masker
 from conformance.transcript import Transcript
 from conformance.usage import UsageError
 
@@ -43,6 +44,7 @@ class ClientTarget:
     env: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 5.0
     profile_path: str | None = None
+    masker: Masker | None = None  # masks secrets where transcripts record them (None: off)
 
     def replay_with(self) -> dict[str, Any]:
         """What a regression file records to reach this client again."""
@@ -60,6 +62,7 @@ class ClientChoice:
     profile_path: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 5.0
+    masker: Masker | None = None
 
 
 def client_target(choice: ClientChoice) -> ClientTarget:
@@ -93,7 +96,8 @@ def client_target(choice: ClientChoice) -> ClientTarget:
             raise UsageError(str(exc)) from None
     return ClientTarget(choice.command or choice.adapter or "", choice.command, choice.adapter,
                         profile, dict(choice.env), choice.timeout,
-                        str(choice.profile_path) if choice.profile_path is not None else None)
+                        str(choice.profile_path) if choice.profile_path is not None else None,
+                        choice.masker)
 
 
 # -- strategies ------------------------------------------------------------------
@@ -186,7 +190,8 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
     case = stream_case(protocol, stream)
     run = ClientRun(protocols=(protocol,), options=options, command=target.command,
                     adapter=target.adapter if not target.command else None,
-                    profile=target.profile, timeout=target.timeout, env=target.env)
+                    profile=target.profile, timeout=target.timeout, env=target.env,
+                    masker=target.masker)
     # Generated streams play no control (it would double every example); a cause the
     # heuristics name is confirmed once, on the shrunk stream (confirm_cause).
     played = play_client_case(run, case, protocol, target.label,
@@ -205,13 +210,16 @@ def stream_of(protocol: int, steps: Sequence[Any]) -> dict[str, Any]:
 def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
                     protocols: Sequence[int] = (1, 2), options: Options | None = None,
                     strict: bool = False, max_failures: int | None = None,
-                    progress: Any = None, schema_dir: Path | None = None) -> FuzzResult:
-    """Fuzz one client; Hypothesis shrinks every broken rule's stream."""
+                    progress: Any = None, schema_dir: Path | None = None,
+                    database: Any = None) -> FuzzResult:
+    """Fuzz one client; Hypothesis shrinks every broken rule's stream. The counterexamples
+    a shared example database holds (``database``) are played first."""
     from hypothesis import given
     from hypothesis import seed as hypothesis_seed
     from hypothesis import strategies as st
     from hypothesis.errors import Unsatisfiable
 
+    from conformance.fuzz import database as shared
     from conformance.fuzz.grading import merge_coverage
     from conformance.fuzz.settings import StopFuzzing, hypothesis_settings
 
@@ -221,6 +229,24 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
                         replay_with=target.replay_with())
     smallest: dict[tuple[str, int], Failure] = {}
     coverage: dict[int, dict[str, Any]] = {}
+    stored: list[Failure] = []
+    replayed = 0
+    for value in shared.counterexamples(database, "client"):
+        if value["protocol"] not in protocols or "stream" not in value:
+            continue
+        replayed += 1
+        budget.example_started()
+        budget.processes += 0 if target.adapter else 1
+        played = play_stream(target, value["protocol"], value["stream"], options=options,
+                             schema_dir=schema_dir)
+        bad = violations(played.findings, strict)
+        if bad:
+            budget.failure()
+            stored.append(Failure(bad[0], value["protocol"], [], played.transcript, bad,
+                                  role="client", stream=dict(value["stream"])))
+    if replayed:
+        result.notes.append(f"replayed {replayed} counterexample(s) from the example database "
+                            f"first: {len(stored)} still failing")
 
     # Shrinking replays through this function too, so nothing is rejected once a rule
     # broke: the budget only ends a search that found nothing; --max-failures 1 stops
@@ -263,6 +289,13 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         result.failures = one_per_rule(confirmed)
     finally:
         budget.done()
+    if stored:  # the database's counterexamples that still fail: shrunk already
+        known = {f.key for f in result.failures}
+        again = [confirm_cause(f, target, options, strict, schema_dir) for f in stored
+                 if f.key not in known]
+        result.failures = sorted(one_per_rule(result.failures + again), key=lambda f: f.key)
+    for f in result.failures:
+        shared.save(database, f)
     result.examples = budget.examples
     result.processes = budget.processes
     result.elapsed = budget.elapsed

@@ -20,12 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.controlstream import PING
 from conformance.driver import GRACE, ClientDriver, DriveAborted, NotTestable, _RpcError
 from conformance.fuzz.steps import Step, StepError, split
+from conformance.masking import Masker
 from conformance.transcript import Entry, Transcript
 from conformance.transport import DEFAULT_GRACE, TargetExited, TargetProcess, TargetTimeout
-
-PING = "_acp_conformance/ping"  # an extension request: any answer means "caught up"
 
 
 @dataclass
@@ -141,18 +141,86 @@ def _on(value: Any) -> bool:
     return value is True or isinstance(value, dict)
 
 
-class FuzzDriver(ClientDriver):
-    """The client driver plus what fuzzing needs: prompts of any content blocks, a
-    cancel after a chosen number of updates, and processes from a :class:`Spawner`."""
+class StepDriver(ClientDriver):
+    """The client driver plus the whole step vocabulary (``$defs/agentStep`` of the case
+    schema): prompts of any content blocks, a cancel after a chosen number of updates,
+    and switching between the sessions it created. The case runner plays agent cases
+    with it, the fuzzer with :class:`FuzzDriver`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._blocks: list[Any] | None = None
+        self._cancel_after: int | None = None
+        self._cancel_sent = False
+        self.sessions: list[str] = []  # every session created, in order (for switch)
+
+    def new_session(self) -> str:
+        sid = super().new_session()
+        self.sessions.append(sid)
+        return sid
+
+    def switch(self, index: int) -> None:
+        if not 0 <= index < len(self.sessions):
+            raise StepError(f"switch to session #{index}, but only {len(self.sessions)} exist")
+        self.session = self.sessions[index]
+
+    def prompt_spec(self, spec: Mapping[str, Any]) -> Any:
+        """Play one ``prompt`` step; the error the agent answered it with, or None."""
+        self._blocks = list(spec["blocks"]) if spec.get("blocks") else None
+        cancel_after = spec.get("cancel_after")
+        self._cancel_after = cancel_after if isinstance(cancel_after, int) else None
+        self._cancel_sent = False
+        try:
+            return self.prompt(str(spec.get("text", "")),
+                               legacy_message_id=spec.get("legacy_message_id"),
+                               meta_message_id=spec.get("meta_message_id"),
+                               cancel=bool(spec.get("cancel")) and self._cancel_after is None,
+                               in_flight=bool(spec.get("in_flight")))
+        finally:
+            self._blocks = None
+            self._cancel_after = None
+
+    def _send_cancel(self, sid: str) -> None:
+        if not self._cancel_sent:
+            self._cancel_sent = True
+            self.cancelled.add(sid)
+            self.notify("session/cancel", {"sessionId": sid})
+
+    def _send_request(self, method: str, params: Any, *, fuzz: bool = False) -> int:
+        if method == "session/prompt" and self._blocks is not None:
+            params = {**params, "prompt": self._blocks}
+        rid = super()._send_request(method, params, fuzz=fuzz)
+        if method == "session/prompt" and self._cancel_after == 0:
+            self._send_cancel(params["sessionId"])
+        return rid
+
+    def pump(self, done: Callable[[], bool], *, waiting_for: str,
+             on_update: Callable[[Entry, dict[str, Any]], None] | None = None) -> None:
+        limit, sid = self._cancel_after, self.session
+        if not limit or sid is None or on_update is None:
+            super().pump(done, waiting_for=waiting_for, on_update=on_update)
+            return
+        seen = 0
+
+        def counting(entry: Entry, update: dict[str, Any]) -> None:
+            nonlocal seen
+            on_update(entry, update)
+            seen += 1
+            if seen >= limit:
+                self._send_cancel(sid)
+
+        super().pump(done, waiting_for=waiting_for, on_update=counting)
+
+
+class FuzzDriver(StepDriver):
+    """The step driver plus what fuzzing needs: processes from a :class:`Spawner`, the
+    agent's prompt capabilities, and pings that say when its output is complete."""
 
     def __init__(self, argv: Sequence[str], transcript: Transcript, *, protocol: int,
                  timeout: float, cwd: str, env: Mapping[str, str] | None = None,
                  spawner: Spawner | None = None) -> None:
         super().__init__(argv, transcript, protocol=protocol, timeout=timeout, cwd=cwd, env=env)
         self.spawner = spawner or Spawner(argv, env=env, timeout=timeout)
-        self._blocks: list[Any] | None = None
-        self._cancel_after: int | None = None
-        self._cancel_sent = False
         self.caps = PromptCaps()
         self.ping_answered = True
 
@@ -200,50 +268,6 @@ class FuzzDriver(ClientDriver):
                     self._dispatch(entry, msg, None)
         self.responses.pop(rid)
         return True
-
-    def prompt_spec(self, spec: Mapping[str, Any]) -> None:
-        self._blocks = list(spec["blocks"]) if spec.get("blocks") else None
-        cancel_after = spec.get("cancel_after")
-        self._cancel_after = cancel_after if isinstance(cancel_after, int) else None
-        self._cancel_sent = False
-        try:
-            self.prompt(str(spec.get("text", "")),
-                        legacy_message_id=spec.get("legacy_message_id"),
-                        meta_message_id=spec.get("meta_message_id"))
-        finally:
-            self._blocks = None
-            self._cancel_after = None
-
-    def _send_cancel(self, sid: str) -> None:
-        if not self._cancel_sent:
-            self._cancel_sent = True
-            self.cancelled.add(sid)
-            self.notify("session/cancel", {"sessionId": sid})
-
-    def _send_request(self, method: str, params: Any, *, fuzz: bool = False) -> int:
-        if method == "session/prompt" and self._blocks is not None:
-            params = {**params, "prompt": self._blocks}
-        rid = super()._send_request(method, params, fuzz=fuzz)
-        if method == "session/prompt" and self._cancel_after == 0:
-            self._send_cancel(params["sessionId"])
-        return rid
-
-    def pump(self, done: Callable[[], bool], *, waiting_for: str,
-             on_update: Callable[[Entry, dict[str, Any]], None] | None = None) -> None:
-        limit, sid = self._cancel_after, self.session
-        if not limit or sid is None or on_update is None:
-            super().pump(done, waiting_for=waiting_for, on_update=on_update)
-            return
-        seen = 0
-
-        def counting(entry: Entry, update: dict[str, Any]) -> None:
-            nonlocal seen
-            on_update(entry, update)
-            seen += 1
-            if seen >= limit:
-                self._send_cancel(sid)
-
-        super().pump(done, waiting_for=waiting_for, on_update=counting)
 
 
 def perform(driver: FuzzDriver, book: SessionBook, step: Step) -> None:
@@ -298,6 +322,7 @@ class AgentTarget:
     label: str  # the command as the user gave it (recorded in transcript headers)
     env: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 5.0  # longest silence while waiting for the agent
+    masker: Masker | None = None  # masks secrets where transcripts record them (None: off)
 
 
 @dataclass
@@ -308,10 +333,7 @@ class Played:
     steps: list[Step]
     transcript: Transcript
     note: str = ""  # "aborted: ..." (still graded), "not testable: ..." / "cannot play: ..."
-
-    @property
-    def playable(self) -> bool:
-        return not self.note.startswith(("not testable", "cannot play"))
+    playable: bool = True  # False: the target could not take the steps (nothing to grade)
 
 
 def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
@@ -320,7 +342,7 @@ def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
     """Play a step list on fresh processes and record it. With ``wait_exit=False`` the
     last process ends in the background (its exit joins the transcript later)."""
     transcript = Transcript({"role": "agent", "protocol": protocol, "target": target.label,
-                             "case": "fuzz", **(header or {})})
+                             "case": "fuzz", **(header or {})}, masker=target.masker)
     spawner = spawner or Spawner(target.command, env=target.env)
     driver = FuzzDriver(target.command, transcript, protocol=protocol, timeout=target.timeout,
                         cwd=cwd, env=target.env, spawner=spawner)
@@ -335,9 +357,9 @@ def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
     except DriveAborted as exc:
         played.note = f"aborted: {exc}"
     except NotTestable as exc:
-        played.note = f"not testable: {exc}"
+        played.note, played.playable = f"not testable: {exc}", False
     except StepError as exc:
-        played.note = f"cannot play: {exc}"
+        played.note, played.playable = f"cannot play: {exc}", False
     finally:
         if wait_exit:
             driver.stop()
@@ -357,4 +379,4 @@ def _current(book: SessionBook) -> int:
 
 
 __all__ = ["PING", "AgentTarget", "FuzzDriver", "Played", "PromptCaps", "SessionBook", "Spawner",
-           "perform", "play"]
+           "StepDriver", "perform", "play"]

@@ -8,6 +8,7 @@ A regression file is an ordinary transcript (:mod:`conformance.transcript`), so
     "also": ["MID-...", ...],          # other rules the same run broke
     "target": "my-agent --acp",        # what it was found on (and replays against)
     "seed": 1234, "effort": "ci", "strict": false,
+    "found_by": "campaign",            # pytest --acp-fuzz (HypoFuzz too): seed null
     "fuzz": "agent",                   # which side was fuzzed
     "steps": [...]                     # agent: the client's steps (fuzz/steps.py)
     "model": {...}                     # agent behind --model-server: what the model said,
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,7 +123,11 @@ class Saved:
 
 def save(directory: Path, *, fingerprint_: str, header: dict[str, Any],
          entries: Sequence[Entry], cwd: str | None = None) -> Saved:
-    """Write a regression file unless one with the same fingerprint exists."""
+    """Write a regression file unless one with the same fingerprint exists.
+
+    The file appears complete or not at all, and only once: it is written under a
+    temporary name and linked to its own, which fails if another process (a worker of
+    the same campaign, on a shared folder too) got there first."""
     path = Path(directory) / f"{fingerprint_}.jsonl"
     if path.exists():
         return Saved(path, fingerprint_, True)
@@ -130,7 +136,17 @@ def save(directory: Path, *, fingerprint_: str, header: dict[str, Any],
     lines = [json.dumps(scrub(full), ensure_ascii=False)]
     for e in entries:
         lines.append(json.dumps(scrub(e.to_json()), ensure_ascii=False))
-    write_atomic(path, "\n".join(lines) + "\n")
+    staging = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    write_atomic(staging, "\n".join(lines) + "\n")
+    try:
+        os.link(staging, path)
+    except FileExistsError:
+        return Saved(path, fingerprint_, True)
+    except OSError:  # a file system without hard links: the rename still never tears
+        os.replace(staging, path)
+        return Saved(path, fingerprint_, False)
+    finally:
+        staging.unlink(missing_ok=True)
     return Saved(path, fingerprint_, False)
 
 

@@ -16,8 +16,9 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from conformance.fuzz.player import PING
+from conformance.controlstream import PING
 from conformance.report.text import safe
+from conformance.results import exit_status
 from conformance.transcript import Entry
 
 MAX_LINES = 40  # transcripts longer than this are cut around the evidence
@@ -84,7 +85,10 @@ def describe_entry(e: Entry) -> str:
     if e.stream == "harness":
         data = e.data if isinstance(e.data, dict) else {}
         detail = ", ".join(f"{k}={v}" for k, v in data.items()
-                           if k in ("returncode", "signal", "waiting_for", "note", "step"))
+                           if k in ("waiting_for", "note", "step"))
+        if "returncode" in data or "signal" in data:  # how it ended, in words
+            ended = exit_status(data.get("returncode"), data.get("signal"))
+            detail = ended + (", " + detail if detail else "")
         return f"[{e.event}{': ' + safe(detail) if detail else ''}]"
     if e.stream == "stderr":
         return f"stderr: {safe(e.raw or '')[:80]}"
@@ -148,7 +152,7 @@ def to_run_result(result: Any, options: Any, strict: bool,
     rule (its counterexample), and per protocol a case with what the passing runs showed."""
     from conformance import __version__
     from conformance.fuzz.regressions import failure_fingerprint
-    from conformance.results import CaseResult, Finding, Outcome, RunResult
+    from conformance.results import CaseResult, Finding, Outcome, Reason, RunResult
 
     run = RunResult(__version__, result.target, result.role, list(result.protocols),
                     options.profile.name, strict)
@@ -169,6 +173,7 @@ def to_run_result(result: Any, options: Any, strict: bool,
         if not cr.findings and not rows:
             cr.findings = [Finding("FUZZ", Outcome.NOT_APPLICABLE,
                                    "not testable: " + ("; ".join(result.notes) or
-                                                       "no run completed"), case=name)]
+                                                       "no run completed"), case=name,
+                                   reason=Reason.NOT_TESTABLE)]
         run.cases.append(cr)
     return run

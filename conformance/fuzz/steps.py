@@ -1,18 +1,20 @@
 """The steps of agent fuzzing: what the state machine records and ``replay`` re-drives.
 
-A step is plain JSON, a superset of the declarative case steps
-(``cases/*.yaml``)::
+A step is plain JSON, and the same vocabulary as the agent cases' drive steps
+(``cases/*.yaml``): both are validated by ``$defs/agentStep`` of the case schema
+(``conformance/data/case.schema.json``), so a counterexample can become a case::
 
     "start" | "restart" | "new_session" | "load" | "close_session"
     {"switch": {"session": 0}}            # make the n-th created session current
     {"resume": {"replay": "start" | "none"}}
     {"prompt": {"text": "...", "blocks": [...], "legacy_message_id": "...",
-                "meta_message_id": "...", "cancel_after": 3}}
+                "meta_message_id": "...", "cancel_after": 3}}   # or "cancel": true
 
 ``cancel_after`` sends ``session/cancel`` once that many ``session/update``
-notifications of the turn have arrived (0: right after the request). Steps act
-on the current session. A regression file keeps its steps in the header, so
-``replay`` can play them against any agent.
+notifications of the turn have arrived (0: right after the request); ``cancel``
+sends it once the agent's output arrives. Steps act on the current session. A
+regression file keeps its steps in the header, so ``replay`` can play them
+against any agent.
 
 This module is the steps as data (checked, simplified for the shrinker, shaped
 for fingerprints, described for reports); :mod:`conformance.fuzz.player` plays
@@ -80,10 +82,16 @@ def split(step: Step) -> tuple[str, dict[str, Any]]:
 
 
 def validate(steps: Any) -> list[Step]:
+    """Check recorded steps against the case schema's step vocabulary (StepError)."""
+    from conformance.cases import step_validator
+
     if not isinstance(steps, list) or not steps:
         raise StepError("the steps must be a non-empty list")
+    validator = step_validator()
     for s in steps:
         split(s)
+        if not validator.is_valid(s):
+            raise StepError(f"not a fuzz step: {json.dumps(s)[:80]}")
     if steps[0] != "start":
         raise StepError("the first step must be 'start'")
     return steps
@@ -108,7 +116,7 @@ def shape(step: Step) -> str:
         out += "+legacy-id"
     if "meta_message_id" in args:
         out += "+meta-id"
-    if "cancel_after" in args:
+    if "cancel_after" in args or args.get("cancel"):
         out += "+cancel"
     return out
 
@@ -144,6 +152,8 @@ def describe(step: Step, limit: int = 50) -> str:
     if "cancel_after" in args:
         n = args["cancel_after"]
         out += (", cancel at once" if n == 0 else f", cancel after {n} update(s)")
+    elif args.get("cancel"):
+        out += ", cancel once the agent answers"
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from pathlib import Path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from conformance import masking
     from conformance.modelserver import ModelServer, ScriptError, load_script
     from conformance.modelserver.script import dump_example
 
@@ -33,7 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ScriptError as exc:
         print(f"modelserver: error: {exc}", file=sys.stderr)
         return 2
-    with ModelServer(script) as server:
+    # The log holds what agents sent: secrets of this process's environment are masked.
+    with ModelServer(script, masker=masking.build(environ=os.environ)) as server:
         print(f"model server listening on {server.url}", flush=True)
         for k, v in server.env().items():
             print(f"  {k}={v}", flush=True)

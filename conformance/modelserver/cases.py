@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from conformance.modelserver.script import ModelScript, ScriptError, default_script, load_script
 
 if TYPE_CHECKING:
+    from conformance.masking import Masker
     from conformance.modelserver.server import ModelServer
 
 PLACEHOLDER = "{model_url}"
@@ -78,7 +79,7 @@ def fill(text: str, url: str | None) -> str:
 
 def prepare_run(command: str | Sequence[str], env: Mapping[str, str], cases: Iterable[Any],
                 *, enabled: bool, script: Path | None,
-                configs: Sequence[tuple[Path, Path]] = ()
+                configs: Sequence[tuple[Path, Path]] = (), masker: Masker | None = None
                 ) -> tuple[ModelServer | None, str | list[str], dict[str, str]]:
     """Start the server (if enabled) and fill ``{model_url}`` everywhere.
 
@@ -94,7 +95,7 @@ def prepare_run(command: str | Sequence[str], env: Mapping[str, str], cases: Ite
 
         for case in cases:
             script_for(case, script)
-        server = ModelServer().start()
+        server = ModelServer(masker=masker).start()
     url = server.url if server else None
     try:
         if isinstance(command, str):

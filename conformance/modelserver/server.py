@@ -24,6 +24,7 @@ from typing import Any
 
 from typing_extensions import Self
 
+from conformance.masking import NO_MASK, Masker
 from conformance.modelserver.apis.base import (
     HARMLESS_TOOLS,
     Item,
@@ -64,7 +65,8 @@ class ModelServer:
     goes to the default route (``use``, ``take_log``).
     """
 
-    def __init__(self, script: ModelScript | None = None) -> None:
+    def __init__(self, script: ModelScript | None = None, *, masker: Masker | None = None) -> None:
+        self.masker = masker or NO_MASK  # the request log leaves the server masked (take_log)
         self._default = _Route(script or default_script(), "")
         self._routes: dict[str, _Route] = {}
         self._lock = threading.Lock()
@@ -129,7 +131,7 @@ class ModelServer:
             if r.dropped:
                 log.append({"dropped": r.dropped})
                 r.dropped = 0
-        return log
+        return self.masker.data(log)  # type: ignore[no-any-return]  # a list stays a list
 
     def route_url(self, route: str, script: ModelScript | None, label: str = "") -> str:
         """A base URL whose requests ``script`` answers and whose log ``take_log(route)``
@@ -158,7 +160,7 @@ class ModelServer:
 
     def fault(self, what: str) -> None:
         """An error of the server itself (not of a client's connection): one line."""
-        line = f"acp-conformance: model server: {what}"
+        line = self.masker.text(f"acp-conformance: model server: {what}")
         with self._lock:
             self.faults.append(line)
         print(line, file=sys.stderr, flush=True)

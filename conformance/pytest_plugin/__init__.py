@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from conformance.pytest_plugin import fuzzing
 from conformance.pytest_plugin.items import AcpCase, AcpSuite, payload
 from conformance.pytest_plugin.reports import Reports
 from conformance.pytest_plugin.session import (  # noqa: F401  (fixtures the plugin provides)
@@ -61,8 +62,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="longest the whole session may spend on the cases: then the case in "
                      "progress is cut and graded and the rest are not run; both fail")
     g.addoption("--acp-cases", metavar="DIR", help="case directory (default: bundled)")
-    g.addoption("--acp-case", action="append", default=[], metavar="ID",
-                help="collect only this case, case prefix (load-*) or requirement (repeatable)")
+    g.addoption("--acp-case", action="append", default=[], metavar="SELECTOR",
+                help="collect only the cases this selects: a case, requirement or sub-rule ID, "
+                     "or a glob of any of them ('load-*') (repeatable)")
     g.addoption("--acp-transcripts", metavar="DIR",
                 help="write one transcript per case into DIR (default: pytest's temp dir)")
     g.addoption("--acp-baseline", metavar="FILE",
@@ -72,12 +74,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--acp-html", metavar="PATH", help="write the suite's HTML report here")
     g.addoption("--acp-markdown", metavar="PATH",
                 help="write the Markdown summary and certification statement here")
+    fuzzing.add_options(g)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "acp: a case of the acp-conformance suite")
     config.addinivalue_line("markers", "acp_v1: an acp-conformance case run over protocol v1")
     config.addinivalue_line("markers", "acp_v2: an acp-conformance case run over protocol v2")
+    if fuzzing.configure(config):  # --acp-fuzz: the fuzz tests instead of the cases
+        return
     agent, client = config.getoption("acp_agent"), config.getoption("acp_client")
     if not agent and not client:
         if config.getoption("acp_client_profile"):
@@ -93,6 +98,13 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so both apply to the cases
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
+    if fuzzing.FUZZ in config.stash:
+        collected = fuzzing.collect(session)
+        parent = collected[0].parent if collected else None
+        session.ihook.pytest_collectreport(report=pytest.CollectReport(
+            parent.nodeid if parent is not None else "", "passed", None, list(collected)))
+        items.extend(collected)
+        return
     if STATE not in config.stash:
         return
     name = f"acp-{config.stash[STATE].role}"

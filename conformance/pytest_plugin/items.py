@@ -90,10 +90,10 @@ class AcpCase(pytest.Item):
         if state.deadline_at is not None and time.monotonic() >= state.deadline_at:
             from conformance.runner import DEADLINE_NOTE, not_run
 
-            self.result = not_run(self.case, self.protocol, DEADLINE_NOTE)
+            self.result = not_run(self.case, self.protocol, DEADLINE_NOTE, cut="deadline")
             pytest.fail(f"{DEADLINE_NOTE} (--acp-deadline passed)", pytrace=False)
         from conformance.driver import Cutoff
-        from conformance.runner import CUT_NOTE
+        from conformance.results import Reason
 
         run = dataclasses.replace(run, deadline=self.config.getoption("acp_deadline"))
         if state.role == "agent":
@@ -105,7 +105,7 @@ class AcpCase(pytest.Item):
 
             cr = run_client_case(run, self.case, self.protocol, state.label,
                                  cutoff=Cutoff(state.deadline_at))
-        if cr.note.startswith(CUT_NOTE):
+        if cr.reason is Reason.CUT and cr.cut == "deadline":
             self.result = cr
             pytest.fail(f"{cr.case}: {cr.note}", pytrace=False)
         self.result = cr
@@ -125,13 +125,15 @@ class AcpCase(pytest.Item):
         if verdict is not None and verdict.expected:
             listed = sorted({f.requirement for f in verdict.expected})
             pytest.xfail(f"baseline lists {len(verdict.expected)} failure(s): {', '.join(listed)}")
-        if cr.note and not cr.note.startswith("aborted"):
-            pytest.skip(f"not testable: {cr.note}")
+        if cr.reason is not None and cr.reason is not Reason.CUT:
+            pytest.skip(f"{cr.reason.value}: {cr.note}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> Any:
         if isinstance(excinfo.value, CaseFailed):
-            return describe_failure(excinfo.value)
+            masker = self.config.stash[STATE].run.masker
+            text = describe_failure(excinfo.value)
+            return masker.text(text) if masker else text
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:

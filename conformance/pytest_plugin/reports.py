@@ -51,6 +51,8 @@ class Reports:
 
         state = self.config.stash[STATE]
         result = self.result()
+        if state.run.masker:  # secrets out of the reports, as on the command line
+            result = state.run.masker.data(result)
         verdict = state.baseline.evaluate(result.cases) if state.baseline is not None else None
         trace = traceability(state.cases)
         if opt("acp_json"):
@@ -70,13 +72,15 @@ class Reports:
         state = self.config.stash[STATE]
         result = self.result()
         counts = result.counts()
+        masker = state.run.masker
+        say = (lambda line: terminalreporter.write_line(masker.text(line))) if masker else \
+            terminalreporter.write_line  # secrets out of the console too, as on the command line
         terminalreporter.section("acp-conformance")
-        terminalreporter.write_line(
-            f"{len(result.cases)} case(s) against {state.label}: "
+        say(f"{len(result.cases)} case(s) against {state.label}: "
             + ", ".join(f"{counts[k]} {k}" for k in ("fail", "warn", "info", "pass") if counts[k]))
         if state.baseline is not None:
             for line in state.baseline.evaluate(result.cases).lines():
-                terminalreporter.write_line(line)
+                say(line)
         for key in ("acp_json", "acp_html", "acp_markdown"):
             if self.config.getoption(key):
-                terminalreporter.write_line(f"{key[4:]} report: {self.config.getoption(key)}")
+                say(f"{key[4:]} report: {self.config.getoption(key)}")

@@ -27,7 +27,7 @@ class AgentSession:
 
     def __init__(self, command: Sequence[str], *, protocol: int, options: Options,
                  timeout: float, workdir: Path, env: dict[str, str] | None = None) -> None:
-        from conformance.driver import ClientDriver
+        from conformance.fuzz.player import StepDriver
         from conformance.transcript import Transcript
 
         self.protocol = protocol
@@ -37,8 +37,8 @@ class AgentSession:
         self.transcript = Transcript({"role": "agent", "protocol": protocol,
                                       "profile": options.profile.name,
                                       "target": " ".join(command), "case": "pytest"})
-        self.driver = ClientDriver(list(command), self.transcript, protocol=protocol,
-                                   timeout=timeout, cwd=str(workdir), env=env)
+        self.driver = StepDriver(list(command), self.transcript, protocol=protocol,
+                                 timeout=timeout, cwd=str(workdir), env=env)
         self._stderr = ""
 
     def start(self) -> None:

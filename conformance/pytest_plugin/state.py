@@ -73,13 +73,24 @@ def load_state(config: pytest.Config, role: str, command: str) -> State:
     return State(role, run, command, plan, all_cases, base, transcripts, deadline_at)
 
 
+def _masker(env: dict[str, str]) -> Any:
+    """Secrets of ``--acp-agent-env`` and of the environment, masked as the command line
+    masks them (docs/masking.md)."""
+    import os
+
+    from conformance import masking
+
+    return masking.build(environ=os.environ, target_env=env)
+
+
 def _agent_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
                opt: Any, cases: Sequence[Case]) -> tuple[Any, list[tuple[int, Case]]]:
     from conformance.runner import AgentRun, agent_plan
     from conformance.transport import split_command
 
     run = AgentRun(command=split_command(command), protocols=protocols, options=options,
-                   timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env)
+                   timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env,
+                   masker=_masker(env))
     return run, agent_plan(run, cases)
 
 
@@ -92,7 +103,8 @@ def _client_run(command: str, protocols: list[int], options: Options, env: dict[
     profile = load(Path(opt("acp_client_profile"))) if opt("acp_client_profile") else None
     template_of(command, profile)  # a bad command is a usage error now, not in every item
     run = ClientRun(protocols=protocols, options=options, command=command, profile=profile,
-                    timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env)
+                    timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env,
+                    masker=_masker(env))
     chosen = [c for c in cases if c.role == "client"]
     for c in chosen:
         check_case(c)

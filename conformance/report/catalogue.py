@@ -20,14 +20,14 @@ from typing import Any
 
 import yaml
 
-from conformance.results import SEVERITY, Finding, Outcome, RunResult, worst
+from conformance.results import SEVERITY, Finding, Outcome, Reason, RunResult, worst
 
 MUST_LEVELS = ("MUST", "MUST NOT")
 SHOULD_LEVELS = ("SHOULD", "SHOULD NOT")
 # Requirements the suite adds to the catalogue: they grade the target as a process.
 SUITE = {"TARGET": "the target stays up and answers every wait within the timeout"}
 SUITE_LEVEL = "MUST (suite)"
-_REQ_ID = re.compile(r"^(MID-(S|A|C|V2)-[0-9]{2}|TARGET)(/[a-z0-9-]+)?$")
+_REQ_ID = re.compile(r"^(MID-(S|A|C|V2|P)-[0-9]{2}|TARGET)(/[a-z0-9-]+)?$")
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class RequirementMeta:
     parties: tuple[str, ...] = ()
     excluded: dict[str, str] = field(default_factory=dict)
     sources: tuple[Source, ...] = ()
+    tck: tuple[str, ...] = ()  # the official TCK's requirement IDs for the same rule
 
     @property
     def is_must(self) -> bool:
@@ -74,7 +75,7 @@ def _metas() -> tuple[RequirementMeta, ...]:
     repo, commit, paths = _sources()
     out = [RequirementMeta(r.id, r.title, r.level, r.versions, r.parties, dict(r.excluded),
                            tuple(Source(p, f"{repo}/blob/{commit}/{p}")
-                                 for p in paths.get(r.id, ())))
+                                 for p in paths.get(r.id, ())), r.tck)
            for r in load_register().values()]
     out.extend(RequirementMeta(rid, title, SUITE_LEVEL, (1, 2), ("agent", "client"))
                for rid, title in SUITE.items())
@@ -92,7 +93,31 @@ NOT_ATTRIBUTABLE = "not attributable"
 
 
 def unattributable(f: Finding) -> bool:
-    return f.outcome is Outcome.NOT_APPLICABLE and f.message.startswith(NOT_ATTRIBUTABLE)
+    return f.outcome is Outcome.NOT_APPLICABLE and f.reason is Reason.NOT_ATTRIBUTABLE
+
+
+#: What each reason code of a not_applicable result means, as every report explains it.
+REASON_TEXT: dict[Reason, str] = {
+    Reason.NOT_TESTABLE: "the traffic cannot support the inference (e.g. the target never spoke)",
+    Reason.NOT_RUN: "the case did not run (a repeated fault, a refused request, --deadline)",
+    Reason.NOT_ATTRIBUTABLE: "a control stream was shown the same way: no cause is named",
+    Reason.VERSION_UNSUPPORTED: "the target does not speak this protocol version",
+    Reason.ALLOWED_BY_PROFILE: "the selected profile allows it",
+    Reason.NO_CAPABILITY: "the target does not advertise what the rule needs",
+    Reason.EXCLUDED_BY_CASE: "the case file excludes the rule, with its reason",
+    Reason.CUT: "the case was cut (--deadline, a signal) before the rule could be graded",
+}
+
+
+def reason_tally(result: RunResult) -> list[tuple[Reason, int, str]]:
+    """(reason, not_applicable rows with it, the first such row's message), in vocabulary
+    order: what every report shows of why results were not graded."""
+    counts: dict[Reason, list[Any]] = {}
+    for f in result.all_findings():
+        if f.outcome is Outcome.NOT_APPLICABLE and f.reason is not None:
+            entry = counts.setdefault(f.reason, [0, f.message])
+            entry[0] += 1
+    return [(r, int(counts[r][0]), str(counts[r][1])) for r in Reason if r in counts]
 
 
 def meta(req_id: str) -> RequirementMeta:
@@ -120,7 +145,7 @@ class RequirementVerdict:
         if self.outcome is Outcome.NOT_APPLICABLE:
             if self.findings and all(unattributable(f) for f in self.findings):
                 return NOT_ATTRIBUTABLE
-            cases_not_run = self.findings and all(f.message.startswith("not run:")
+            cases_not_run = self.findings and all(f.reason is Reason.NOT_RUN
                                                   for f in self.findings)
             return "not run" if cases_not_run else "not testable"
         return str(self.outcome.value)
@@ -172,8 +197,20 @@ def run_date() -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).date().isoformat()
 
 
+def failing_first(rows: Sequence[RequirementVerdict]) -> list[RequirementVerdict]:
+    """Requirement rows with those that fail, then those that warn, first; otherwise in
+    catalogue order (the sort is stable)."""
+    rank = {Outcome.FAIL: 0, Outcome.WARN: 1}
+    return sorted(rows, key=lambda v: rank.get(v.outcome, 2) if v.outcome else 2)
+
+
+def prose(outcome: Outcome) -> str:
+    """An outcome as a reader's words: ``not_applicable`` is "not applicable"."""
+    return outcome.value.replace("_", " ")
+
+
 def tally(counts: dict[Outcome, int]) -> str:
-    return " ".join(f"{n} {o.value}" for o, n in sorted(counts.items(),
+    return " ".join(f"{n} {prose(o)}" for o, n in sorted(counts.items(),
                                                          key=lambda kv: -SEVERITY[kv[0]]))
 
 
@@ -195,6 +232,15 @@ class Statement:
     should: list[RequirementVerdict]
     notes: list[str]
     failed: bool  # the run has at least one fail (MUST fail, or SHOULD under --strict)
+    graded_against: dict[str, str] = field(default_factory=dict)  # see graded_against()
+    # per protocol version: (MUST requirements the traffic exercised, those it did not)
+    exercised: dict[int, tuple[list[str], list[str]]] = field(default_factory=dict)
+
+    def exercised_line(self, protocol: int) -> str:
+        """"18 of 22 exercised; not exercised: MID-A-07, ..." for one version."""
+        done, missing = self.exercised.get(protocol, ([], []))
+        line = f"{len(done)} of {len(done) + len(missing)} exercised"
+        return line + (f"; not exercised: {', '.join(missing)}" if missing else "")
 
     @property
     def must_passed(self) -> bool:
@@ -215,6 +261,39 @@ class Statement:
         return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "none"
 
 
+def graded_against(result: RunResult) -> dict[str, str]:
+    """What a run was graded against, so two reports can be compared: the register's
+    revision, the profile's spec source and schema versions, the suite's version."""
+    from conformance import profiles
+    from conformance.requirements import catalogue_revision
+
+    try:
+        profile: profiles.Profile | None = profiles.get(result.profile)
+    except KeyError:
+        profile = None
+    return {"catalogue": result.catalogue or catalogue_revision(),
+            "spec_source": profile.spec_source if profile else "unknown profile",
+            "schema_versions": profile.schema_versions if profile else "",
+            "suite": result.tool_version}
+
+
+def exercised_musts(result: RunResult) -> dict[int, tuple[list[str], list[str]]]:
+    """Per protocol version of the run: the MUST requirements of the tested side that
+    some case of that version graded on traffic (pass, fail, warn or info), and the
+    ones no case exercised (not testable, not run, or not reached). Excluded sides and
+    requirements of the other version are left out."""
+    roles = set(result.role.split("/"))
+    out: dict[int, tuple[list[str], list[str]]] = {}
+    for p in result.protocols:
+        graded = {f.base_requirement for c in result.cases if c.protocol == p
+                  for f in c.findings if f.outcome is not Outcome.NOT_APPLICABLE}
+        musts = [m.id for m in requirements().values() if m.level in MUST_LEVELS
+                 and p in m.versions and roles & set(m.parties)
+                 and not all(r in m.excluded for r in roles & set(m.parties))]
+        out[p] = ([r for r in musts if r in graded], [r for r in musts if r not in graded])
+    return out
+
+
 def statement(result: RunResult) -> Statement:
     from conformance import TOOL_NAME
 
@@ -224,6 +303,8 @@ def statement(result: RunResult) -> Statement:
     notes = sorted({f"{c.case}: {c.note}" for c in result.cases if c.note})
     if result.cut:
         notes.insert(0, f"run cut: {result.cut}")
+    for why in reversed(result.unfinished.values()):
+        notes.insert(0, f"not tested: {why}")
     return Statement(
         tool=f"{TOOL_NAME} {result.tool_version}", role=result.role, target=result.target,
         target_name=None if name is None else str(name),
@@ -231,7 +312,8 @@ def statement(result: RunResult) -> Statement:
         protocols=list(result.protocols), profile=result.profile, strict=result.strict,
         date=getattr(result, "date", None) or None,
         must=[v for v in rows if v.meta.is_must], should=[v for v in rows if v.meta.is_should],
-        notes=notes, failed=result.failed)
+        notes=notes, failed=result.failed, graded_against=graded_against(result),
+        exercised=exercised_musts(result))
 
 
 # -- traceability ------------------------------------------------------------------
@@ -343,6 +425,8 @@ def format_traceability(rows: Sequence[TraceRow]) -> str:
     for r in rows:
         versions = "/".join(f"v{v}" for v in r.meta.versions)
         lines.append(f"{r.meta.id}  [{r.meta.level}, {versions}]  {r.meta.title}")
+        if r.meta.tck:
+            lines.append(f"  official TCK: {', '.join(r.meta.tck)}")
         for party, status in r.sides.items():
             lines.append(f"  {party + ':':<8} {status}")
         for role, ids in sorted(r.cases.items()):

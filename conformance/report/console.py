@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
-from conformance.report.catalogue import tally
+from conformance.report.catalogue import prose, tally
 from conformance.report.text import safe
-from conformance.results import SEVERITY, CaseResult, Finding, Outcome, RunResult, worst
+from conformance.results import SEVERITY, CaseResult, Finding, Outcome, Reason, RunResult, worst
 
 COLOURS = {Outcome.FAIL: "31", Outcome.WARN: "33", Outcome.INFO: "36", Outcome.PASS: "32",
            Outcome.NOT_APPLICABLE: "2"}
@@ -24,7 +24,8 @@ def _colour(enabled: bool, outcome: Outcome, text: str) -> str:
 
 
 def _short(text: str) -> str:
-    return text.replace(Outcome.NOT_APPLICABLE.value, "n/a")  # too long for a cell
+    return text.replace(Outcome.NOT_APPLICABLE.value, "n/a").replace(
+        "not applicable", "n/a")  # too long for a cell
 
 
 def unsupported_versions(result: RunResult) -> dict[int, str]:
@@ -33,7 +34,7 @@ def unsupported_versions(result: RunResult) -> dict[int, str]:
     for c in result.cases:
         by_version[c.protocol].append(c)
     return {p: cases[0].note for p, cases in sorted(by_version.items())
-            if all(c.note.startswith(f"v{p} unsupported") for c in cases)}
+            if all(c.reason is Reason.VERSION_UNSUPPORTED for c in cases)}
 
 
 def _header(result: RunResult, unsupported: dict[int, str]) -> list[str]:
@@ -78,11 +79,11 @@ def _rule_versions() -> dict[str, tuple[int, ...]]:
 
 
 def not_run(case: CaseResult) -> bool:
-    """A case the run skipped: every finding is "not testable: <the case's note>" (e.g. after
-    the first case of a version hung). Its note is in the header; its rows would say nothing."""
-    return bool(case.note and case.findings) and all(
-        f.outcome is Outcome.NOT_APPLICABLE and f.message.endswith(case.note)
-        for f in case.findings)
+    """A case the run did not grade (e.g. after the first case of a version hung): every
+    finding is not_applicable with the case's reason. Its note is in the header; its rows
+    would say nothing."""
+    return case.reason is not None and case.reason is not Reason.CUT and bool(
+        case.findings) and all(f.outcome is Outcome.NOT_APPLICABLE for f in case.findings)
 
 
 def _observed(findings: list[Finding]) -> bool:
@@ -107,7 +108,64 @@ def _rows(result: RunResult, versions: list[int]) -> dict[str, dict[int, list[Fi
     return rows
 
 
-def console_summary(result: RunResult, *, colour: bool | None = None, verbose: bool = False) -> str:
+#: ``--show``: what the table lists (the Failures section and the counts come either way).
+SHOW = ("failures", "all")
+LEGEND = ("legend: a cell is the rule's worst outcome in that version, then its counts;\n"
+          "        n/a: not exercised by the traffic (N/A: nothing in that version did); "
+          "-: does not apply")
+
+
+def _failing(findings: list[Finding]) -> bool:
+    return any(f.outcome in (Outcome.FAIL, Outcome.WARN) for f in findings)
+
+
+def _value(value: object) -> str:
+    import json
+
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                          default=str)
+    return safe(text, 160)
+
+
+def _failures(result: RunResult, rows: dict[str, dict[int, list[Finding]]],
+              colour: bool) -> list[str]:
+    """One block per rule that failed or warned: the rule once with its fault count and the
+    cases it was seen in, then its first fault's expected, actual, entries and transcript."""
+    transcripts = {c.case: c.transcript_path for c in result.cases}
+    lines: list[str] = []
+    for req in sorted(rows, key=lambda r: (-max(SEVERITY[f.outcome] for fs in rows[r].values()
+                                                 for f in fs), r)):
+        bad = [f for fs in rows[req].values() for f in fs
+               if f.outcome in (Outcome.FAIL, Outcome.WARN)]
+        if not bad:
+            continue
+        top = max(SEVERITY[f.outcome] for f in bad)
+        bad = [f for f in bad if SEVERITY[f.outcome] == top]
+        first = bad[0]
+        faults = sum(f.faults for f in bad)
+        cases = list(dict.fromkeys(f.case for f in bad if f.case))
+        seen = (f", seen in {len(cases)} case{'s' if len(cases) != 1 else ''}"
+                f" ({', '.join(cases[:3])}{', ...' if len(cases) > 3 else ''})" if cases else "")
+        title = f"{req}: {first.outcome.value.upper()}, {faults} fault{'s' if faults != 1 else ''}"
+        lines.append(_colour(colour, first.outcome, title) + seen)
+        lines.append(f"    {safe(first.shown_message)}")
+        if first.expected is not None:
+            lines.append(f"    expected:   {_value(first.expected)}")
+        if first.actual is not None:
+            lines.append(f"    actual:     {_value(first.actual)}")
+        if first.entries:
+            lines.append("    entries:    " + ", ".join(f"#{e}" for e in first.entries[:8])
+                         + (f" of {first.case}" if first.case else ""))
+        if transcripts.get(first.case):
+            lines.append(f"    transcript: {safe(transcripts[first.case])}")
+    return lines
+
+
+def console_summary(result: RunResult, *, colour: bool | None = None, verbose: bool = False,
+                    show: str = "all") -> str:
+    """The console text of a run. ``show="failures"`` (the command line's default) lists
+    only the rules that failed or warned; ``"all"`` every rule. Either way the rules that
+    failed or warned get a block in the Failures section at the end, before the counts."""
     colour = bool(colour) and not os.environ.get("NO_COLOR")
     unsupported = unsupported_versions(result)
     lines = _header(result, unsupported)
@@ -116,32 +174,67 @@ def console_summary(result: RunResult, *, colour: bool | None = None, verbose: b
     versions = [p for p in sorted(set(result.protocols) | ran)
                 if p not in unsupported and (p in ran or not ran)]
     rows = _rows(result, versions)
+    listed = sorted(r for r in rows if show == "all" or verbose
+                    or _failing([f for fs in rows[r].values() for f in fs]))
     cells = {req: {p: _cell(per[p]) for p in versions} for req, per in rows.items()}
-    width = max((len(r) for r in rows), default=len("requirement"))
-    widths = {p: max([len(f"v{p}")] + [len(cells[r][p][1]) for r in rows]) for p in versions}
+    width = max((len(r) for r in listed), default=len("requirement"))
+    widths = {p: max([len(f"v{p}")] + [len(cells[r][p][1]) for r in listed]) for p in versions}
     lines.append("")
-    if rows:
+    if listed:
         lines.append(("requirement".ljust(width) + "  "
                       + "  ".join(f"v{p}".ljust(widths[p]) for p in versions)).rstrip())
-    for req in sorted(rows):
+    for req in listed:
         shown = []
         for p in versions:
             top, text = cells[req][p]
             pad = " " * (widths[p] - len(text))
             shown.append((text if top is None else _colour(colour, top, text)) + pad)
         lines.append(f"{req:<{width}}  {'  '.join(shown)}".rstrip())
+        if verbose:  # every version's column explained by its worst finding
+            for p in versions:
+                if rows[req][p]:
+                    f = max(rows[req][p], key=lambda f: SEVERITY[f.outcome])
+                    lines.append(f"    v{p}: {safe(f.shown_message)}{_where(f)}")
+            continue
         top_finding = max((f for fs in rows[req].values() for f in fs),
                           key=lambda f: SEVERITY[f.outcome])
-        if top_finding.outcome in (Outcome.FAIL, Outcome.WARN) or verbose:
+        if top_finding.outcome in (Outcome.FAIL, Outcome.WARN) and show == "all":
             lines.append(f"    {safe(top_finding.shown_message)}{_where(top_finding)}")
+    hidden = len(rows) - len(listed)
+    if hidden:
+        lines.append(f"({'no rule failed or warned; ' if not listed else ''}"
+                     f"{hidden} rule{'s' if hidden != 1 else ''} passed or were info or "
+                     "not applicable: --show all lists them)")
+    failures = _failures(result, rows, colour)
+    if failures:
+        lines += ["", "Failures", *failures]
+    if listed:
+        lines += ["", LEGEND]
     lines.append("")
     for i, p in enumerate(versions):  # counts of what the column shows
         counts = {o: 0 for o in Outcome}
         for f in (f for per in rows.values() for f in per[p]):
             counts[f.outcome] += f.faults
         lead = "summary:" if i == 0 else ""
-        lines.append(f"{lead:<8} v{p} " + ", ".join(f"{n} {o.value}" for o, n in counts.items()))
+        if p in result.unfinished:  # nothing ran to its end: no pass to count
+            lines.append(f"{lead:<8} v{p} not tested: {safe(result.unfinished[p])}")
+            continue
+        gated = _not_applicable(result, p)
+        if gated:  # e.g. a v2 agent without capabilities.session: one line, no counts
+            lines.append(f"{lead:<8} v{p} not applicable: {safe(gated)}")
+            continue
+        lines.append(f"{lead:<8} v{p} " + ", ".join(f"{n} {prose(o)}" for o, n in counts.items()))
     if not versions:
         lines.append("summary: no protocol version was tested")
     lines.append("verdict: " + ("FAIL" if result.failed else "PASS"))
     return "\n".join(lines)
+
+
+def _not_applicable(result: RunResult, protocol: int) -> str:
+    """Why no case of ``protocol`` applies, when every one of them ended for one missing
+    capability with one note (the target advertised none of what they test); else ""."""
+    cases = [c for c in result.cases if c.protocol == protocol]
+    notes = {c.note for c in cases}
+    if cases and len(notes) == 1 and all(c.reason is Reason.NO_CAPABILITY for c in cases):
+        return notes.pop()
+    return ""

@@ -25,16 +25,19 @@ from typing import Any
 
 from conformance.report.catalogue import (
     NOT_ATTRIBUTABLE,
+    REASON_TEXT,
     RequirementVerdict,
     Statement,
     TraceRow,
+    failing_first,
+    reason_tally,
     requirement_verdicts,
     source_commit,
     statement,
     tally,
     unattributable,
 )
-from conformance.report.html_escape import esc, esc_block
+from conformance.report.html_escape import anchor, esc, esc_block
 from conformance.report.html_wire import transcript_table
 from conformance.report.text import safe
 from conformance.results import CaseResult, Finding, Outcome, RunResult
@@ -90,9 +93,14 @@ def _statement(st: Statement, verdict: str) -> str:
         ("Protocol", esc(", ".join(f"v{p}" for p in st.protocols))),
         ("Profile", esc(st.profile) + (" (strict: SHOULD breaches fail)" if st.strict else "")),
         ("Tool", esc(st.tool)),
+        ("Catalogue", f"<code>{esc(st.graded_against.get('catalogue', ''))}</code>"),
+        ("Spec source", esc(st.graded_against.get("spec_source", ""))
+         + (f" (schemas {esc(st.graded_against['schema_versions'])})"
+            if st.graded_against.get("schema_versions") else "")),
         ("Date", esc(st.date or "not recorded")),
         ("MUST", _badge(Outcome.PASS if st.must_passed else Outcome.FAIL,
                         "pass" if st.must_passed else "fail") + " " + esc(st.summary(st.must))),
+        *((f"MUST exercised, v{p}", esc(st.exercised_line(p), 600)) for p in st.protocols),
         ("SHOULD", esc(st.summary(st.should))),
     ]
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
@@ -124,6 +132,8 @@ def _requirements(rows: Sequence[RequirementVerdict], case_index: dict[str, int]
             f"<td>{_badge(v.outcome, v.shown if v.shown == NOT_ATTRIBUTABLE else None)}</td>"
             f"<td>{html.escape(tally(v.counts))}</td>"
             f"<td>{html.escape(v.meta.title)}<div class=\"sources\">{sources}</div>"
+            + (f"<div class=\"tck\">official TCK: {html.escape(', '.join(v.meta.tck))}</div>"
+               if v.meta.tck else "")
             + (f"<details><summary>{len(v.rules)} sub-rule(s)</summary><ul>{sub}</ul></details>"
                if v.rules else "")
             + "</td></tr>")
@@ -139,8 +149,10 @@ def _finding_list(findings: Iterable[Finding], case_index: dict[str, int],
     items = []
     for j, f in enumerate(findings):
         ci = case_index.get(f.case)
-        where = (f'<a href="#case-{ci}">{esc(f.case)}</a>' if ci is not None else esc(f.case))
-        entries = " ".join(f'<a href="#case-{ci}-e{e}">#{e}</a>' if ci is not None else f"#{e}"
+        where = (f'<a href="#{anchor(f.case)}">{esc(f.case)}</a>' if ci is not None
+                 else esc(f.case))
+        entries = " ".join(f'<a href="#{anchor(f.case)}-e{e}">#{e}</a>' if ci is not None
+                           else f"#{e}"
                            for e in f.entries)
         ev = []
         if f.expected is not None:
@@ -149,9 +161,9 @@ def _finding_list(findings: Iterable[Finding], case_index: dict[str, int],
             ev.append(f"<dt>actual</dt><dd><code>{_json_value(f.actual)}</code></dd>")
         if entries:
             ev.append(f"<dt>entries</dt><dd>{entries}</dd>")
-        anchor = f' id="{anchors[j]}"' if anchors and j in anchors else ""
+        own_id = f' id="{anchors[j]}"' if anchors and j in anchors else ""
         label = NOT_ATTRIBUTABLE if unattributable(f) else None
-        items.append(f"<li{anchor}>{_badge(f.outcome, label)} <code>{html.escape(f.requirement)}</code> "
+        items.append(f"<li{own_id}>{_badge(f.outcome, label)} <code>{html.escape(f.requirement)}</code> "
                      f"in {where}: {esc(f.shown_message, 1000)}"
                      + (f'<dl class="ev">{"".join(ev)}</dl>' if ev else "") + "</li>")
     return f'<ul class="findings">{"".join(items)}</ul>'
@@ -163,17 +175,19 @@ def _cases(result: RunResult, loader: TranscriptLoader) -> str:
         outcome = c.outcome
         is_open = " open" if outcome in (Outcome.FAIL, Outcome.WARN) else ""
         graded = [f for f in c.findings if f.outcome in (Outcome.FAIL, Outcome.WARN, Outcome.INFO)]
-        anchors = {j: f"case-{ci}-f{j}" for j in range(len(graded))}
+        anchors = {j: f"{anchor(c.case)}-f{j}" for j in range(len(graded))}
         finding_anchor = {id(f): anchors[j] for j, f in enumerate(graded)}
         entries, why = loader(c)
         out.append(
-            f'<details id="case-{ci}" class="case"{is_open}><summary>{_badge(outcome)} '
+            f'<details id="{anchor(c.case)}" class="case"{is_open}><summary>{_badge(outcome)} '
             f"<code>{esc(c.case)}</code> {esc(c.description)}</summary>"
             f'<p class="muted">protocol v{c.protocol}; requirements '
             f"{html.escape(', '.join(c.requirements))}"
             + (f"; transcript <code>{esc(c.transcript_path)}</code>" if c.transcript_path else "")
             + "</p>"
-            + (f'<p class="note">{esc(c.note)}</p>' if c.note else "")
+            + ('<p class="note">'
+               + (f"<code>{html.escape(c.reason.value)}</code> " if c.reason else "")
+               + f"{esc(c.note)}</p>" if c.note else "")
             + (_finding_list(graded, {c.case: ci}, anchors) if graded
                else '<p class="muted">no fail, warn or info finding</p>')
             + (f"<h4>Target stderr (tail)</h4><pre>{esc_block(c.stderr_tail)}</pre>"
@@ -183,6 +197,19 @@ def _cases(result: RunResult, loader: TranscriptLoader) -> str:
             + "</details>")
     out.append("</section>")
     return "".join(out)
+
+
+def _reasons(result: RunResult) -> str:
+    """The not_applicable rows by reason code: what was not graded, and why."""
+    tally = reason_tally(result)
+    if not tally:
+        return ""
+    rows = "".join(f"<tr><td><code>{html.escape(r.value)}</code></td><td>{n}</td>"
+                   f"<td>{html.escape(REASON_TEXT[r])}</td><td>{esc(first, 300)}</td></tr>"
+                   for r, n, first in tally)
+    return ('<section id="reasons"><h2>Not graded, by reason</h2><table class="grid"><thead>'
+            "<tr><th>Reason</th><th>Rows</th><th>Meaning</th><th>First row says</th></tr>"
+            f"</thead><tbody>{rows}</tbody></table></section>")
 
 
 def _baseline(verdict: Any) -> str:
@@ -238,7 +265,8 @@ def to_html(result: RunResult, *, baseline: Any = None, trace: Sequence[TraceRow
     ]
     if baseline is not None:
         parts.append(_baseline(baseline))
-    parts.append(_requirements(requirement_verdicts(result), case_index))
+    parts.append(_requirements(failing_first(requirement_verdicts(result)), case_index))
+    parts.append(_reasons(result))
     parts.append(_cases(result, loader))
     if trace is not None:
         parts.append(_traceability(trace))

@@ -26,3 +26,10 @@ def esc_block(text: str, limit: int = 8000) -> str:
     if len(text) > limit:
         text = f"[... {len(text) - limit} chars before]\n" + text[-limit:]
     return "\n".join(esc(line, limit) for line in text.split("\n"))
+
+
+def anchor(case: str) -> str:
+    """The stable anchor of a case (``ids-across-turns@v1``; its transcript's line 14 is
+    ``#ids-across-turns@v1-e14``): the same in every run, whatever else the report holds.
+    Characters outside ``[A-Za-z0-9@._:-]`` become ``_``."""
+    return re.sub(r"[^A-Za-z0-9@._:-]", "_", case) or "_"

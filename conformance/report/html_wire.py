@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.report.html_escape import esc
+from conformance.report.html_escape import anchor, esc
 from conformance.results import SEVERITY, CaseResult, Finding, Outcome
 from conformance.transcript import Entry
 
@@ -140,7 +140,7 @@ def transcript_table(ci: int, case: CaseResult, entries: list[Entry] | None, why
         tags = " ".join(
             f'<a class="tag {f.outcome.value}" href="#{finding_anchor.get(id(f), "")}">'
             f"{html.escape(f.requirement)}</a>" for f in first.values())
-        out.append(f'<tr id="case-{ci}-e{e.seq}" class="{" ".join(classes)}">'
+        out.append(f'<tr id="{anchor(case.case)}-e{e.seq}" class="{" ".join(classes)}">'
                    f"<td>{e.seq}</td><td>{e.conn}</td><td>{_direction(e)}</td>"
                    f"<td>{esc(row.kind, 80)}</td><td>{chip}</td>"
                    f"<td class=\"raw\">{_raw_cell(e, colour)}</td><td>{tags}</td></tr>")

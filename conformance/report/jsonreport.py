@@ -6,22 +6,36 @@
      "profile": str, "strict": bool,
      "results": [{"case", "requirement", "outcome", "message",
                   "evidence": {"entries": [int], "expected"?, "actual"?},
-                  "occurrences"?: n, "faults"?: n}],
+                  "reason"?: code, "occurrences"?: n, "faults"?: n}],
      "cases": [{"case", "description", "protocol", "requirements", "outcome",
-                "note", "transcript", "stderr_tail"}],
+                "note", "reason"?: code, "cut"?: str, "transcript", "stderr_tail"}],
      "summary": {"pass": n, "fail": n, "warn": n, "info": n, "not_applicable": n,
                  "verdict": "pass"|"fail"},
-     "date"?: "YYYY-MM-DD", "cut"?: str}
+     "graded_against": {"catalogue", "spec_source", "schema_versions", "suite"},
+     "tck"?: {"MID-A-02": ["ACP-PATCH-203"], ...},
+     "date"?: "YYYY-MM-DD", "cut"?: str, "unfinished"?: {"1": str}}
+
+``reason`` (on a not_applicable row, and on a case that was not graded or was cut)
+is a code from a fixed vocabulary (``conformance.results.Reason``: not_testable,
+not_run, not_attributable, version_unsupported, allowed_by_profile, no_capability,
+excluded_by_case, cut); read it, never the message's wording.
 
 A result row is one fault: ``occurrences`` (when more than 1) says how often the
 transcript showed it, and ``evidence.entries`` holds the first few of them. A row
 that counts the faults of a rule past the few listed in full says how many in
-``faults``. Summary counts are faults.
+``faults``. Summary counts are faults. ``tck`` maps each requirement the results
+name to the official ACP Test Compatibility Kit's requirement IDs for the same
+requirement, where it has one (as the Markdown and HTML reports and ``list
+--traceability`` show them); it maps requirements, not sub-rules, as the
+register does.
 
 No wall-clock times appear in it: the optional top-level ``date`` (the day of
 the run, for the certification statement) is the only date, and it is outside
 ``results``, so two runs of the same target compare equal apart from it.
-``cut`` says why a run ended before its plan (``--deadline``).
+``graded_against`` names the register's revision (``catalogue``), the profile's
+spec source and schema versions, and the suite's version, so two reports can be
+compared. ``cut`` says why a run ended before its plan (``--deadline``); ``unfinished`` names
+each version in which cases were played but none ran to its end (the run fails).
 ``from_json`` reads the file back into a RunResult, so every other report can
 be rebuilt from it (``acp-conformance report --from FILE``).
 """
@@ -33,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from conformance import TOOL_NAME
-from conformance.results import CaseResult, Finding, Outcome, RunResult
+from conformance.report.catalogue import graded_against, requirements
+from conformance.results import CaseResult, Finding, Outcome, Reason, RunResult
 from conformance.transcript import write_atomic
 
 FORMAT = "acp-conformance-report"
@@ -46,26 +61,58 @@ class ReportFormatError(Exception):
 def to_json(result: RunResult) -> dict[str, Any]:
     summary: dict[str, Any] = dict(result.counts())
     summary["verdict"] = "fail" if result.failed else "pass"
+    findings = result.all_findings()
     out = {
         "format": FORMAT, "version": 1,
         "tool": {"name": TOOL_NAME, "version": result.tool_version},
         "role": result.role, "target": result.target, "target_info": result.target_info,
         "protocols": result.protocols, "profile": result.profile, "strict": result.strict,
-        "results": [f.to_json() for f in result.all_findings()],
+        "results": [f.to_json() for f in findings],
         "cases": [case_to_json(c) for c in result.cases],
         "summary": summary,
+        "graded_against": graded_against(result),
     }
+    tck = tck_ids(findings)
+    if tck:
+        out["tck"] = tck
     if result.date:
         out["date"] = result.date
     if result.cut:
         out["cut"] = result.cut
+    if result.unfinished:
+        out["unfinished"] = {str(p): why for p, why in sorted(result.unfinished.items())}
     return out
 
 
+def tck_ids(findings: list[Finding]) -> dict[str, list[str]]:
+    """The official TCK's IDs for each requirement the findings name, in catalogue order."""
+    named = {f.base_requirement for f in findings}
+    return {rid: list(meta.tck) for rid, meta in requirements().items()
+            if rid in named and meta.tck}
+
+
 def case_to_json(c: CaseResult) -> dict[str, Any]:
-    return {"case": c.case, "description": c.description, "protocol": c.protocol,
-            "requirements": c.requirements, "outcome": c.outcome.value, "note": c.note,
-            "transcript": c.transcript_path, "stderr_tail": c.stderr_tail}
+    out: dict[str, Any] = {"case": c.case, "description": c.description, "protocol": c.protocol,
+                           "requirements": c.requirements, "outcome": c.outcome.value,
+                           "note": c.note}
+    if c.reason is not None:
+        out["reason"] = c.reason.value
+    if c.cut:
+        out["cut"] = c.cut
+    if c.aborted:
+        out["aborted"] = True
+    out.update({"transcript": c.transcript_path, "stderr_tail": c.stderr_tail})
+    return out
+
+
+def _reason(value: Any) -> Reason | None:
+    """A reason code read back; one this version does not know reads as not_testable."""
+    if not value:
+        return None
+    try:
+        return Reason(value)
+    except ValueError:
+        return Reason.NOT_TESTABLE
 
 
 def case_from_json(d: dict[str, Any], results: list[dict[str, Any]]) -> CaseResult:
@@ -73,13 +120,16 @@ def case_from_json(d: dict[str, Any], results: list[dict[str, Any]]) -> CaseResu
     cr = CaseResult(str(d["case"]), str(d.get("description", "")),
                     [str(r) for r in d.get("requirements", [])], int(d.get("protocol", 1)),
                     transcript_path=d.get("transcript"), stderr_tail=str(d.get("stderr_tail") or ""),
-                    note=str(d.get("note") or ""))
+                    note=str(d.get("note") or ""), reason=_reason(d.get("reason")),
+                    cut=str(d.get("cut") or ""), aborted=d.get("aborted") is True)
     for r in results:
         ev = r.get("evidence") or {}
         cr.findings.append(Finding(str(r["requirement"]), Outcome(r["outcome"]), str(r["message"]),
                                    ev.get("expected"), ev.get("actual"),
                                    tuple(int(e) for e in ev.get("entries", [])), cr.case,
-                                   int(r.get("occurrences", 1)), int(r.get("faults", 1))))
+                                   int(r.get("occurrences", 1)), int(r.get("faults", 1)),
+                                   _reason(r.get("reason")),
+                                   tuple(str(x) for x in r.get("consequences") or ())))
     return cr
 
 
@@ -96,7 +146,11 @@ def from_json(data: Any, name: str = "report") -> RunResult:
         result = RunResult(str(data["tool"]["version"]), str(data["target"]), str(data["role"]),
                            [int(p) for p in data["protocols"]], str(data["profile"]),
                            bool(data["strict"]), target_info=dict(data.get("target_info") or {}),
-                           date=data.get("date"), cut=str(data.get("cut") or ""))
+                           date=data.get("date"), cut=str(data.get("cut") or ""),
+                           unfinished={int(p): str(w) for p, w in
+                                       (data.get("unfinished") or {}).items()},
+                           catalogue=str((data.get("graded_against") or {}).get("catalogue")
+                                         or ""))
         result.cases = [case_from_json(c, by_case.get(str(c["case"]), [])) for c in data["cases"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise ReportFormatError(f"{name}: malformed report ({type(exc).__name__}: {exc})") from None

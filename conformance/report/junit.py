@@ -18,6 +18,9 @@ def to_xml(result: RunResult) -> str:
         by_case[f.case].append(f)
     for c in result.cases:
         suite = ET.SubElement(suites, "testsuite", name=xml_safe(c.case))
+        if c.reason is not None:  # why the case was not graded, or was cut
+            props = ET.SubElement(suite, "properties")
+            ET.SubElement(props, "property", name="reason", value=c.reason.value)
         rows: dict[str, list[Finding]] = defaultdict(list)
         for f in by_case.get(c.case, []):
             rows[f.requirement].append(f)
@@ -35,6 +38,9 @@ def to_xml(result: RunResult) -> str:
                 el.text = xml_safe(text)
             elif worst.outcome is Outcome.NOT_APPLICABLE:
                 skipped += 1
+                if worst.reason is not None:  # the code, for a consumer that must not parse
+                    props = ET.SubElement(tc, "properties")
+                    ET.SubElement(props, "property", name="reason", value=worst.reason.value)
                 ET.SubElement(tc, "skipped", message=xml_safe(worst.message, 500))
             elif worst.outcome in (Outcome.WARN, Outcome.INFO):
                 out = ET.SubElement(tc, "system-out")

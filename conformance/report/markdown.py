@@ -19,9 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from conformance.report.catalogue import (
+    REASON_TEXT,
     RequirementVerdict,
     Statement,
     TraceRow,
+    failing_first,
+    prose,
+    reason_tally,
     requirement_verdicts,
     source_commit,
     statement,
@@ -43,12 +47,13 @@ def md(value: Any, limit: int = 200) -> str:
 
 def _rows(rows: Sequence[RequirementVerdict]) -> list[str]:
     out = ["| Requirement | Level | Result | Findings | Title |", "|---|---|---|---|---|"]
-    for v in rows:
+    for v in failing_first(rows):
         result = v.shown.upper() if v.outcome in (Outcome.FAIL, Outcome.WARN) else v.shown
-        tally = ", ".join(f"{n} {o.value}" for o, n in sorted(
+        tally = ", ".join(f"{n} {prose(o)}" for o, n in sorted(
             v.counts.items(), key=lambda kv: -SEVERITY[kv[0]]))
+        tck = f" (official TCK: {md(', '.join(v.meta.tck))})" if v.meta.tck else ""
         out.append(f"| `{v.meta.id}` | {v.meta.level} | {result} | {tally or '-'} | "
-                   f"{md(v.meta.title)} |")
+                   f"{md(v.meta.title)}{tck} |")
     return out
 
 
@@ -67,7 +72,13 @@ def certification_statement(st: Statement) -> str:
         f"| Protocol | {', '.join(f'v{p}' for p in st.protocols)} |",
         f"| Profile | {md(st.profile)}{' (strict: SHOULD breaches fail)' if st.strict else ''} |",
         f"| Tool | {md(st.tool)} |",
+        f"| Catalogue | {md(st.graded_against.get('catalogue'))} |",
+        f"| Spec source | {md(st.graded_against.get('spec_source'), 300)}"
+        + (f" (schemas {md(st.graded_against['schema_versions'])})"
+           if st.graded_against.get("schema_versions") else "") + " |",
         f"| MUST requirements | **{'PASS' if st.must_passed else 'FAIL'}**: {must} |",
+        *(f"| MUST requirements exercised, v{p} | {md(st.exercised_line(p), 600)} |"
+          for p in st.protocols),
         f"| SHOULD requirements | {st.summary(st.should)} |",
         f"| Date | {md(st.date) if st.date else 'not recorded'} |",
         "",
@@ -138,6 +149,12 @@ def to_markdown(result: RunResult, *, baseline: Any = None,
              + f" findings in {len(result.cases)} case(s).", "",
              certification_statement(st), "", "## Fail and warn findings", "",
              *_findings(result)]
+    tally = reason_tally(result)
+    if tally:
+        lines += ["", "## Not graded, by reason", "",
+                  "| Reason | Rows | Meaning | First row says |", "|---|---|---|---|"]
+        lines += [f"| `{r.value}` | {n} | {REASON_TEXT[r]} | {md(first, 150)} |"
+                  for r, n, first in tally]
     if baseline is not None:
         lines += ["", "## Expected-failures baseline", ""]
         lines += [f"- {md(line, 300)}" for line in baseline.lines()]

@@ -38,6 +38,27 @@ DEFAULT_GRACE = 2.0  # seconds to exit after stdin closes, and again after SIGTE
 _LIVE: set[TargetProcess] = set()  # started and not yet closed (see close_all)
 
 
+def signal_group(pgid: int, sig: int) -> None:
+    """Signal a process group that may already have gone (then there is nothing to do)."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def end_group(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
+    """End the group of a process started with ``start_new_session``: SIGTERM, then
+    SIGKILL after ``grace`` seconds. A command that ended by itself may have taken its
+    whole group with it, and its leader may already be reaped: that is not an error."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        signal_group(proc.pid, sig)
+        try:
+            proc.wait(grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def close_all(grace: float) -> None:
     """End every target not yet closed: the safety net of an interrupted run."""
     for target in list(_LIVE):
@@ -271,10 +292,7 @@ class TargetProcess(Reading):
         return self.exit_info
 
     def _signal_group(self, sig: int) -> None:
-        try:
-            os.killpg(self.pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+        signal_group(self.pgid, sig)
 
     def wait_exit(self, timeout: float) -> int | None:
         """The exit status once the process has ended, or None after ``timeout`` seconds.

@@ -225,7 +225,9 @@ class Reading:
         self._readers[1].join(timeout)
 
     def stderr_text(self) -> str:
-        tail = b"".join(self.stderr_tail)[-STDERR_TAIL:]
+        """The tail of the target's stderr, masked as the transcript masks (before the cut,
+        so a cut never leaves part of a value)."""
+        tail = self.transcript.masker.bytes(b"".join(self.stderr_tail))[-STDERR_TAIL:]
         return tail.decode("utf-8", errors="replace")
 
     def _watch_exit(self) -> None:

@@ -109,6 +109,7 @@ class ReferenceClient:
         local = Message("user", None, [{"type": "text", "text": text}])
         self._local_prompt = local
         self._add(local)
+        self._previous = None  # a new turn: an ID-less message never spans turns
         self.turn_open, self._accepted, self._idle = True, False, False
         self._prompt_id = self._request("session/prompt", self.prompt_params(text))
 

@@ -1,0 +1,318 @@
+"""The proxy runner: cases x protocol versions -> the driver in front of the proxy, the
+recording shim and the agent (the double, or ``--agent``) behind it -> two transcripts
+-> :func:`conformance.checks.proxy.grade_proxy` -> results.
+
+Without ``--agent`` the proxy cases run (``role: proxy``): the agent double plays each
+``{play: TURN}`` of the case's stream while the driver sends that turn's prompt; a
+``{reload: ...}`` step loads (v1) or resumes with replay (v2) and the double replays
+what was played. With ``--agent`` the agent cases run through the proxy (their own
+drive steps), and the real agent's side is also graded with the agent checkers: those
+findings are the agent's, reported apart (:attr:`ProxyResults.agent`), never the proxy's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from conformance import __version__
+from conformance.cases import Case
+from conformance.checks import Options, all_rules
+from conformance.checks.proxy import REQUIREMENTS
+from conformance.client.script import TurnScript, build_reload, build_turn, check_case, new_ids
+from conformance.driver import ClientDriver, Cutoff
+from conformance.fuzz.player import StepDriver
+from conformance.lifecycle import (
+    Ending,
+    case_scope,
+    drive_case,
+    ended,
+    grade_recorded,
+    new_transcript,
+    safe_name,
+    save,
+)
+from conformance.proxy.grading import ROLE, grade_proxy_recorded, proxy_scope
+from conformance.proxy.sides import agent_side
+from conformance.results import CaseResult, RunResult
+from conformance.runner import (
+    RunInterrupted,
+    Shortcut,
+    perform,
+    play_steps,
+    run_plan,
+    stop_driver,
+)
+from conformance.transcript import Transcript
+
+
+class ProxySetupError(Exception):
+    """The proxy command or options cannot be used (exit 2)."""
+
+
+@dataclass
+class ProxyRun:
+    proxy: str  # the proxy command template, with {agent}
+    protocols: Sequence[int]
+    options: Options
+    agent: Sequence[str] | None = None  # a real agent behind the proxy; None: the double
+    adapts: bool = False  # a declared v2-to-v1 adapter: v2 behind it, v1 in front
+    timeout: float = 10.0
+    strict: bool = False
+    transcripts: Path | None = None
+    schema_dir: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    progress: Callable[[int, int, str], None] | None = None
+    turn_timeout: float | None = None
+    handle_signals: bool = False
+    jobs: int = 1
+    deadline: float | None = None
+    keep_going: bool = False
+    model: Any = None  # a running ModelServer (--model-server) for the agent behind, or None
+    model_script: Path | None = None
+    masker: Any = None  # masks secrets where the transcripts record them (None: off)
+
+
+@dataclass
+class ProxyResults:
+    """A proxy run: the proxy's results, and (with ``--agent``) the real agent's own."""
+
+    proxy: RunResult
+    agent: RunResult | None = None
+
+
+def proxy_template(command: str) -> list[str]:
+    from conformance.client.runner import agent_template
+    from conformance.transport import split_command
+
+    words = agent_template(command, "--proxy", "my-bridge --upstream {agent}", ProxySetupError)
+    split_command([words[0]])  # a missing executable is a usage error, not a finding
+    return words
+
+
+def proxy_plan(run: ProxyRun, cases: Sequence[Case]) -> list[tuple[int, Case]]:
+    role = "agent" if run.agent else "proxy"
+    protocols = [p for p in run.protocols if p >= 2] if run.adapts else run.protocols
+    return [(p, c) for p in protocols for c in cases
+            if c.role == role and c.applies_to(p, run.options.profile.name)]
+
+
+def run_proxy_suite(run: ProxyRun, cases: Sequence[Case], target_label: str) -> ProxyResults:
+    proxy_template(run.proxy)
+    profile = run.options.profile.name
+    out = ProxyResults(RunResult(__version__, target_label, "proxy", list(run.protocols),
+                                 profile, run.strict))
+    if run.agent:
+        out.agent = RunResult(__version__, " ".join(run.agent), "agent", list(run.protocols),
+                              profile, run.strict)
+    plan = proxy_plan(run, cases)
+    for _, case in plan:
+        if case.role == "proxy":
+            check_case(case)
+    agent_cases: dict[str, CaseResult] = {}
+
+    def play(protocol: int, case: Case, signals: Any, cutoff: Cutoff) -> CaseResult:
+        proxy_cr, agent_cr = run_proxy_case(run, case, protocol, signals=signals, cutoff=cutoff)
+        if agent_cr is not None:
+            agent_cases[proxy_cr.case] = agent_cr
+        return proxy_cr
+
+    signum = run_plan(out.proxy, plan, play, handle_signals=run.handle_signals,
+                      progress=run.progress, jobs=run.jobs, deadline=run.deadline,
+                      shortcut=Shortcut(run.keep_going))
+    if out.agent is not None:  # in the proxy's plan order, each beside its proxy case
+        out.agent.cases = [agent_cases[c.case] for c in out.proxy.cases if c.case in agent_cases]
+        out.agent.cut = out.proxy.cut
+        out.agent.target_info = next((dict(c.target_info) for c in out.agent.cases
+                                      if c.target_info.get("name")), {})
+    out.proxy.target_info = {}  # a proxy names no info of its own: initialize is the agent's
+    if signum:
+        raise RunInterrupted(out.proxy, signum)
+    return out
+
+
+def _script_command(directory: str, name: str, argv: Sequence[str]) -> str:
+    """A one-word command (what ``{agent}`` becomes): a script that runs ``argv``."""
+    path = os.path.join(directory, name)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in argv) + ' "$@"\n')
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def _python(module: str) -> list[str]:
+    import conformance
+
+    root = str(Path(conformance.__file__).resolve().parent.parent)
+    return [sys.executable, "-c", (f"import sys; sys.path.insert(0, {root!r}); "
+            f"from {module} import main; sys.exit(main())")]
+
+
+def double_script(case: Case, protocol: int) -> tuple[list[TurnScript], bool]:
+    """The turns the double plays, in the order the case's steps ask for them, and
+    whether it must answer load/resume."""
+    ids, played, script = new_ids(), [], []
+    reloads = False
+    for step in case.drive:
+        if isinstance(step, dict) and "play" in step:
+            turn = build_turn(case, step["play"], protocol, ids, controls=False)
+            script.append(turn)
+            played.append(turn)
+        elif isinstance(step, dict) and "reload" in step:
+            reloads = True  # the next prompt plays the next turn, not a turn after the load
+            script.append(replace(build_reload(step["reload"], played, protocol), actions=()))
+    return script, reloads
+
+
+def _perform_proxy_step(driver: ClientDriver, step: Any, turns: dict[str, TurnScript],
+                        protocol: int) -> None:
+    if step == "start":
+        driver.start()
+        driver.new_session()
+    elif isinstance(step, dict) and "play" in step:
+        driver.prompt(turns[step["play"]].prompt, cancel=bool(step.get("cancel", False)))
+    elif isinstance(step, dict) and "reload" in step:
+        if protocol >= 2:
+            driver.resume("start")
+        else:
+            driver.load()
+    else:  # check_case makes this unreachable
+        raise ValueError(f"unknown proxy step {step!r}")
+
+
+class ProxyDrive:
+    """The proxy role's drive (a :class:`conformance.lifecycle.Drive`): the driver plays the
+    client in front of the proxy; behind it, where the command says ``{agent}``, the
+    recording shim starts the agent double playing the case's turns, or ``--agent``."""
+
+    def __init__(self, run: ProxyRun, case: Case, protocol: int, transcript: Transcript,
+                 cutoff: Cutoff | None, tmp: str) -> None:
+        self.run, self.case, self.transcript = run, case, transcript
+        self.name = str(transcript.header["case"])
+        self.log = Path(tmp) / "agent-side.log"
+        self.turns: dict[str, TurnScript] = {}
+        env = dict(run.env)
+        if run.agent:
+            inner = list(run.agent)
+            if run.model is not None:  # the case's own route of the model server
+                from conformance.modelserver.cases import use_case_script
+
+                url = use_case_script(run.model, case, safe_name(self.name), run.model_script,
+                                      transcript.header)
+                inner = [a.replace(run.model.url, url) for a in inner]
+                env = {k: v.replace(run.model.url, url) for k, v in env.items()}
+        else:
+            script, reloads = double_script(case, protocol)
+            self.turns = {t.name: t for t in script}
+            script_path = Path(tmp) / "turns.json"
+            script_path.write_text(json.dumps([t.to_json() for t in script]), "utf-8")
+            inner = _python("conformance.client.double") + [
+                "--protocol", str(protocol), "--script", str(script_path)] + (
+                ["--load-session"] if reloads else []) + (
+                [] if run.options.profile.response_message_id else ["--no-response-message-id"])
+        self.inner = inner
+        agent_cmd = _script_command(tmp, "acp-agent", _python("conformance.proxy.shim") + [
+            "--log", str(self.log), "--"] + inner)
+        argv = [w.replace("{agent}", agent_cmd) for w in proxy_template(run.proxy)]
+        workdir = os.path.join(tmp, "work")
+        os.mkdir(workdir)
+        front = int(transcript.header["protocol"])
+        self.driver = StepDriver(argv, transcript, protocol=front, timeout=run.timeout,
+                                 cwd=workdir, env=env, turn_timeout=run.turn_timeout,
+                                 cutoff=cutoff)
+        # A declared v2-to-v1 adapter passes on what v1 cannot express (MID-V2-10 grades it).
+        self.driver.check_spoken_version = not run.adapts
+        self.stderr = ""
+
+    def play(self) -> None:
+        if self.case.role == ROLE:
+            play_steps(self.driver, self.case.drive, lambda d, s: _perform_proxy_step(
+                d, s, self.turns, d.protocol))
+        else:
+            play_steps(self.driver, self.case.drive, perform)
+
+    def stop(self, hurry: bool) -> None:
+        model = self.run.model if self.run.agent else None  # a model only behind a real agent
+        self.stderr = stop_driver(self.driver, self.transcript, hurry, model, self.name,
+                                  self.run.jobs)
+
+    def conn(self) -> int:
+        return self.driver.conn
+
+    def ended(self, ending: Ending) -> Ending:
+        return ending
+
+
+def run_proxy_case(run: ProxyRun, case: Case, protocol: int, *, signals: Any = None,
+                   cutoff: Cutoff | None = None) -> tuple[CaseResult, CaseResult | None]:
+    """Play one case through the proxy on the one case lifecycle (the ladder of
+    :func:`conformance.lifecycle.drive_case`, the scope and ending in the header); grade
+    both sides; its result, and with ``--agent`` the agent's."""
+    name = f"{case.id}@v{protocol}"
+    front = 1 if run.adapts else protocol  # the version the driver speaks to the proxy
+    scope = proxy_scope(run.options, run.strict, case)
+    transcript = new_transcript(ROLE, front, scope, run.proxy, name, REQUIREMENTS, run.masker)
+    side = {"agent_protocol": protocol, "adapter": run.adapts}
+    transcript.header.update(side, side="client",
+                             agent_side=f"{safe_name(name + AGENT_SIDE)}.jsonl")
+    with tempfile.TemporaryDirectory(prefix="acp-px-") as tmp:
+        drive = ProxyDrive(run, case, protocol, transcript, cutoff, tmp)
+        played: Ending | None = None
+        try:
+            played = drive_case(drive, transcript, signals=signals, deadline=run.deadline)
+        finally:  # also on a bug of ours (re-raised): the evidence of both sides is kept
+            agent_t = agent_side(drive.log, {
+                "role": ROLE, "protocol": protocol, "profile": scope.profile, "case": name,
+                "target": " ".join(drive.inner) if run.agent else "(the suite's agent double)",
+                **side, "side": "agent", "client_side": f"{safe_name(name)}.jsonl"}, run.masker)
+            if played is None:
+                save(run.transcripts, transcript, name)
+                save(run.transcripts, agent_t, name + AGENT_SIDE)
+    ending = played
+    transcript.header["ended"] = ending.to_json()
+    cr = CaseResult(name, case.description, list(REQUIREMENTS), protocol)
+    ended(cr, ending)
+    cr.stderr_tail = drive.stderr
+    cr.findings = [f.with_case(name) for f in grade_proxy_recorded(
+        transcript.header, transcript.entries, agent_t.entries, schema_dir=run.schema_dir)]
+    cr.transcript_path = save(run.transcripts, transcript, name)
+    agent_cr = None
+    if run.agent:  # the real agent's own findings, graded on what it wrote before the proxy
+        agent_scope = case_scope("agent", run.options, run.strict, case)
+        every = agent_scope.rules if agent_scope.rules is not None else tuple(
+            r.id for r in all_rules().values() if r.role == "agent")
+        agent_scope = replace(agent_scope, rules=tuple(
+            r for r in every if not r.startswith("TARGET")))
+        agent_t.header.update(scope=agent_scope.to_json(), ended=ending.to_json(),
+                              requirements=list(case.requirements))
+        agent_cr = CaseResult(name, case.description, list(case.requirements), protocol)
+        ended(agent_cr, ending)
+        agent_cr.target_info = _agent_info(agent_t)
+        agent_cr.findings = [f.with_case(name) for f in grade_recorded(
+            agent_t.header, agent_t.entries, schema_dir=run.schema_dir)]
+    path = save(run.transcripts, agent_t, name + AGENT_SIDE)
+    if agent_cr is not None:
+        agent_cr.transcript_path = path
+    return cr, agent_cr
+
+
+AGENT_SIDE = ".agent-side"  # the agent side's transcript: CASE.agent-side.jsonl
+
+
+def _agent_info(t: Transcript) -> dict[str, Any]:
+    for e in t.entries:
+        m = e.msg
+        if e.src == "agent" and isinstance(m, dict) and isinstance(m.get("result"), dict):
+            info = m["result"].get("agentInfo") or m["result"].get("info")
+            if isinstance(info, dict):
+                return {"name": info.get("name"), "version": info.get("version"),
+                        "protocol": m["result"].get("protocolVersion")}
+    return {}

@@ -1,0 +1,167 @@
+"""``--acp-fuzz``: the fuzz engines as Hypothesis tests, for pytest and for HypoFuzz.
+
+With ``--acp-fuzz`` the plugin collects, instead of the cases, one Hypothesis
+test per role and protocol version (``acp-fuzz::agent_v1``, ...), built by
+:mod:`conformance.fuzz.campaign`. ``pytest --acp-fuzz`` runs each once (the
+effort's number of examples); ``hypothesis fuzz -n N -- --acp-fuzz ...`` runs
+them as a HypoFuzz campaign. The items are plain ``pytest.Function`` items of
+``@given`` functions, which is what HypoFuzz fuzzes.
+
+``--acp-hypothesis-db DIR`` loads a Hypothesis settings profile whose example
+database is that folder, so every worker, every campaign and every machine that
+mounts it share what was found; HypoFuzz requires the tests' database to be the
+default one, which a profile makes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PROFILE = "acp-conformance-fuzz"
+
+
+@dataclass
+class FuzzState:
+    campaign: Any  # conformance.fuzz.campaign.Campaign
+    protocols: tuple[int, ...]
+
+
+FUZZ = pytest.StashKey[FuzzState]()
+
+
+def add_options(g: Any) -> None:
+    g.addoption("--acp-fuzz", action="store_true",
+                help="collect the fuzzer (one Hypothesis test per role and protocol) instead "
+                     "of the cases: pytest runs each once, HypoFuzz runs them as a campaign")
+    g.addoption("--acp-fuzz-effort", choices=["ci", "dev", "deep"], default="ci",
+                help="--acp-fuzz: examples and steps per run under pytest (default ci)")
+    g.addoption("--acp-client-adapter", metavar="MODULE:FACTORY",
+                help="--acp-fuzz: fuzz an in-process client adapter (coverage-guided under "
+                     "HypoFuzz: its code runs in the worker)")
+    g.addoption("--acp-model-server", action="store_true",
+                help="--acp-fuzz with --acp-agent: serve the scripted model APIs and draw what "
+                     "the model says in every run ({model_url} filled in the command and "
+                     "--acp-agent-env values)")
+    g.addoption("--acp-regressions", metavar="DIR",
+                help="--acp-fuzz: save each shrunk failure here, once per fingerprint "
+                     "(default: not saved)")
+    g.addoption("--acp-hypothesis-db", metavar="DIR",
+                help="--acp-fuzz: the Hypothesis example database every worker shares")
+
+
+def configure(config: pytest.Config) -> bool:
+    """Read the fuzz options (True if ``--acp-fuzz`` is on); usage errors at configure time."""
+    opt = config.getoption
+    if not opt("acp_fuzz"):
+        for flag in ("acp_regressions", "acp_hypothesis_db", "acp_client_adapter",
+                     "acp_model_server"):
+            if opt(flag):
+                raise pytest.UsageError(f"acp-conformance: --{flag.replace('_', '-')} needs "
+                                        "--acp-fuzz")
+        return False
+    from conformance.usage import UsageError
+
+    try:
+        config.stash[FUZZ] = _build(config)
+    except (UsageError, ValueError) as exc:
+        raise pytest.UsageError(f"acp-conformance: {exc}") from None
+    return True
+
+
+def _build(config: pytest.Config) -> FuzzState:
+    from conformance.fuzz.campaign import Campaign
+    from conformance.fuzz.settings import get_effort
+    from conformance.pytest_plugin.state import _masker, _options
+
+    opt = config.getoption
+    agent, client, adapter = opt("acp_agent"), opt("acp_client"), opt("acp_client_adapter")
+    if not (agent or client or adapter):
+        raise ValueError("--acp-fuzz needs --acp-agent CMD, --acp-client CMD or "
+                         "--acp-client-adapter MODULE:FACTORY")
+    if agent and (client or adapter):
+        raise ValueError("--acp-agent and --acp-client fuzz different sides: run them "
+                         "separately")
+    if opt("acp_timeout") <= 0:
+        raise ValueError("--acp-timeout must be a positive number of seconds")
+    if opt("acp_model_server") and not agent:
+        raise ValueError("--acp-model-server needs --acp-agent: the model stands behind an agent")
+    env: dict[str, str] = {}
+    for pair in opt("acp_agent_env"):
+        if "=" not in pair:
+            raise ValueError(f"--acp-agent-env {pair!r}: expected KEY=VALUE")
+        key, value = pair.split("=", 1)
+        env[key] = value
+    masker = _masker(env)
+    protocols = (1, 2) if opt("acp_protocol") == "both" else (int(opt("acp_protocol")),)
+    options = _options(opt("acp_profile"))
+    db = _use_database(Path(opt("acp_hypothesis_db"))) if opt("acp_hypothesis_db") else None
+    regressions = Path(opt("acp_regressions")) if opt("acp_regressions") else None
+    campaign = Campaign("agent" if agent else "client", get_effort(opt("acp_fuzz_effort")),
+                        options=options, strict=opt("acp_strict"), regressions=regressions,
+                        database=db)
+    if agent:
+        import atexit
+
+        from conformance.fuzz.agent_machine import AgentFuzzConfig
+        from conformance.fuzz.player import AgentTarget
+        from conformance.modelserver.cases import prepare_run
+        from conformance.transport import TargetCommandError, split_command
+
+        model, command, full_env = prepare_run(agent, env, [], enabled=opt("acp_model_server"),
+                                               script=None, masker=masker)
+        if model is not None:  # lives as long as the campaign's process (HypoFuzz workers)
+            atexit.register(model.stop)
+        try:
+            target = AgentTarget(split_command(str(command)), agent, full_env,
+                                 opt("acp_timeout"), masker)
+        except TargetCommandError as exc:
+            raise ValueError(str(exc)) from None
+        campaign.agent = AgentFuzzConfig(target, protocols=protocols, options=options,
+                                         strict=opt("acp_strict"), model=model)
+    else:
+        from conformance.fuzz.client_fuzz import ClientChoice, client_target
+
+        profile = opt("acp_client_profile")
+        campaign.client = client_target(ClientChoice(
+            client, adapter, Path(profile) if profile else None, env, opt("acp_timeout"),
+            masker))
+    return FuzzState(campaign, protocols)
+
+
+def _use_database(directory: Path) -> Any:
+    """Make DIR the example database of every Hypothesis test of this process."""
+    from hypothesis import settings
+
+    from conformance.fuzz.database import open_directory
+
+    db = open_directory(directory)
+    settings.register_profile(PROFILE, database=db)
+    settings.load_profile(PROFILE)
+    return db
+
+
+class AcpFuzz(pytest.Collector):
+    """The fuzz tests of one target: one per protocol version."""
+
+    def collect(self) -> list[pytest.Item]:
+        from conformance.fuzz.campaign import tests_of
+
+        state = self.config.stash[FUZZ]
+        items: list[pytest.Item] = []
+        for protocol, test in zip(state.protocols, tests_of(state.campaign, state.protocols),
+                                  strict=True):
+            item = pytest.Function.from_parent(self, name=test.__name__, callobj=test)
+            item.add_marker(f"acp_v{protocol}")
+            items.append(item)
+        return items
+
+
+def collect(session: pytest.Session) -> list[pytest.Item]:
+    role = session.config.stash[FUZZ].campaign.role
+    name = f"acp-fuzz-{role}"
+    suite = AcpFuzz.from_parent(session, name=name, nodeid=name)
+    return suite.collect()

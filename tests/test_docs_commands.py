@@ -1,0 +1,135 @@
+"""Every command in the docs runs: each fenced ``sh`` block of README.md and docs/*.md.
+
+A block runs command by command (a line ending in ``\\`` continues on the next) in a
+temporary folder that has the repository's ``fixtures/`` beside it, against the bundled
+targets: the placeholders a reader replaces with their own target are declared once
+below and substituted. A command must exit 0, or 1 where its comment says "exits 1".
+
+Two kinds of line are not run, each declared here: installing the package (the tests
+run where it is installed) and the project's own test command (this is one of its
+tests). A block that cannot run here (it downloads a real agent from npm) is preceded
+by the comment ``<!-- not run by the docs test: why -->``, and the test says so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, cli_env
+
+DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+NOT_RUN_MARK = re.compile(r"<!-- not run by the docs test: (.+?) -->")
+REFERENCE_CLIENT = "python3 -m conformance.client.reference --agent-cmd {agent}"
+REFERENCE_PROFILE = "fixtures/clients/reference.yaml"
+
+#: The placeholders of the docs and the bundled targets they stand for here, longest first.
+PLACEHOLDERS = {
+    "my-editor --headless --agent-cmd {agent}": REFERENCE_CLIENT,
+    "my-editor --agent-cmd {agent}": REFERENCE_CLIENT,
+    "my-cli {agent}": REFERENCE_CLIENT,
+    "my-agent --acp": "python3 -m conformance.reference.agent",
+    "mypkg.testing:make_client": "conformance.client.reference:make_client",
+    "my-editor.yaml": REFERENCE_PROFILE,
+    "p.yaml": REFERENCE_PROFILE,
+}
+#: Files the docs' commands name as the reader's own, made in the folder they run in.
+READER_FILES = {
+    "ci/acp-baseline.yaml": "expected_failures: []\n",
+    "known.yaml": "expected_failures: []\n",
+}
+#: Prefixes that make a fresh environment and install the package: done where tests run.
+INSTALLED = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install . && ",
+    "pip install ",
+)
+OWN_TESTS = "python -m pytest -n 2 -p no:cacheprovider"  # the project's test command
+
+
+def sh_blocks() -> list[tuple[str, str, str | None]]:
+    """(where, block text, why it is not run or None) for every ```sh block."""
+    found = []
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"^```sh\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
+            line = text.count("\n", 0, m.start()) + 1
+            before = text[:m.start()].rstrip().rsplit("\n", 1)[-1]
+            skip = NOT_RUN_MARK.search(before)
+            found.append((f"{path.relative_to(REPO_ROOT)}:{line}", m.group(1),
+                          skip.group(1) if skip else None))
+    return found
+
+
+def commands(block: str) -> list[str]:
+    """The block's commands, continuation lines joined, placeholders substituted."""
+    out: list[str] = []
+    pending = ""
+    for line in block.splitlines():
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        command = (pending + line).strip()
+        pending = ""
+        if not command or command.startswith("#"):
+            continue
+        for old, new in PLACEHOLDERS.items():
+            command = command.replace(old, new)
+        out.append(command)
+    return out
+
+
+def expected_status(command: str) -> int:
+    return 1 if "exits 1" in command.split("#", 1)[-1] and "#" in command else 0
+
+
+BLOCKS = sh_blocks()
+
+
+def test_the_docs_have_sh_blocks() -> None:
+    where = {w.split(":", 1)[0] for w, _, _ in BLOCKS}
+    assert "README.md" in where and len(BLOCKS) >= 8
+
+
+def test_the_readme_starts_with_the_two_fresh_machine_commands() -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    first = readme.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+    assert readme.index("```sh") < 30 and len(first) == 2
+    run, tests = first
+    assert run.startswith(INSTALLED[0]) and run.endswith("acp-conformance demo")
+    assert tests.endswith(f"pip install '.[test]' && {OWN_TESTS}")
+    assert "virtual environment" in " ".join(readme.split("##", 1)[0].split())
+    ci = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert f"\n{OWN_TESTS}\n" in ci and "install --quiet '.[test]'" in ci  # what CI runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where,block,not_run", BLOCKS, ids=[w for w, _, _ in BLOCKS])
+def test_every_sh_block_runs(where: str, block: str, not_run: str | None,
+                             tmp_path: Path) -> None:
+    if not_run:
+        pytest.skip(f"{where}: {not_run}")
+    (tmp_path / "fixtures").symlink_to(REPO_ROOT / "fixtures")
+    for name, text in READER_FILES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    env = cli_env()
+    env.update(PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+               CI="1", GITHUB_STEP_SUMMARY=str(tmp_path / "step-summary.md"),
+               ACP_REFERENCE_STATE_DIR=str(tmp_path / "agent-state"))
+    for command in commands(block):
+        if OWN_TESTS in command:
+            continue  # this test is one of them
+        for prefix in INSTALLED:
+            if command.startswith(prefix):
+                command = command[len(prefix):] if prefix.endswith("&& ") else ""
+        if not command:
+            continue
+        proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, text=True,
+                              capture_output=True, timeout=600, check=False)
+        assert proc.returncode == expected_status(command), (
+            f"{where}: {command}\nexit {proc.returncode}\n{proc.stdout[-3000:]}\n"
+            f"{proc.stderr[-3000:]}")

@@ -1,0 +1,134 @@
+"""Grades are data: the register holds each sub-rule's grade per profile and protocol
+version, checkers only look it up, and ``list`` / ``list --json`` state what reports show.
+
+The other half of the proof (every fault a broken fixture triggers is reported with the
+grade ``list --json`` states) runs over every fixture in ``test_one_verdict.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, run_cli
+
+from conformance.checks import Options, all_rules
+from conformance.checks.base import Sink
+from conformance.profiles import PROFILES, get
+from conformance.requirements import load_grades, load_register
+from conformance.results import Outcome
+
+CHECKS = REPO_ROOT / "conformance" / "checks"
+# Catalogue-internal references a reader of a report cannot look up.
+INTERNAL = re.compile(r"\((?:see )?C-\d+\)|\bC-\d+:|\bPart [A-J]\b|\bAppendix [A-J]\b")
+
+
+def test_every_rule_has_its_grades_in_the_register_and_no_grade_is_orphaned() -> None:
+    rules, grades = all_rules(), load_grades()
+    assert sorted(set(rules) - set(grades)) == []
+    assert sorted(set(grades) - set(rules)) == ["SCHEMA/official"]  # graded in schema.py
+    register = load_register(suite=True)
+    for rid, g in grades.items():
+        assert rid.split("/", 1)[0] == g.requirement, rid  # filed under its requirement
+        assert set(g.by_profile) == set(PROFILES), rid
+        rule = rules.get(rid)
+        for version in rule.versions if rule else register[g.requirement].versions:
+            for profile in PROFILES:
+                assert g.of(profile, version) in (Outcome.FAIL, Outcome.WARN, Outcome.INFO)
+
+
+def _grade_writing(path: Path) -> list[str]:
+    """Where a checker module writes a grade: an ``Outcome.FAIL/WARN/INFO`` name, or an
+    ``outcome=`` argument to a call."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == "Outcome" and node.attr in ("FAIL", "WARN", "INFO")):
+            out.append(f"{path.name}:{node.lineno} Outcome.{node.attr}")
+        if isinstance(node, ast.Call):
+            out += [f"{path.name}:{node.lineno} outcome=" for k in node.keywords
+                    if k.arg == "outcome"]
+    return out
+
+
+def test_no_checker_writes_a_grade() -> None:
+    found = [w for p in sorted(CHECKS.glob("*.py")) if p.name != "base.py"
+             for w in _grade_writing(p)]
+    assert found == []
+
+
+def test_the_grade_reader_finds_a_grade_written_in_code(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = Outcome.WARN if v2 else Outcome.INFO\nfound('r', outcome=x)\n")
+    assert sorted(_grade_writing(bad)) == ["bad.py:1 Outcome.INFO", "bad.py:1 Outcome.WARN",
+                                   "bad.py:2 outcome="]
+
+
+@pytest.mark.parametrize("rule,profile,protocol,modifiers,grade", [
+    ("MID-S-01/near-miss-key", "acp-sdk-2.4.0", 1, (), Outcome.WARN),
+    ("MID-S-01/near-miss-key", "acp-sdk-2.4.0", 2, (), Outcome.FAIL),
+    ("MID-V2-05/response-id", "acp-sdk-2.4.0", 2, (), Outcome.FAIL),
+    ("MID-V2-05/response-id", "acp-repo-2026-08-22", 2, (), Outcome.WARN),
+    ("MID-A-02/cross-turn-reuse", "acp-sdk-2.4.0", 1, (), Outcome.FAIL),
+    ("MID-A-02/cross-turn-reuse", "acp-sdk-2.4.0", 1, ("cross-turn-reuse=warn",), Outcome.WARN),
+    ("MID-A-05/no-ids", "acp-sdk-2.4.0", 1, (), Outcome.INFO),
+    ("MID-A-05/no-ids", "acp-sdk-2.4.0", 1, ("strict-ids",), Outcome.WARN),
+    ("MID-C-03/merged", "acp-repo-2026-08-22", 1, (), Outcome.WARN),
+    ("MID-C-03/merged", "acp-repo-2026-08-22", 2, (), Outcome.FAIL),
+])
+def test_the_sink_grades_by_the_register(rule: str, profile: str, protocol: int,
+                                         modifiers: tuple[str, ...], grade: Outcome) -> None:
+    options = Options(profile=get(profile),
+                      cross_turn_reuse=Outcome.WARN if "cross-turn-reuse=warn" in modifiers
+                      else Outcome.FAIL, strict_ids="strict-ids" in modifiers)
+    sink = Sink(all_rules(), protocol=protocol, options=options)
+    sink.add(rule, "a fault", (1,), None, None)
+    assert [f.outcome for f in sink.rows(rule)] == [grade]
+    assert load_grades()[rule].of(profile, protocol, frozenset(modifiers)) is grade
+
+
+def test_list_json_is_the_register() -> None:
+    proc = run_cli("list", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    by_rule = {r["rule"]: r for r in rows}
+    assert set(by_rule) == set(load_grades())
+    for r in rows:
+        assert {"rule", "requirement", "level", "text", "source", "grades"} <= set(r)
+        assert r["text"] and r["source"], r["rule"]  # the normative sentence and its source
+        assert set(r["grades"]) == set(PROFILES)
+        for versions in r["grades"].values():
+            assert [int(v) for v in versions] == r["versions"], r["rule"]
+    assert by_rule["MID-S-01/near-miss-key"]["grades"]["acp-sdk-2.4.0"] == {"1": "warn",
+                                                                            "2": "fail"}
+    assert by_rule["MID-V2-05/response-id"]["grades"] == {
+        "acp-sdk-2.4.0": {"2": "fail"}, "acp-repo-2026-08-22": {"2": "warn"}}
+    assert by_rule["MID-A-02/cross-turn-reuse"]["options"] == {"cross-turn-reuse=warn": "warn"}
+
+
+def test_list_states_the_grade_per_version_and_profile() -> None:
+    proc = run_cli("list")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    near = next(line for line in lines if "MID-S-01/near-miss-key" in line)
+    assert "v1 warn, v2 fail" in near
+    response = next(line for line in lines if line.split()[:1] == ["MID-V2-05/response-id"])
+    assert "v2 fail (acp-repo-2026-08-22: v2 warn)" in response
+    reuse = next(line for line in lines if "MID-A-02/cross-turn-reuse" in line)
+    assert "(--cross-turn-reuse warn: warn)" in reuse
+
+
+def test_no_catalogue_internal_reference_reaches_a_reader() -> None:
+    """The register's texts and the command line's help say what a rule is, not where in
+    our catalogue it is discussed ("C-10", "Part C")."""
+    for req in load_register(suite=True).values():
+        for field in (req.title, req.text, req.source, *req.excluded.values()):
+            assert not INTERNAL.search(field), (req.id, field)
+    for rule in all_rules().values():
+        assert not INTERNAL.search(rule.title + rule.untested), rule.id
+    for command in ([], ["fuzz"], ["check"], ["list"]):
+        proc = run_cli(*command, "--help")
+        assert not INTERNAL.search(proc.stdout), (command, INTERNAL.findall(proc.stdout))
