@@ -125,17 +125,23 @@ def test_pytest_acp_fuzz_usage_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def hypofuzz(tmp_path: Path, workers: int, regs: Path, *pytest_args: str,
-             cap: float = 120) -> str:
+             cap: float = 120, ci: bool = False) -> str:
     """``hypothesis fuzz -n WORKERS -- --acp-fuzz ...`` until a regression file appears in
     ``regs`` (at most ``cap`` seconds), then a few seconds more; the campaign's process
-    group is ended. Its output, for failure messages."""
+    group is ended. Its output, for failure messages. ``ci``: run it as a CI job does
+    (``CI=true``: Hypothesis loads its ``ci`` profile, which has no example database);
+    otherwise with ``CI`` unset."""
+    env = cli_env()
+    env.pop("CI", None)
+    if ci:
+        env["CI"] = "true"
     hypothesis = Path(sys.executable).with_name("hypothesis")
     argv = ([str(hypothesis)] if hypothesis.exists() else
             [sys.executable, "-c", "from hypothesis.extra.cli import main; main()"])
     proc = subprocess.Popen(
         [*argv, "fuzz", "-n", str(workers), "--no-dashboard", "--", "--acp-fuzz",
          "--acp-regressions", str(regs), "-p", "no:cacheprovider", *pytest_args],
-        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         start_new_session=True)
     try:
         deadline = time.monotonic() + cap
@@ -168,12 +174,17 @@ def test_hypofuzz_campaign_on_two_processes_writes_the_regression_once(tmp_path:
 @pytest.mark.skipif(not HYPOFUZZ, reason=HYPOFUZZ_REASON)
 def test_hypofuzz_campaign_against_an_in_process_client_adapter(tmp_path: Path) -> None:
     """The adapter runs in the HypoFuzz worker (coverage-guided there); its bug is found,
-    confirmed against its control and saved as a client regression."""
+    confirmed against its control and saved as a client regression. It runs as a CI job
+    does, with no ``--acp-hypothesis-db``: the workers use Hypothesis' default folder
+    (HypoFuzz's workers crashed on the ``ci`` profile's missing database)."""
     regs = tmp_path / "regs"
     adapter = f"{REPO_ROOT / 'fixtures' / 'clients' / 'trimmed.py'}:make_client"
-    log = hypofuzz(tmp_path, 1, regs, "--acp-client-adapter", adapter, "--acp-protocol", "1")
+    log = hypofuzz(tmp_path, 1, regs, "--acp-client-adapter", adapter, "--acp-protocol", "1",
+                   ci=True)
     headers = regression_headers(regs) if regs.exists() else []
     assert headers, log
+    assert "Traceback" not in log, log
+    assert any((tmp_path / ".hypothesis" / "examples").iterdir())  # the default folder
     assert all(h["fuzz"] == "client" and isinstance(h["stream"], dict) for h in headers)
     assert all(str(h["finding"]["requirement"]).startswith("MID-C-")  # type: ignore[index]
                for h in headers)

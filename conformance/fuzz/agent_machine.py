@@ -413,7 +413,7 @@ def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, s
             super().__init__(ctx)
 
     try:
-        run_state_machine_as_test(
+        run_state_machine_as_test(  # type: ignore[no-untyped-call,unused-ignore]
             hypothesis_seed(seed)(Machine), settings=hypothesis_settings(effort, shrink=False))
     except StopFuzzing:
         pass

@@ -10,7 +10,9 @@ them as a HypoFuzz campaign. The items are plain ``pytest.Function`` items of
 ``--acp-hypothesis-db DIR`` loads a Hypothesis settings profile whose example
 database is that folder, so every worker, every campaign and every machine that
 mounts it share what was found; HypoFuzz requires the tests' database to be the
-default one, which a profile makes it.
+default one, which a profile makes it. Without the option a campaign uses the
+profile in force, or Hypothesis' default folder where that profile has no database
+(its ``ci`` profile, loaded wherever ``CI`` is set).
 """
 
 from __future__ import annotations
@@ -98,7 +100,10 @@ def _build(config: pytest.Config) -> FuzzState:
     masker = _masker(env)
     protocols = (1, 2) if opt("acp_protocol") == "both" else (int(opt("acp_protocol")),)
     options = _options(opt("acp_profile"))
-    db = _use_database(Path(opt("acp_hypothesis_db"))) if opt("acp_hypothesis_db") else None
+    if opt("acp_hypothesis_db"):
+        db = _use_database(Path(opt("acp_hypothesis_db")))
+    else:
+        db = _campaign_database()
     regressions = Path(opt("acp_regressions")) if opt("acp_regressions") else None
     campaign = Campaign("agent" if agent else "client", get_effort(opt("acp_fuzz_effort")),
                         options=options, strict=opt("acp_strict"), regressions=regressions,
@@ -142,6 +147,28 @@ def _use_database(directory: Path) -> Any:
     settings.register_profile(PROFILE, database=db)
     settings.load_profile(PROFILE)
     return db
+
+
+def _campaign_database() -> Any:
+    """Under HypoFuzz with no ``--acp-hypothesis-db``: the default example folder when the
+    profile in force has no database. Hypothesis loads its ``ci`` profile (no database)
+    wherever ``CI`` is set, and HypoFuzz's workers cannot start without one; a campaign
+    in CI keeps its examples where it would anywhere else. Under plain pytest the profile's
+    choice stands (None: the profile's database is used)."""
+    import sys
+    import warnings
+
+    from hypothesis import settings
+
+    if "hypofuzz" not in sys.modules or settings().database is not None:
+        return None
+    from hypothesis import errors
+    from hypothesis.configuration import storage_directory
+
+    with warnings.catch_warnings():  # the folder is wanted now: the workers start on it
+        warnings.simplefilter("ignore", getattr(errors, "HypothesisSideeffectWarning", Warning))
+        folder: Any = storage_directory("examples")  # a Path, or a lazy holder of one
+        return _use_database(Path(getattr(folder, "path", folder)))
 
 
 class AcpFuzz(pytest.Collector):
