@@ -181,3 +181,141 @@ def test_the_statement_lists_the_musts_exercised_and_not_per_version(tmp_path: P
     assert "MID-S-01" not in missing  # framed and typed IDs: wire-shapes grades it
     assert "MID-A-07" in missing  # no v1 load in this case: said, not passed
     assert "MID-V2-01" not in v1 and "MID-V2-01" not in v2.partition("not exercised")[2]
+
+
+EXCLUDING_CASE = """\
+area: A case file that excludes rules, with its reasons
+cases:
+  - id: two-turns-excluding
+    description: Two turns of ids-across-turns, less the rules its file excludes
+    requirements: [MID-A-02, MID-A-03, MID-A-05]
+    applies: {protocols: [1], role: agent}
+    drive:
+      - start
+      - new_session
+      - prompt: {text: "Reply with two separate messages about the weather."}
+      - prompt: {text: "Now list the files in the working directory, then summarise them."}
+    checks: [MID-A-02, MID-A-03]
+"""
+GAP_WHY = "this case does not grade a chunk left without its ID"
+NO_IDS_WHY = "this case is not about agents that send no IDs at all"
+EXCLUDE = f"""\
+    exclude:
+      MID-A-03/gap: "{GAP_WHY}"
+      MID-A-05: "{NO_IDS_WHY}"
+"""
+
+
+def cases_dir(folder: Path, exclude: bool) -> Path:
+    folder.mkdir()
+    (folder / "excluding.yaml").write_text(EXCLUDING_CASE + (EXCLUDE if exclude else ""),
+                                           encoding="utf-8")
+    return folder
+
+
+def rows_of(report: dict[str, object], prefix: str) -> dict[str, dict[str, object]]:
+    return {str(r["requirement"]): r for r in report["results"]  # type: ignore[attr-defined]
+            if str(r["requirement"]).startswith(prefix)}
+
+
+def test_a_case_file_exclusion_is_not_applicable_with_its_reason(tmp_path: Path) -> None:
+    # The reference agent passes MID-A-03/gap and MID-A-05 in this case; excluded by the
+    # case file, each is not_applicable / excluded_by_case with the file's sentence.
+    out, md, saved = tmp_path / "r.json", tmp_path / "r.md", tmp_path / "t"
+    proc = run_cli("--agent", REFERENCE_AGENT, "--cases", str(cases_dir(tmp_path / "x", True)),
+                   "--protocol", "1", "--json", str(out), "--markdown", str(md),
+                   "--transcripts", str(saved), "--no-color")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(out.read_text(encoding="utf-8"))
+    gap = rows_of(report, "MID-A-03/gap")["MID-A-03/gap"]
+    assert gap["outcome"] == "not_applicable" and gap["reason"] == "excluded_by_case", gap
+    assert GAP_WHY in str(gap["message"])
+    no_ids = rows_of(report, "MID-A-05/")
+    assert set(no_ids) == {"MID-A-05/no-ids", "MID-A-05/partial-kinds"}  # a whole requirement
+    for row in no_ids.values():
+        assert row["outcome"] == "not_applicable" and row["reason"] == "excluded_by_case", row
+        assert NO_IDS_WHY in str(row["message"])
+    siblings = rows_of(report, "MID-A-03/")  # the exclusion is of one sub-rule only
+    assert siblings["MID-A-03/id-per-chunk"]["outcome"] == "pass"
+    excluded = {r for r, row in rows_of(report, "").items() if row.get("reason") == "excluded_by_case"}
+    assert excluded == {"MID-A-03/gap", "MID-A-05/no-ids", "MID-A-05/partial-kinds"}
+    assert GAP_WHY in md.read_text(encoding="utf-8")  # every report shows the sentence
+    scope = header(saved / "two-turns-excluding@v1.jsonl")["scope"]
+    assert scope["exclude"] == {"MID-A-03/gap": GAP_WHY, "MID-A-05": NO_IDS_WHY}  # type: ignore[index]
+    offline = tmp_path / "check.json"  # check on the transcripts excludes the same rows
+    again = run_cli("check", str(saved), "--json", str(offline), "--no-color")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert json.loads(offline.read_text(encoding="utf-8"))["results"] == report["results"]
+
+
+def test_an_excluded_rule_the_traffic_breaks_is_not_graded(tmp_path: Path) -> None:
+    # id_gap leaves the middle chunk of a message without its ID: MID-A-03/gap, a warn
+    # (a fail under --strict). Excluded by the case file it is neither warn nor fail.
+    agent = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'agents' / 'id_gap.py'}"
+    runs = {}
+    for exclude in (False, True):
+        out = tmp_path / f"r{exclude}.json"
+        proc = run_cli("--agent", agent, "--cases", str(cases_dir(tmp_path / f"c{exclude}",
+                                                                    exclude)),
+                       "--protocol", "1", "--strict", "--json", str(out), "--no-color")
+        runs[exclude] = proc.returncode, json.loads(out.read_text(encoding="utf-8"))
+    code, report = runs[False]  # the control: without the exclusion the fault is graded
+    assert code == 1 and rows_of(report, "MID-A-03/gap")["MID-A-03/gap"]["outcome"] == "fail"
+    code, report = runs[True]
+    gap = rows_of(report, "MID-A-03/gap")["MID-A-03/gap"]
+    assert gap["outcome"] == "not_applicable" and gap["reason"] == "excluded_by_case", gap
+    assert code == 0 and report["summary"]["fail"] == 0, report["summary"]
+
+
+REFUSES = REPO_ROOT / "fixtures" / "harness" / "refuses_request.py"
+REFUSAL = "error -32603: Internal error: refused by the fixture"
+
+
+def test_a_refused_session_new_ends_the_case_as_not_run(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = run_cli("--agent", f"{sys.executable} {REFUSES} --refuse session/new",
+                   "--case", "ids-across-turns", "--protocol", "1", "--json", str(out),
+                   "--no-color")
+    report = json.loads(out.read_text(encoding="utf-8"))
+    [case] = report["cases"]
+    assert case["reason"] == "not_run" and case["outcome"] == "not_applicable", case
+    assert "refused session/new" in case["note"] and REFUSAL in case["note"], case["note"]
+    rows = [r for r in report["results"] if r["case"] == case["case"]]
+    assert {r["requirement"] for r in rows} == set(case["requirements"])  # nothing else graded
+    assert all(r["outcome"] == "not_applicable" and r["reason"] == "not_run"
+               and REFUSAL in r["message"] for r in rows), rows
+    assert report["summary"]["pass"] == 0 and report["summary"]["fail"] == 0
+    assert proc.returncode == 1  # the only v1 case did not run: the run is not a pass
+    assert "1" in report["unfinished"]
+
+
+def test_a_version_where_no_case_ran_to_its_end_fails_the_run(tmp_path: Path) -> None:
+    # docs/grading.md, "No credit without traffic": a version in which cases were played
+    # but none ran to its end fails the run (exit 1), and its summary line says `not
+    # tested` and why instead of counting passes. Here every v1 session/prompt is refused
+    # (no fail finding, no TARGET/exit: the exit code is the run's own verdict) and v2
+    # behaves, so only v1 is unfinished.
+    out = tmp_path / "r.json"
+    proc = run_cli("--agent", f"{sys.executable} {REFUSES} --refuse session/prompt --in 1",
+                   "--case", "ids-across-turns", "--case", "prompt-lifecycle",
+                   "--protocol", "both", "--json", str(out), "--no-color")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["summary"]["fail"] == 0 and report["summary"]["warn"] == 0
+    assert not [r for r in report["results"] if r["outcome"] == "fail"]
+    v1 = [c for c in report["cases"] if c["protocol"] == 1]
+    assert len(v1) == 2 and all(c["reason"] == "not_run" and "refused session/prompt"
+                                in c["note"] for c in v1), v1
+    refused = {c["case"] for c in v1}
+    from_refused = [r for r in report["results"] if r["case"] in refused]
+    assert from_refused and all(r["outcome"] == "not_applicable" and r["reason"] == "not_run"
+                                for r in from_refused)
+    assert set(report["unfinished"]) == {"1"}  # v2 ran to its end: it is not unfinished
+    assert report["unfinished"]["1"].startswith("no v1 case ran to its end")
+    summary = proc.stdout[proc.stdout.index("summary:"):].splitlines()
+    v1_line = next(x for x in summary if " v1 " in f" {x} ")
+    assert "v1 not tested: no v1 case ran to its end" in v1_line and " pass" not in v1_line
+    assert any("v2 " in x and " pass" in x for x in summary)  # v2 counts its passes
+    assert "acp-conformance: not tested: no v1 case ran to its end" in proc.stderr
+    assert "verdict: FAIL" in proc.stdout
+    assert {c["outcome"] for c in report["cases"] if c["protocol"] == 2} == {"pass"}

@@ -51,8 +51,9 @@ def _header(result: RunResult, unsupported: dict[int, str]) -> list[str]:
         lines.append(f"v{p}: not supported by the target ({safe(reason)}); "
                      f"{n} case{'s' if n != 1 else ''} not testable")
     notes: dict[str, list[str]] = defaultdict(list)  # one line per distinct note
-    for c in result.cases:
-        if c.note and c.protocol not in unsupported:
+    gated = {p for p in {c.protocol for c in result.cases} if _not_applicable(result, p)}
+    for c in result.cases:  # a gated version's note is its summary line: said once
+        if c.note and c.protocol not in unsupported and c.protocol not in gated:
             notes[c.note].append(c.case)
     for note, cases in notes.items():
         more = f" and {len(cases) - 1} more" if len(cases) > 1 else ""
