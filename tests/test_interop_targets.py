@@ -31,7 +31,9 @@ def test_the_matrix_holds_the_required_targets() -> None:
     assert {t.name for t in TARGETS} >= {"codex-acp", "opencode", "gemini-cli", "fast-agent",
                                           "python-sdk-echo", "acpx", "python-sdk-client",
                                           "python-sdk-v2-agent", "python-sdk-v2-client",
-                                          "ts-sdk-v2-agent", "ts-sdk-v2-client"}
+                                          "ts-sdk-v2-agent", "ts-sdk-v2-client", "conductor"}
+    # the proxy role's target: a chain that routes the suite's client through it to an agent
+    assert {t.name for t in TARGETS if t.role == "proxy"} >= {"conductor"}
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)

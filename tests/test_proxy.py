@@ -248,3 +248,50 @@ def test_deadline_cuts_a_proxy_run_and_says_so(tmp_path: Path) -> None:
     assert all(r["outcome"] != "pass" for r in report["results"]
                if r["case"] in {c["case"] for c in report["cases"]
                                 if c["note"] == "not run: deadline"})
+
+
+def _by_seq(path: Path) -> dict[int, dict[str, Any]]:
+    lines = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines()[1:] if ln]
+    return {e["seq"]: e for e in lines}
+
+
+def _update(entry: dict[str, Any]) -> dict[str, Any]:
+    msg = entry.get("msg")
+    assert isinstance(msg, dict) and msg.get("method") == "session/update", entry
+    return msg["params"]["update"]
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_a_proxy_finding_carries_evidence_from_both_sides(protocol: int, tmp_path: Path) -> None:
+    """Issue 22: a MID-P finding names the agent-side entry (what the agent wrote, recorded
+    by the shim between the proxy and the agent) and the client-side entry (what the proxy
+    wrote to the suite's driver), and each points at the line it describes."""
+    code, report, output = cli_report("--proxy", proxy("rewrites_ids"), "--protocol",
+                                      str(protocol), "--case", "proxy-grouping", "--transcripts",
+                                      str(tmp_path / "t"), tmp_path=tmp_path)
+    assert code == 1, output
+    case = next(c for c in report["cases"] if c["case"] == f"proxy-grouping@v{protocol}")
+    client_path = Path(case["transcript"])
+    header = json.loads(client_path.read_text(encoding="utf-8").splitlines()[0])
+    assert header["side"] == "client"
+    agent_path = client_path.with_name(header["agent_side"])
+    assert json.loads(agent_path.read_text(encoding="utf-8").splitlines()[0])["side"] == "agent"
+    client_side, agent_side = _by_seq(client_path), _by_seq(agent_path)
+
+    findings = [r for r in report["results"] if r["requirement"] == "MID-P-01"
+                and r["outcome"] == "fail"]
+    assert findings, output
+    for finding in findings:
+        evidence = finding["evidence"]
+        sent = evidence["expected"]["agent_side"]
+        got = evidence["actual"]["client_side"]
+        assert got["entry"] in evidence["entries"]  # the finding's lines are the client side's
+        wrote, came_out = agent_side[sent["entry"]], client_side[got["entry"]]
+        # the agent wrote the update, on its side of the proxy; the proxy wrote the other one
+        assert wrote["src"] == "agent" and came_out["src"] == "agent"
+        assert _update(wrote)["sessionUpdate"] == sent["sessionUpdate"] == got["sessionUpdate"]
+        assert _update(wrote).get("messageId") == sent["messageId"]
+        assert _update(came_out).get("messageId") == got["messageId"]
+        assert sent["messageId"] != got["messageId"]  # the rewrite, seen on both sides
+        assert str(got["messageId"]).startswith("px-")  # rewrites_ids.py's own IDs
+        assert _update(wrote).get("content") == _update(came_out).get("content")
