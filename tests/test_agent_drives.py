@@ -8,15 +8,15 @@ must be cancelled and graded through the real CLI, not failed ``TARGET/hang``.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, cli_report, outcomes
 
+from conformance import transcript
 from conformance.driver import CANCEL_SHARE
+from conformance.transcript import Entry
 
 WAITS_FOR_CANCEL = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'agents' / 'waits_for_cancel.py'}"
 CANCEL_CASE = "cancel-mid-turn"  # cases/turns.yaml: the case that grades MID-A-09
@@ -25,18 +25,13 @@ CANCEL_NOTE = "cancel sent before any agent output"  # the harness note driver.p
 AGENT_OUTPUT = {"agent_message_chunk", "agent_thought_chunk", "agent_message", "agent_thought"}
 
 
-def transcript_lines(path: Path) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    return lines[1:]  # the first line is the transcript's header
-
-
-def method(entry: dict[str, Any]) -> str | None:
-    msg = entry.get("msg")
+def method(entry: Entry) -> str | None:
+    msg = entry.msg
     return msg.get("method") if isinstance(msg, dict) else None
 
 
-def update_kind(entry: dict[str, Any]) -> str | None:
-    msg = entry.get("msg")
+def update_kind(entry: Entry) -> str | None:
+    msg = entry.msg
     if not isinstance(msg, dict) or msg.get("method") != "session/update":
         return None
     update = (msg.get("params") or {}).get("update") or {}
@@ -65,28 +60,28 @@ def test_a_turn_that_waits_for_the_cancel_is_cancelled_and_graded(tmp_path: Path
     assert "not_applicable" not in graded.values(), graded
 
     case = next(c for c in report["cases"] if c["case"] == f"{CANCEL_CASE}@v{protocol}")
-    entries = transcript_lines(Path(case["transcript"]))
+    _, entries = transcript.load(Path(case["transcript"]))
     prompt_at = next(i for i, e in enumerate(entries)
-                     if e.get("src") == "client" and method(e) == "session/prompt")
+                     if e.src == "client" and method(e) == "session/prompt")
     cancels = [i for i, e in enumerate(entries)
-               if e.get("src") == "client" and method(e) == "session/cancel"]
+               if e.src == "client" and method(e) == "session/cancel"]
     assert len(cancels) == 1, cancels
     cancel_at = cancels[0]
     notes = [i for i, e in enumerate(entries)
-             if e.get("event") == "note" and (e.get("data") or {}).get("note") == CANCEL_NOTE]
+             if e.event == "note" and (e.data or {}).get("note") == CANCEL_NOTE]
     assert len(notes) == 1, "the driver did not note a cancel sent before any agent output"
     note = entries[notes[0]]
-    assert note["data"]["after_seconds"] == pytest.approx(CANCEL_SHARE * TIMEOUT)
+    assert note.data["after_seconds"] == pytest.approx(CANCEL_SHARE * TIMEOUT)
     assert prompt_at < notes[0] < cancel_at
     # the cancel really came before any agent output, and after the bounded delay
     assert not any(update_kind(e) in AGENT_OUTPUT for e in entries[prompt_at:cancel_at]
-                   if e.get("src") == "agent"), entries[prompt_at:cancel_at]
-    waited = entries[cancel_at]["t"] - entries[prompt_at]["t"]
+                   if e.src == "agent"), entries[prompt_at:cancel_at]
+    waited = entries[cancel_at].t - entries[prompt_at].t
     assert CANCEL_SHARE * TIMEOUT * 0.9 <= waited < TIMEOUT, waited
     # and the agent ended that turn as cancelled
     stop_reasons = []
     for e in entries[cancel_at:]:
-        msg = e.get("msg") if e.get("src") == "agent" else None
+        msg = e.msg if e.src == "agent" else None
         if not isinstance(msg, dict):
             continue
         result = msg.get("result")

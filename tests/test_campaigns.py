@@ -125,12 +125,15 @@ def test_pytest_acp_fuzz_usage_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def hypofuzz(tmp_path: Path, workers: int, regs: Path, *pytest_args: str,
-             cap: float = 120, ci: bool = False) -> str:
-    """``hypothesis fuzz -n WORKERS -- --acp-fuzz ...`` until a regression file appears in
-    ``regs`` (at most ``cap`` seconds), then a few seconds more; the campaign's process
-    group is ended. Its output, for failure messages. ``ci``: run it as a CI job does
-    (``CI=true``: Hypothesis loads its ``ci`` profile, which has no example database);
-    otherwise with ``CI`` unset."""
+             cap: float = 120, ci: bool = False, db: Path | None = None) -> str:
+    """``hypothesis fuzz -n WORKERS -- --acp-fuzz ...`` until a regression file is in
+    ``regs`` and the example database ``db`` (if given) holds an entry, at most ``cap``
+    seconds; then the campaign's process group is ended (HypoFuzz's own loop notices a
+    found failure only once a minute). That each fingerprint is written once however
+    many workers find it is shown without timing by
+    ``test_a_regression_file_is_written_once_by_racing_writers``. Returns its output, for
+    failure messages. ``ci``: run it as a CI job does (``CI=true``: Hypothesis loads its
+    ``ci`` profile, which has no example database); otherwise with ``CI`` unset."""
     env = cli_env()
     env.pop("CI", None)
     if ci:
@@ -145,11 +148,9 @@ def hypofuzz(tmp_path: Path, workers: int, regs: Path, *pytest_args: str,
         start_new_session=True)
     try:
         deadline = time.monotonic() + cap
-        while time.monotonic() < deadline and not list(regs.glob("*.jsonl")):
-            if proc.poll() is not None:
-                break
-            time.sleep(0.5)
-        time.sleep(3)  # every worker has had time to find it too
+        while time.monotonic() < deadline and proc.poll() is None and not (
+                list(regs.glob("*.jsonl")) and (db is None or any(db.rglob("*")))):
+            time.sleep(0.2)
     finally:
         end_group(proc)
     return proc.stdout.read().decode("utf-8", "replace") if proc.stdout else ""
@@ -161,7 +162,7 @@ def test_hypofuzz_campaign_on_two_processes_writes_the_regression_once(tmp_path:
     regression file, once per fingerprint; the campaign is stopped after at most 120 s."""
     regs, db = tmp_path / "regs", tmp_path / "db"
     log = hypofuzz(tmp_path, 2, regs, "--acp-agent", agent("numeric_id"), "--acp-protocol", "1",
-                   "--acp-hypothesis-db", str(db))
+                   "--acp-hypothesis-db", str(db), db=db)
     headers = regression_headers(regs) if regs.exists() else []
     assert headers, log
     assert {h["finding"]["requirement"] for h in headers} == {"MID-S-01/type"}  # type: ignore[index]
@@ -180,7 +181,7 @@ def test_hypofuzz_campaign_against_an_in_process_client_adapter(tmp_path: Path) 
     regs = tmp_path / "regs"
     adapter = f"{REPO_ROOT / 'fixtures' / 'clients' / 'trimmed.py'}:make_client"
     log = hypofuzz(tmp_path, 1, regs, "--acp-client-adapter", adapter, "--acp-protocol", "1",
-                   ci=True)
+                   ci=True, db=tmp_path / ".hypothesis" / "examples")
     headers = regression_headers(regs) if regs.exists() else []
     assert headers, log
     assert "add_listener" not in log, log  # the workers started

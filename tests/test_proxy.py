@@ -17,9 +17,10 @@ import pytest
 import yaml
 from conftest import cli_report, load_json, run_cli
 
+from conformance import transcript
 from conformance.checks.proxy import REQUIREMENTS, grade_proxy
 from conformance.results import Outcome
-from conformance.transcript import Transcript
+from conformance.transcript import Entry, Transcript
 
 REPO = Path(__file__).resolve().parents[1]
 PROXIES = REPO / "fixtures" / "proxies"
@@ -250,13 +251,13 @@ def test_deadline_cuts_a_proxy_run_and_says_so(tmp_path: Path) -> None:
                                 if c["note"] == "not run: deadline"})
 
 
-def _by_seq(path: Path) -> dict[int, dict[str, Any]]:
-    lines = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines()[1:] if ln]
-    return {e["seq"]: e for e in lines}
+def _by_seq(path: Path) -> tuple[dict[str, Any], dict[int, Entry]]:
+    header, entries = transcript.load(path)
+    return header, {e.seq: e for e in entries}
 
 
-def _update(entry: dict[str, Any]) -> dict[str, Any]:
-    msg = entry.get("msg")
+def _update(entry: Entry) -> dict[str, Any]:
+    msg = entry.msg
     assert isinstance(msg, dict) and msg.get("method") == "session/update", entry
     return msg["params"]["update"]
 
@@ -272,11 +273,10 @@ def test_a_proxy_finding_carries_evidence_from_both_sides(protocol: int, tmp_pat
     assert code == 1, output
     case = next(c for c in report["cases"] if c["case"] == f"proxy-grouping@v{protocol}")
     client_path = Path(case["transcript"])
-    header = json.loads(client_path.read_text(encoding="utf-8").splitlines()[0])
+    header, client_side = _by_seq(client_path)
     assert header["side"] == "client"
-    agent_path = client_path.with_name(header["agent_side"])
-    assert json.loads(agent_path.read_text(encoding="utf-8").splitlines()[0])["side"] == "agent"
-    client_side, agent_side = _by_seq(client_path), _by_seq(agent_path)
+    agent_header, agent_side = _by_seq(client_path.with_name(header["agent_side"]))
+    assert agent_header["side"] == "agent"
 
     findings = [r for r in report["results"] if r["requirement"] == "MID-P-01"
                 and r["outcome"] == "fail"]
@@ -288,7 +288,7 @@ def test_a_proxy_finding_carries_evidence_from_both_sides(protocol: int, tmp_pat
         assert got["entry"] in evidence["entries"]  # the finding's lines are the client side's
         wrote, came_out = agent_side[sent["entry"]], client_side[got["entry"]]
         # the agent wrote the update, on its side of the proxy; the proxy wrote the other one
-        assert wrote["src"] == "agent" and came_out["src"] == "agent"
+        assert wrote.src == "agent" and came_out.src == "agent"
         assert _update(wrote)["sessionUpdate"] == sent["sessionUpdate"] == got["sessionUpdate"]
         assert _update(wrote).get("messageId") == sent["messageId"]
         assert _update(came_out).get("messageId") == got["messageId"]
