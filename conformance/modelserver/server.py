@@ -20,9 +20,10 @@ import json
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from typing_extensions import Self
+if TYPE_CHECKING:  # typing.Self is 3.11+; only the type checker reads it here
+    from typing_extensions import Self
 
 from conformance.masking import NO_MASK, Masker
 from conformance.modelserver.apis.base import (
