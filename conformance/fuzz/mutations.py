@@ -32,23 +32,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from conformance.profiles import DEFAULT_PROFILE
+from conformance.requirements import load_grades
 from conformance.results import Outcome
 
 Step = dict[str, Any]
 Stream = list[Step]
 KINDS = ("user", "agent", "thought")
-F, W = Outcome.FAIL, Outcome.WARN
 
 
 @dataclass(frozen=True)
 class Mutation:
     name: str
     apply: Callable[[Stream, int], Stream]
-    breaks: dict[int, tuple[str, Outcome]]  # protocol -> (rule, grade) the agent checker gives
+    rule: dict[int, str]  # protocol -> the rule the agent checker reports
     also: dict[int, tuple[str, ...]]  # protocol -> rules the same fault trips on the way
 
     def applies_to(self, protocol: int) -> bool:
-        return protocol in self.breaks
+        return protocol in self.rule
+
+    @property
+    def breaks(self) -> dict[int, tuple[str, Outcome]]:
+        """protocol -> (rule, grade): the grade is the register's, under the default
+        profile (the fuzzer keeps no grade table of its own)."""
+        grades = load_grades()
+        return {p: (r, grades[r].of(DEFAULT_PROFILE, p)) for p, r in self.rule.items()}
 
 
 # -- helpers --------------------------------------------------------------------------
@@ -227,29 +235,29 @@ _HOLE = ("MID-A-03/mixed-presence", "MID-A-03/gap")
 
 MUTATIONS: dict[str, Mutation] = {m.name: m for m in (
     Mutation("with_numeric_id", with_numeric_id,
-             {1: ("MID-S-01/type", F), 2: ("MID-S-01/type", F)},
+             {1: "MID-S-01/type", 2: "MID-S-01/type"},
              {1: _HOLE, 2: ("MID-V2-01",) + _HOLE}),
-    Mutation("with_null_id", with_null_id, {2: ("MID-V2-01", F)}, {2: _HOLE}),
-    Mutation("with_missing_id", with_missing_id, {2: ("MID-V2-01", F)}, {2: _HOLE}),
+    Mutation("with_null_id", with_null_id, {2: "MID-V2-01"}, {2: _HOLE}),
+    Mutation("with_missing_id", with_missing_id, {2: "MID-V2-01"}, {2: _HOLE}),
     Mutation("with_empty_id", with_empty_id,
-             {1: ("MID-S-01/empty-id", W), 2: ("MID-S-01/empty-id", W)}, {}),
+             {1: "MID-S-01/empty-id", 2: "MID-S-01/empty-id"}, {}),
     Mutation("with_long_id", with_long_id,
-             {1: ("MID-S-01/long-id", W), 2: ("MID-S-01/long-id", W)}, {}),
-    Mutation("with_reused_id", with_reused_id, {1: ("MID-A-02/interleave", W)}, {}),
+             {1: "MID-S-01/long-id", 2: "MID-S-01/long-id"}, {}),
+    Mutation("with_reused_id", with_reused_id, {1: "MID-A-02/interleave"}, {}),
     Mutation("with_split_message", with_split_message,
-             {1: ("MID-A-03/id-per-chunk", W), 2: ("MID-A-03/id-per-chunk", W)}, {}),
-    Mutation("with_gap", with_gap, {1: ("MID-A-03/gap", W)}, {}),
-    Mutation("with_cross_kind_id", with_cross_kind_id, {1: ("MID-A-02/cross-kind-reuse", W)},
+             {1: "MID-A-03/id-per-chunk", 2: "MID-A-03/id-per-chunk"}, {}),
+    Mutation("with_gap", with_gap, {1: "MID-A-03/gap"}, {}),
+    Mutation("with_cross_kind_id", with_cross_kind_id, {1: "MID-A-02/cross-kind-reuse"},
              {}),
     Mutation("with_id_on_tool_call", with_id_on_tool_call,
-             {1: ("MID-S-04/non-message-kind", W), 2: ("MID-S-04/non-message-kind", W)}, {}),
+             {1: "MID-S-04/non-message-kind", 2: "MID-S-04/non-message-kind"}, {}),
     Mutation("with_near_miss_key", with_near_miss_key,
-             {1: ("MID-S-01/near-miss-key", W), 2: ("MID-S-01/near-miss-key", F)},
+             {1: "MID-S-01/near-miss-key", 2: "MID-S-01/near-miss-key"},
              {1: _HOLE, 2: ("MID-V2-01",) + _HOLE}),
-    Mutation("with_content_object", with_content_object, {2: ("MID-V2-02/content-shape", F)},
+    Mutation("with_content_object", with_content_object, {2: "MID-V2-02/content-shape"},
              {}),
     Mutation("with_upsert_without_id", with_upsert_without_id,
-             {2: ("MID-V2-02/missing-id", F)}, {}),
+             {2: "MID-V2-02/missing-id"}, {}),
 )}
 
 
