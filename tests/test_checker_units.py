@@ -254,3 +254,57 @@ def test_partial_use_across_kinds_warns_once_per_kind() -> None:
                                          "result": {"stopReason": "end_turn"}})])
     findings = grade(t.entries, protocol=1, options=Options(), select=["MID-A-05/partial-kinds"])
     assert [(f.outcome.value, f.occurrences) for f in findings] == [("warn", 1)], findings
+
+
+def _legacy_turn(protocol: int, echo_id: str, response: dict[str, Any],
+                 echo_meta: dict[str, Any] | None = None) -> Transcript:
+    echo = {"content": text("Hi there")} if protocol < 2 else {"content": [text("Hi there")]}
+    if echo_meta is not None:
+        echo["_meta"] = echo_meta
+    kind = "user_message_chunk" if protocol < 2 else "user_message"
+    end = ([("agent", {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn",
+                                                             **response}})]
+           if protocol < 2 else [_state("idle", stopReason="end_turn")])
+    accept = [] if protocol < 2 else [("agent", {"jsonrpc": "2.0", "id": 2,
+                                                 "result": {"messageId": echo_id, **response}})]
+    return transcript(protocol, [
+        ("client", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": protocol}}),
+        ("agent", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": protocol}}),
+        ("client", {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {}}),
+        ("agent", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s"}}),
+        ("client", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+            "sessionId": "s", "prompt": [text("Hi there")], "messageId": "client-123"}}),
+        *accept, update(kind, echo_id, **echo),
+        update("agent_message_chunk", "a1", content=text("Hello")), *end])
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+@pytest.mark.parametrize("echo_id,response,echo_meta,where", [
+    ("u1", {}, None, None),
+    ("client-123", {}, None, "the user echo"),
+    ("u1", {"userMessageId": "client-123"}, None, "the prompt response's userMessageId"),
+    ("u1", {"_meta": {"userMessageId": "client-123"}}, None,
+     "the prompt response's _meta.userMessageId"),
+    ("u1", {}, {"messageId": "client-123"}, "the user echo's _meta.messageId"),
+    ("u1", {"_meta": {"traceId": "client-123"}}, None, None),  # not a message ID key
+])
+def test_adoption_of_a_client_id_is_seen_in_any_shape(
+        protocol: int, echo_id: str, response: dict[str, Any],
+        echo_meta: dict[str, Any] | None, where: str | None) -> None:
+    findings = grade(_legacy_turn(protocol, echo_id, response, echo_meta).entries,
+                     protocol=protocol, options=Options(),
+                     select=["MID-A-01/adopted-client-id"])
+    warned = [f for f in findings if f.outcome.value == "warn"]
+    if where is None:
+        assert not warned and {f.outcome.value for f in findings} == {"pass"}, findings
+    else:
+        assert len(warned) == 1, findings
+        assert warned[0].message.startswith(f"{where} adopts the client-supplied ID")
+
+
+def test_a_v1_response_messageid_that_adopts_the_client_id_warns() -> None:
+    findings = grade(_legacy_turn(1, "u1", {"messageId": "client-123"}).entries, protocol=1,
+                     options=Options(), select=["MID-A-01/adopted-client-id"])
+    assert [f.message.split(" adopts")[0] for f in findings if f.outcome.value == "warn"] == [
+        "the prompt response's messageId"]

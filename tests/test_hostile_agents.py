@@ -330,6 +330,21 @@ def test_ignores_sigterm(tmp_path: Path) -> None:
     assert_contained(run, waited=0, grace_rounds=2)
 
 
+def test_slow_shutdown_is_information_with_its_duration(tmp_path: Path) -> None:
+    """An agent that flushes a store for longer than the grace is ended by SIGTERM: how
+    long that took is information, never a warning, and the run passes."""
+    run = run_agent("slow_shutdown", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 0, run.stderr
+    f = only(run, "TARGET/shutdown-slow", "info")
+    took = f["evidence"]["actual"]["exit_seconds"]
+    assert GRACE <= took < 2 * GRACE + SLACK, took
+    assert f"exited {took} s after its stdin closed" in f["message"]
+    assert not run.findings("TARGET/shutdown-slow", "warn")
+    assert {r["outcome"] for r in run.report["results"]
+            if r["requirement"] == "TARGET/shutdown"} == {"pass"}
+    assert_contained(run, waited=0, grace_rounds=2)
+
+
 def test_target_that_stops_reading_cannot_block_a_write(tmp_path: Path) -> None:
     """A full stdin pipe ends in a timeout event, not a write blocked forever."""
     transcript = tmod.Transcript()

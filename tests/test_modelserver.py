@@ -270,3 +270,43 @@ def test_without_a_model_server_the_situation_is_not_testable(tmp_path: Path) ->
     rows = [r for r in report["results"] if r["requirement"] == "MID-A-02/cross-turn-reuse"]
     assert rows and all(r["outcome"] == "not_applicable" for r in rows)
     assert all(r["message"].startswith("not testable") for r in rows)
+
+
+TOOL_ARGUMENTS = {  # what the model calls each tool with, fitted to the fixture's schema
+    "list_files": {"path": ".", "recursive": False},
+    "read_file": {"path": "README.md"},
+    "search_files": {"path": ".", "regex": "TODO", "file_pattern": "*"},
+    "grep": {"pattern": "TODO", "path": "."},
+    "terminal": {"command": "ls", "cd": "."},
+    "bash": {"command": "ls"},
+}
+
+
+@pytest.mark.parametrize("tool", sorted(TOOL_ARGUMENTS))
+def test_an_agent_with_only_a_common_tool_name_gets_its_tool_turn(tmp_path: Path,
+                                                                  tool: str) -> None:
+    """Real agents declare list_files, read_file, search_files, grep, terminal or bash
+    and nothing of the older list: each is called, with safe arguments, so the
+    text-tool-text turn is played."""
+    rc, report, out = conformance(tmp_path, "--model-server", "--agent-env",
+                                  f"LLM_AGENT_TOOLS=write_file,{tool}")
+    assert rc == 0, out
+    assert "declared no tool" not in out
+    header = json.loads((tmp_path / "t" / "ids-across-turns@v1.jsonl").read_text(
+        "utf-8").splitlines()[0])
+    tools = [s for r in header["model_requests"] for s in r["said"] if s["kind"] == "tool"]
+    assert len(tools) == 3, header["model_requests"]
+    assert {(s["name"], json.dumps(s["arguments"], sort_keys=True)) for s in tools} == {
+        (tool, json.dumps(TOOL_ARGUMENTS[tool], sort_keys=True))}
+
+
+def test_a_run_says_once_that_the_agent_declared_no_usable_tool(tmp_path: Path) -> None:
+    rc, report, out = conformance(tmp_path, "--model-server", "--agent-env",
+                                  "LLM_AGENT_TOOLS=write_file")
+    assert rc == 0, out
+    lines = [line for line in out.splitlines() if "declared no tool" in line]
+    assert len(lines) == 1, out  # three turns without a tool: said once
+    assert "(declared: write_file;" in lines[0] and "MID-A-02" in lines[0]
+    header = json.loads((tmp_path / "t" / "ids-across-turns@v1.jsonl").read_text(
+        "utf-8").splitlines()[0])
+    assert all(r.get("tool_skipped") for r in header["model_requests"] if r.get("turn"))

@@ -975,6 +975,9 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
     "id_on_tool_call": lambda sc: any("messageId" in u for u in sc.live
                                       if u["sessionUpdate"].startswith("tool_call")),
     "adopts_client_id": lambda sc: echo_id(sc.turns[1]) == "client-123",
+    "adopts_client_id_in_response": lambda sc: echo_id(sc.turns[1]) != "client-123" and (
+        sc.responses[1]["result"].get("userMessageId") == "client-123"
+        or sc.responses[1]["result"].get("_meta", {}).get("userMessageId") == "client-123"),
     "late_replay": lambda sc: not sc.replay and bool(updates(sc.restore_after)),
     "update_after_cancel": lambda sc: "agent_message_chunk" in kinds(sc.after_cancel),
     "id_gap": _gap,

@@ -41,11 +41,12 @@ _MISSING = "(omitted)"  # the canonical form of an omitted messageId
 RULES: tuple[Rule, ...] = (
     Rule("MID-P-01", "the proxy forwards every messageId unchanged",
          role="proxy", untested="the agent sent no message update through the proxy"),
-    Rule("MID-P-02", "the proxy keeps the meaning of a v1 null or malformed messageId",
-         versions=(1,), role="proxy",
-         untested="the agent sent no message update with a null or malformed messageId"),
-    Rule("MID-P-02/null-form", "how the proxy forwards a v1 null or malformed messageId "
-         "(as is, or omitted: the same meaning; recorded)", versions=(1,), role="proxy",
+    Rule("MID-P-02", "the proxy keeps the meaning of a null or malformed messageId",
+         role="proxy", untested="the agent sent no message update with a null or malformed "
+         "messageId"),
+    Rule("MID-P-02/null-form", "how the proxy forwards a null or malformed messageId (v1: as "
+         "is, or omitted, the same meaning, recorded; v2: a null turned into an omitted key or "
+         "back has not kept the raw payload)", role="proxy",
          untested="the agent sent no message update with a null or malformed messageId"),
     Rule("MID-P-03", "the proxy loses, doubles and reorders no message content",
          role="proxy", untested="the agent sent no message update through the proxy"),
@@ -198,12 +199,15 @@ class _Grader:
                 self.fail("MID-P-03", f"the proxy changed the content of {s.kind} "
                           f"{s.value!r}: {_text(s)!r} arrived as {_text(changed)!r}",
                           s, changed, key=("content", s.kind))
-            elif self.protocol < 2 and (s.mid == "null" or _malformed(s)):
+            elif s.mid == "null" or _malformed(s) or (self.protocol >= 2 and s.mid == _MISSING):
                 self.seen("MID-P-02")
                 self.seen("MID-P-02/null-form")
+                meaning = ("a v1 null or malformed ID means 'no ID'" if self.protocol < 2 else
+                           "a v2 update without a string ID is the agent's protocol error, "
+                           "to be forwarded")
                 self.fail("MID-P-02", f"the proxy dropped {s.kind} {_text(s)!r}, whose "
-                          f"messageId was {s.mid}: a v1 null or malformed ID means 'no ID', "
-                          "not 'drop the update'", s, None, key="dropped")
+                          f"messageId was {s.mid}: {meaning}, not 'drop the update'", s, None,
+                          key="dropped")
             else:
                 self.fail("MID-P-03", f"the proxy dropped {s.kind} {_text(s)!r} "
                           f"(messageId {s.mid})", s, None, key=("dropped", s.kind))
@@ -236,6 +240,15 @@ class _Grader:
                               f"{s.mid} as {'omitted' if r.mid == _MISSING else r.mid} "
                               "(the same meaning)", s, r, key="as-omitted")
                 return
+            if self.protocol >= 2 and s.mid in ("null", _MISSING):
+                self.seen("MID-P-02")
+                self.seen("MID-P-02/null-form")
+                if r.mid in ("null", _MISSING) and r.mid != s.mid:
+                    self.fail("MID-P-02/null-form", f"the proxy forwarded the v2 messageId "
+                              f"{s.mid} as {r.mid}: both are the agent's protocol error with "
+                              "the same meaning, but the raw payload is not kept", s, r,
+                              key=("swapped", s.mid))
+                    return
             self.seen("MID-P-01")
             if r.mid != s.mid:
                 what = ("added the messageId " + r.mid + " to" if s.mid == _MISSING

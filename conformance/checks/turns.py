@@ -65,6 +65,46 @@ class _TurnState:
     in_flight: bool = False  # v2: open at the same time as another prompt of the session
 
 
+def _meta_ids(meta: Any, legacy: Any, what: str) -> list[str]:
+    """The ``_meta`` keys naming a message ID (``messageId``, ``userMessageId``, any key
+    ending so) whose value is the client's legacy ID."""
+    if not isinstance(meta, dict):
+        return []
+    return [f"{what} _meta.{k}" for k, v in meta.items()
+            if isinstance(k, str) and k.lower().endswith("messageid") and v == legacy]
+
+
+def _adoptions(st: _TurnState, ev: TurnEnd) -> list[tuple[str, int]]:
+    """Where the agent returned the client's legacy ID as a message ID, in any shape: the
+    user echo's messageId or its ``_meta``, the prompt response's ``userMessageId`` (the
+    legacy shape), its ``messageId`` or its ``_meta``; each with the entry it is in."""
+    legacy = st.legacy_id
+    out: list[tuple[str, int]] = []
+    for e in st.echoes:
+        if e.mid is not None and e.mid == legacy:
+            out.append(("the user echo", e.seq))
+            break
+    for e in st.echoes:
+        keys = _meta_ids(e.update.get("_meta"), legacy, "the user echo's")
+        if keys:
+            out.append((keys[0], e.seq))
+            break
+    responses: list[tuple[Any, int]] = []
+    if st.accepted is not None:
+        responses.append((st.accepted.result, st.accepted.seq))
+    if ev.ended_by == "response" and (st.accepted is None or ev.seq != st.accepted.seq):
+        responses.append((ev.response, ev.seq))
+    for result, seq in responses:
+        if not isinstance(result, dict):
+            continue
+        for key in ("userMessageId", "messageId"):
+            if key in result and result[key] == legacy:
+                out.append((f"the prompt response's {key}", seq))
+        out.extend((k, seq) for k in _meta_ids(result.get("_meta"), legacy,
+                                               "the prompt response's"))
+    return out
+
+
 @register
 class Echo(Checker):
     # A repeated user chunk is no new echo, but it adds to the echo's text: runs are
@@ -287,12 +327,14 @@ class Echo(Checker):
                        "the agent rejected a prompt carrying a client messageId",
                        entries=[st.start.seq, ev.seq], actual="error")
             return
-        adopted = [e for e in st.echoes if e.mid is not None and e.mid == st.legacy_id]
-        if adopted:
+        shown = _adoptions(st, ev)
+        if shown:
+            where, seq = shown[0]
+            also = f" (also {', '.join(w for w, _ in shown[1:3])})" if len(shown) > 1 else ""
             self.found("MID-A-01/adopted-client-id",
-                       f"the user echo adopts the client-supplied ID {short(st.legacy_id)!r}",
-                       entries=[st.start.seq, adopted[0].seq],
-                       expected="an agent-generated ID", actual=short(st.legacy_id))
+                       f"{where} adopts the client-supplied ID {short(st.legacy_id)!r}{also}",
+                       entries=[st.start.seq, seq], expected="an agent-generated ID",
+                       actual={"id": short(st.legacy_id), "where": [w for w, _ in shown]})
 
     def _v2_turn(self, st: _TurnState, ev: TurnEnd) -> None:
         self.exercised("MID-V2-05/no-echo")

@@ -74,6 +74,7 @@ class ModelServer:
         self._idle = threading.Condition(self._lock)
         self._streaming = 0  # responses being streamed right now
         self.faults: list[str] = []  # errors of the server's own (one line each, also printed)
+        self.notices: list[str] = []  # what a run should know, said once each (also printed)
         # client port -> route name, for requests that name no route in their path
         self.resolver: Callable[[int], str | None] | None = None
         self._httpd = Server(("127.0.0.1", 0), Handler)
@@ -166,6 +167,21 @@ class ModelServer:
             self.faults.append(line)
         print(line, file=sys.stderr, flush=True)
 
+    def _no_tool(self, declared: dict[str, Any]) -> None:
+        """Say once per server (one run) that a scripted tool call was left out because the
+        agent declared no tool the server calls harmlessly."""
+        names = ", ".join(sorted(declared)[:12]) or "none"
+        line = self.masker.text(
+            "acp-conformance: model server: the agent declared no tool the model can call "
+            f"harmlessly (declared: {names}; known: "
+            f"{', '.join(n for n, _ in HARMLESS_TOOLS)}), so its turns have no tool call and "
+            "the text-tool-text turn of MID-A-02 and MID-A-03 is not played")
+        with self._lock:
+            if self.notices:
+                return
+            self.notices.append(line)
+        print(line, file=sys.stderr, flush=True)
+
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no response is being streamed; False if one still is after ``timeout``."""
         with self._idle:
@@ -217,6 +233,7 @@ class ModelServer:
                 chosen = choose_tool(req.tools, part.choose, part.arguments)
                 if chosen is None:
                     notes["tool_skipped"] = "the agent declared no harmless tool"
+                    self._no_tool(req.tools)
                     continue
                 name, args = chosen
                 call_id = item_id

@@ -251,6 +251,7 @@ class TargetProcess(Reading):
         with self._room:  # a reader waiting for room goes back to reading (and dropping)
             self._room.notify_all()
         ended_by = "exit" if self.proc.poll() is not None else "stdin-eof"
+        closed_at = time.monotonic()
         try:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
@@ -265,6 +266,7 @@ class TargetProcess(Reading):
                 self._signal_group(signal.SIGKILL)
                 if self.wait_exit(grace) is None:
                     ended_by = "unknown"  # not even SIGKILL ended it in time
+        exit_seconds = round(time.monotonic() - closed_at, 1)  # how long the exit took
         # Anything the target left in its group (grandchildren holding pipes) goes too.
         self._signal_group(signal.SIGKILL)
         deadline = time.monotonic() + grace
@@ -283,7 +285,8 @@ class TargetProcess(Reading):
             if not recorded:
                 self.transcript.add(self.conn, "harness", "harness", event="exit", data={
                     "returncode": rc, "signal": sig, "killed_by_suite": self._killed,
-                    "ended_by": ended_by, "grace": grace, "output_held": self.output_held,
+                    "ended_by": ended_by, "grace": grace, "exit_seconds": exit_seconds,
+                    "output_held": self.output_held,
                     "stderr_bytes": self.stderr_bytes, "stderr_kept": self.stderr_kept,
                     "unrecorded_lines": self.unrecorded_lines,
                     "unrecorded_bytes": self.unrecorded_bytes})

@@ -18,9 +18,15 @@ HARMLESS_TOOLS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("ls", {"path": "."}),
     ("LS", {"path": "."}),
     ("list_dir", {"path": "."}),
+    ("list_files", {"path": ".", "recursive": False}),
+    ("read_file", {"path": "README.md"}),  # absent: the tool result is an error, still harmless
+    ("search_files", {"path": ".", "regex": "TODO", "file_pattern": "*"}),
+    ("grep", {"pattern": "TODO", "path": "."}),
     ("shell", {"command": ["ls"]}),
     ("exec_command", {"cmd": "ls"}),
     ("shell_command", {"command": "ls"}),
+    ("terminal", {"command": "ls"}),
+    ("bash", {"command": "ls"}),
 )
 
 
@@ -80,18 +86,21 @@ def fit_arguments(args: dict[str, Any], schema: Any) -> dict[str, Any]:
         return dict(args)
     props: dict[str, Any] = schema["properties"]
     out = {k: v for k, v in args.items() if k in props}
+    path = next((v for k, v in args.items() if "path" in k.lower() and isinstance(v, str)), ".")
     for name in schema.get("required") or []:
         if name in out or not isinstance(name, str):
             continue
         prop = props.get(name)
         typ = str(prop.get("type", "string") if isinstance(prop, dict) else "string").lower()
         low = name.lower()
-        if "pattern" in low or "glob" in low:
+        if "regex" in low or "query" in low or ("pattern" in low and "pattern" in args):
+            out[name] = next((v for k, v in args.items() if k in ("regex", "pattern")), "TODO")
+        elif "pattern" in low or "glob" in low:
             out[name] = "*"
         elif "command" in low or low == "cmd":
             out[name] = ["ls"] if typ == "array" else "ls"
-        elif "path" in low or "dir" in low:
-            out[name] = "."
+        elif "path" in low or "dir" in low or "file" in low or low in ("cd", "cwd"):
+            out[name] = path
         elif typ == "array":
             out[name] = []
         elif typ in ("integer", "number"):
