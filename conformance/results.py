@@ -181,6 +181,7 @@ class RunResult:
     # versions in which cases were played but none ran to its end: {version: why}
     unfinished: dict[int, str] = field(default_factory=dict)
     catalogue: str = ""  # the register's revision it was graded against ("": this version's)
+    fuzz: dict[str, Any] = field(default_factory=dict)  # a fuzz run: runs, seconds, workers, ...
 
     def all_findings(self) -> list[Finding]:
         return [f for c in self.cases for f in c.findings]

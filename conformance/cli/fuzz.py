@@ -9,7 +9,10 @@ settings and prints what they found. Nothing heavy is imported at module level:
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,7 +53,16 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
     e.add_argument("--max-examples", type=int, metavar="N",
                    help="generated runs (overrides the effort's number)")
     e.add_argument("--time-budget", type=float, metavar="SECONDS",
-                   help="stop generating after this long (shrinking still finishes)")
+                   help="stop generating after this long (for the whole run, all workers)")
+    e.add_argument("--shrink-budget", type=float, metavar="SECONDS",
+                   help="stop shrinking after this long, keeping the smallest counterexample "
+                        "so far (default: half the time budget, at least 30 s; 600 s when "
+                        "there is no time budget)")
+    e.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="generate on N worker processes sharing one example database "
+                        "(agents; default 1): --max-examples and --time-budget are for the "
+                        "whole run, each worker's seed derives from --seed, each broken rule "
+                        "is shrunk and saved once")
     e.add_argument("--seed", type=int, metavar="N",
                    help="the run's seed (printed either way; the same seed repeats the run)")
     e.add_argument("--max-failures", type=int, metavar="N",
@@ -59,9 +71,12 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
     r.add_argument("--regressions", type=Path, default=None, metavar="DIR",
                    help="where failures are saved (default: regressions/ in the --out folder)")
     r.add_argument("--no-save", action="store_true", help="do not save failures")
-    r.add_argument("--hypothesis-db", type=Path, default=None, metavar="DIR",
-                   help="a Hypothesis example database shared with other runs and campaigns: "
-                        "its counterexamples are replayed first, new ones are added")
+    r.add_argument("--hypothesis-db", default=None, metavar="DIR|URL",
+                   help="a Hypothesis example database shared with other runs, workers and "
+                        "machines: a directory, redis://host:port/db (the redis extra) or "
+                        "github:OWNER/REPO[/ARTIFACT] (a CI job's uploaded database, read-only, "
+                        "with writes to .hypothesis/examples under --out); its counterexamples "
+                        "are replayed first, new ones are added")
     r.add_argument("--emit-case", type=Path, default=None, metavar="FILE.yaml",
                    help="also write each shrunk counterexample as a case of one case file "
                         "(run it with --cases DIR; docs/fuzzing-campaigns.md)")
@@ -71,8 +86,11 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     from conformance.fuzz import settings
+    from conformance.fuzz.database import describe
+    from conformance.fuzz.keeper import Interrupted, interrupts
 
     ns = build_fuzz_parser().parse_args(list(argv))
+    ns.worker_report, ns.worker_index = worker_of_run()
     check_run_options(ns)
     if not (ns.agent or ns.client or ns.client_adapter):
         raise UsageError("nothing to fuzz: give --agent CMD, --client CMD or "
@@ -81,6 +99,12 @@ def main(argv: Sequence[str]) -> int:
         raise UsageError("--agent and --client fuzz different sides: run them separately")
     if ns.max_failures is not None and ns.max_failures < 1:
         raise UsageError("--max-failures must be at least 1")
+    if ns.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if ns.workers > 1 and not ns.agent:
+        raise UsageError("--workers fuzzes an agent; a client is fuzzed by one process")
+    if ns.shrink_budget is not None and ns.shrink_budget <= 0:
+        raise UsageError("--shrink-budget must be a positive number of seconds")
     if ns.baseline is not None:
         raise UsageError("--baseline lists expected failures of cases; a fuzz run has "
                              "none (replay the regression library instead)")
@@ -98,43 +122,103 @@ def main(argv: Sequence[str]) -> int:
     out = use_out(ns)  # the regression library and Hypothesis's data go under it
     if ns.regressions is None:
         ns.regressions = out / "regressions"
-    if ns.hypothesis_db is not None:
-        from conformance.fuzz.database import open_directory
-
-        try:
-            ns.database = open_directory(ns.hypothesis_db)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-    else:
-        ns.database = None
+    ns.database = _open_database(ns, out)  # unreachable: exit 2 before any target starts
     if ns.agent:  # a missing command is a usage error before anything heavy loads
         from conformance.transport import split_command
 
         split_command(ns.agent)
-    shape = f", up to {effort.steps} steps each" if ns.agent else ", one turn each"
-    if ns.model_server:
-        shape += ", the model's answers drawn too"
-    print(f"acp-conformance fuzz: seed {seed}, effort {effort.name} "
-          f"({effort.max_examples} runs{shape}"
-          + (f", {effort.time_budget:.0f} s budget" if effort.time_budget else "") + ")",
-          flush=True)
-    progress = settings.progress_stream(True)
-    if ns.agent:
-        model, command, env = model_server(ns, ns.agent, [], masker)
+    ns.keeper = _keeper(ns, effort, seed, options, masker)
+    ns.shrink_budget = settings.shrink_budget(effort, ns.shrink_budget)
+    worker = ns.worker_report is not None
+    if not worker:
+        shape = f", up to {effort.steps} steps each" if ns.agent else ", one turn each"
+        if ns.model_server:
+            shape += ", the model's answers drawn too"
+        print(f"acp-conformance fuzz: seed {seed}, effort {effort.name} "
+              f"({effort.max_examples} runs{shape}"
+              + (f", {effort.time_budget:.0f} s budget" if effort.time_budget else "")
+              + (f", {ns.workers} workers" if ns.workers > 1 else "") + ")", flush=True)
+    progress = settings.progress_stream(not worker)
+    with interrupts():
         try:
-            result = _fuzz_agent(ns, effort, seed, options, progress, model, command, env,
-                                 masker)
-        finally:
-            if model is not None:
-                model.stop()
-    else:
-        result = _fuzz_client(ns, effort, seed, options, progress, masker)
-    return _finish(ns, result, options, masker)
+            if ns.agent:
+                model, command, env = model_server(ns, ns.agent, [], masker)
+                try:
+                    result = _fuzz_agent(ns, effort, seed, options, progress, model, command,
+                                         env, masker, argv)
+                finally:
+                    if model is not None:
+                        model.stop()
+            else:
+                result = _fuzz_client(ns, effort, seed, options, progress, masker)
+        except Interrupted as exc:  # before the engine started: nothing is held
+            result = _nothing(ns, effort, seed, exc.signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # saving and the reports are not torn
+        signal.signal(sig, signal.SIG_IGN)
+    if worker:
+        from conformance.fuzz.workers import write_report
+
+        write_report(ns.worker_report, result, ns.keeper)
+        return 0
+    result.database = describe(ns.hypothesis_db)
+    status = _finish(ns, result, options, masker)
+    if result.interrupted is not None:
+        print(f"acp-conformance: fuzz interrupted by {signal.Signals(result.interrupted).name}; "
+              f"{len(result.failures)} broken rule(s) held were saved (unshrunk where "
+              "shrinking had not ended) and the reports written", file=sys.stderr)
+        return 128 + int(result.interrupted)
+    return status
+
+
+def worker_of_run() -> tuple[Path | None, int]:
+    """In a worker of ``fuzz --workers N``: where it writes its report, and its index
+    (set by the run in its environment, taken out so its agents do not inherit it)."""
+    from conformance.fuzz.workers import INDEX_ENV, REPORT_ENV
+
+    report, index = os.environ.pop(REPORT_ENV, None), os.environ.pop(INDEX_ENV, "0")
+    return (Path(report) if report else None), int(index)
+
+
+def _open_database(ns: argparse.Namespace, out: Path) -> Any:
+    """The example database of --hypothesis-db (a usage error if it cannot be reached)."""
+    if ns.hypothesis_db is None:
+        return None
+    from conformance.fuzz.database import open_database
+
+    try:
+        return open_database(ns.hypothesis_db, local=out / "hypothesis" / "examples")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _keeper(ns: argparse.Namespace, effort: Any, seed: int, options: Any, masker: Any) -> Any:
+    """What stores each failure as it is found and replaces it when it is shrunk."""
+    from conformance.fuzz import regressions
+    from conformance.fuzz.grading import FuzzResult
+    from conformance.fuzz.keeper import Keeper
+
+    found_on = FuzzResult("agent" if ns.agent else "client", ns.agent or "", seed, effort)
+
+    def header(f: Any) -> dict[str, Any]:
+        return dict(masker.data(regressions.regression_header(f, found_on, options,
+                                                              ns.strict)))
+
+    ns.found_on = found_on  # the client's label and replay_with are filled in when known
+    return Keeper(None if ns.no_save else ns.regressions, ns.database, header)
+
+
+def _nothing(ns: argparse.Namespace, effort: Any, seed: int, signum: int) -> Any:
+    from conformance.fuzz.grading import FuzzResult
+
+    result = FuzzResult(ns.found_on.role, ns.found_on.target, seed, effort,
+                        protocols=tuple(protocols_of(ns)))
+    result.interrupted = signum
+    return result
 
 
 def _fuzz_agent(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
                 progress: Any, model: Any, command: Any, env: dict[str, str],
-                masker: Any) -> Any:
+                masker: Any, argv: Sequence[str]) -> Any:
     from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
     from conformance.fuzz.player import AgentTarget
     from conformance.transport import split_command
@@ -143,8 +227,27 @@ def _fuzz_agent(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
     target = AgentTarget(split_command(command), ns.agent, env, ns.timeout, masker)
     config = AgentFuzzConfig(target, protocols=tuple(protocols_of(ns)), options=options,
                              strict=ns.strict, max_failures=ns.max_failures,
-                             schema_dir=ns.schema_dir, model=model, database=ns.database)
+                             schema_dir=ns.schema_dir, model=model, database=ns.database,
+                             keeper=ns.keeper, shrink_budget=ns.shrink_budget,
+                             generate_only=ns.worker_report is not None,
+                             replay_database=ns.worker_index == 0)
+    if ns.workers > 1:
+        from conformance.fuzz.workers import run_agent_workers
+
+        return run_agent_workers(config, effort, seed, argv, ns.workers,
+                                 database=_worker_database(ns), progress=progress)
     return run_agent_fuzz(config, effort, seed, progress=progress)
+
+
+def _worker_database(ns: argparse.Namespace) -> str:
+    """The database the workers share: --hypothesis-db, or one under --out for this run."""
+    if ns.hypothesis_db is not None:
+        return str(ns.hypothesis_db)
+    from conformance.fuzz.database import open_directory
+
+    folder = Path(ns.out).resolve() / "hypothesis" / "workers"
+    ns.database = ns.keeper.database = open_directory(folder)
+    return str(folder)
 
 
 def _fuzz_client(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
@@ -152,10 +255,11 @@ def _fuzz_client(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
     from conformance.fuzz.client_fuzz import client_target, run_client_fuzz
 
     target = client_target(client_choice(ns, masker))
+    ns.found_on.target, ns.found_on.replay_with = target.label, target.replay_with()
     return run_client_fuzz(target, effort, seed, protocols=tuple(protocols_of(ns)),
                            options=options, strict=ns.strict, max_failures=ns.max_failures,
                            progress=progress, schema_dir=ns.schema_dir,
-                           database=ns.database)
+                           database=ns.database, keeper=ns.keeper)
 
 
 def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> int:
@@ -167,7 +271,6 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
     def out(line: str = "") -> None:
         print(masker.text(line))
 
-    directory = ns.regressions or regressions.DEFAULT_DIR
     how = {"client": "--client", "client_adapter": "--client-adapter",
            "client_profile": "--client-profile"}
     target = (f"--agent {shlex.quote(result.target)}" if result.role == "agent" else
@@ -213,12 +316,8 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
             path = Path(ns.transcripts) / f"fuzz-{fp}.jsonl"
             f.transcript.save(path)
             saved_paths[i] = str(path)
-        if not ns.no_save:
-            saved = regressions.save(directory, fingerprint_=fp,
-                                     header=masker.data(regressions.regression_header(
-                                         f, result, options, ns.strict)),
-                                     entries=f.transcript.entries,
-                                     cwd=regressions.session_cwd(f.transcript))
+        saved = ns.keeper.final(f)  # in place of what was stored when it was found
+        if saved is not None:
             saved_paths[i] = str(saved.path)
             out(f"  {'already in the library' if saved.existed else 'saved'}: {saved.path}")
             out(f"  replay: acp-conformance replay {shlex.quote(str(saved.path))} {target}")
@@ -227,6 +326,8 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
     out()
     out(f"seed {result.seed}: repeat this run with --seed {result.seed}")
     run = to_run_result(result, options, ns.strict, saved_paths)
+    run.fuzz = {"runs": result.examples, "seconds": round(result.elapsed, 3),
+                "workers": result.workers, "database": result.database}
     return report_run(ns, run, masker=masker)
 
 

@@ -32,6 +32,7 @@ vocabulary, playing, grading and shrinking are already modules of their own.
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,7 @@ from conformance.checks import Options, grade
 from conformance.driver import DriveAborted, NotTestable
 from conformance.fuzz import database, model_side
 from conformance.fuzz.grading import Failure, FuzzResult, merge_coverage, violations
+from conformance.fuzz.keeper import Interrupted
 from conformance.fuzz.player import (
     AgentTarget,
     FuzzDriver,
@@ -87,6 +89,10 @@ class AgentFuzzConfig:
     schema_dir: Path | None = None  # also validate each run against the official schemas
     model: Any = None  # a running ModelServer: every run also draws what the model says
     database: Any = None  # a Hypothesis example database: stored counterexamples first
+    keeper: Any = None  # a fuzz.keeper.Keeper: each failure stored the moment it is found
+    shrink_budget: float | None = None  # seconds for all shrinking (None: attempts only)
+    generate_only: bool = False  # a worker: no shrinking, the run's parent shrinks
+    replay_database: bool = True  # play the database's counterexamples first
 
 
 class _Context:
@@ -108,6 +114,8 @@ class _Context:
         old = self.failures.get(failure.key)
         if old is None or failure.size() < old.size():
             self.failures[failure.key] = failure
+            if self.config.keeper is not None:
+                self.config.keeper.found(failure)
 
     def enough(self) -> bool:
         limit = self.config.max_failures
@@ -347,10 +355,14 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
     with tempfile.TemporaryDirectory(prefix="acp-fuzz-") as cwd:
         ctx = _Context(config, budget, cwd)
         try:
-            stored = replay_stored(ctx, config, cwd)
+            stored = replay_stored(ctx, config, cwd) if config.replay_database else (0, 0)
             if stored[0]:
                 result.notes.append(_stored_note(*stored))
             _search_and_shrink(ctx, config, effort, seed, result, cwd)
+        except Interrupted as exc:  # keep what is held: the smallest of each rule so far
+            result.interrupted = exc.signum
+            done = {f.key for f in result.failures}
+            result.failures += [f for k, f in sorted(ctx.failures.items()) if k not in done]
         finally:
             ctx.spawner.close()  # the retired processes have ended: transcripts complete
             budget.done()
@@ -367,7 +379,8 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
         f.findings = violations(grade(f.transcript.entries, protocol=f.protocol,
                                           options=config.options, schema_dir=config.schema_dir),
                                 config.strict) or f.findings
-        database.save(config.database, f)
+        if config.keeper is None:  # else the command keeps it (keeper.final)
+            database.save(config.database, f)
         if on_failure is not None:
             on_failure(f)
     return result
@@ -424,17 +437,41 @@ def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, s
         if not ctx.failures:
             why = "; ".join(list(ctx.unsupported.values()) + ctx.aborts)
             result.notes.append(f"no run could be driven: {why or 'every run was rejected'}")
+    if config.generate_only:  # a worker: the run's parent shrinks
+        result.failures = sorted(ctx.failures.values(), key=lambda f: f.key)
+        return
+    budget = config.shrink_budget
+    deadline = None if budget is None else time.monotonic() + budget
     for failure in sorted(ctx.failures.values(), key=lambda f: f.key):
-        result.failures.append(shrink_failure(failure, config, cwd, ctx.spawner))
+        result.failures.append(shrink_failure(failure, config, cwd, ctx.spawner,
+                                              deadline=deadline, stream=ctx.budget.stream,
+                                              hold=ctx.failures))
+        if deadline is not None and time.monotonic() >= deadline:
+            result.notes.append(f"shrinking {failure.requirement} (v{failure.protocol}) "
+                                f"stopped at the shrink budget ({budget:g} s): the smallest "
+                                "counterexample found so far is kept")
         ctx.budget.tick()
 
 
 def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
-                   spawner: Spawner) -> Failure:
+                   spawner: Spawner, *, deadline: float | None = None, stream: Any = None,
+                   hold: dict[tuple[str, int], Failure] | None = None) -> Failure:
     """Replay ever smaller step lists while the same rule still breaks; then, behind a
     model server, ever smaller model scripts with the shrunk steps, and the steps once
-    more with the shrunk script (a smaller script can need fewer steps)."""
+    more with the shrunk script (a smaller script can need fewer steps). No replay starts
+    after ``deadline``; each smaller counterexample is printed to ``stream`` and put in
+    ``hold``, so a stopped run keeps the smallest so far."""
     header = {"profile": config.options.profile.name}
+    name = f"{failure.requirement} (v{failure.protocol})"
+    _say(stream, f"shrinking {name}: {len(failure.steps)} steps")
+
+    def smaller(steps: list[Step], best: Failure | None, attempts: int) -> None:
+        if best is None:
+            return
+        best.found_steps = failure.found_steps
+        if hold is not None:
+            hold[failure.key] = best
+        _say(stream, f"shrinking {name}: {len(steps)} steps after {attempts} replay(s)")
 
     def fails(steps: list[Step], model: dict[str, Any] | None = failure.model
               ) -> Failure | None:
@@ -444,20 +481,33 @@ def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
         return failure_of(played, failure.requirement, config.options, config.strict,
                           config.schema_dir, model=model)
 
-    shrunk = shrink_steps(failure.steps, failure, fails, max_attempts=config.shrink_attempts)
+    shrunk = shrink_steps(failure.steps, failure, fails, max_attempts=config.shrink_attempts,
+                          deadline=deadline, on_smaller=smaller)
     best, attempts = shrunk.result, shrunk.attempts
     if config.model is not None and best.model is not None:
         steps = best.steps
         _script, by_model = model_side.shrink_script(
-            best.model, best, lambda m: fails(steps, m), max_attempts=config.shrink_attempts)
+            best.model, best, lambda m: fails(steps, m), max_attempts=config.shrink_attempts,
+            deadline=deadline)
         script = by_model.result.model
+        if hold is not None:
+            hold[failure.key] = by_model.result
         again = shrink_steps(by_model.result.steps, by_model.result,
                              lambda s: fails(s, script),
-                             max_attempts=max(1, config.shrink_attempts // 4))
+                             max_attempts=max(1, config.shrink_attempts // 4),
+                             deadline=deadline, on_smaller=smaller)
         best, attempts = again.result, attempts + by_model.attempts + again.attempts
     best.found_steps = failure.found_steps
     best.shrink_attempts = attempts
+    _say(stream, f"shrinking {name}: done, {len(best.steps)} steps "
+                 f"({attempts} replay(s))")
     return best
+
+
+def _say(stream: Any, line: str) -> None:
+    if stream is not None:
+        stream.write(line + "\n")
+        stream.flush()
 
 
 def failure_of(played: Played, requirement: str, options: Options, strict: bool,

@@ -211,7 +211,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
                     protocols: Sequence[int] = (1, 2), options: Options | None = None,
                     strict: bool = False, max_failures: int | None = None,
                     progress: Any = None, schema_dir: Path | None = None,
-                    database: Any = None) -> FuzzResult:
+                    database: Any = None, keeper: Any = None) -> FuzzResult:
     """Fuzz one client; Hypothesis shrinks every broken rule's stream. The counterexamples
     a shared example database holds (``database``) are played first."""
     from hypothesis import given
@@ -221,6 +221,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
 
     from conformance.fuzz import database as shared
     from conformance.fuzz.grading import merge_coverage
+    from conformance.fuzz.keeper import Interrupted
     from conformance.fuzz.settings import StopFuzzing, hypothesis_settings
 
     options = options or Options()
@@ -230,6 +231,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
     smallest: dict[tuple[str, int], Failure] = {}
     coverage: dict[int, dict[str, Any]] = {}
     stored: list[Failure] = []
+    kept: set[tuple[str, int]] = set()
     replayed = 0
     for value in shared.counterexamples(database, "client"):
         if value["protocol"] not in protocols or "stream" not in value:
@@ -272,30 +274,40 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         key = failure.key
         if key not in smallest or len(steps) < len(smallest[key].stream["steps"]):
             smallest[key] = failure
+            if keeper is not None and key not in kept:  # stored the moment it is found
+                kept.add(key)
+                keeper.found(failure)
         raise violation_type(failure.requirement)(failure)
 
     try:
         fuzz()
     except StopFuzzing:
         pass
+    except Interrupted as exc:  # keep what is held: the smallest stream of each rule so far
+        result.interrupted = exc.signum
+        result.failures = one_per_rule(list(smallest.values()) + stored)
     except Unsatisfiable:
         result.notes.append("no example could be played (every one was rejected)")
     except BaseException as exc:  # our violations; anything else is re-raised
         found = collect_failures(exc, {k[0]: v for k, v in smallest.items()})
         if not found:
             raise
-        confirmed = [confirm_cause(delete_steps(f, target, options, strict, schema_dir),
-                                   target, options, strict, schema_dir) for f in found]
+        try:
+            confirmed = [confirm_cause(delete_steps(f, target, options, strict, schema_dir),
+                                       target, options, strict, schema_dir) for f in found]
+        except Interrupted as stop:  # stopped while shrinking: what Hypothesis shrank
+            result.interrupted, confirmed = stop.signum, list(found)
         result.failures = one_per_rule(confirmed)
     finally:
         budget.done()
-    if stored:  # the database's counterexamples that still fail: shrunk already
+    if stored and result.interrupted is None:  # the database's, still failing: shrunk
         known = {f.key for f in result.failures}
         again = [confirm_cause(f, target, options, strict, schema_dir) for f in stored
                  if f.key not in known]
         result.failures = sorted(one_per_rule(result.failures + again), key=lambda f: f.key)
-    for f in result.failures:
-        shared.save(database, f)
+    if keeper is None:  # else the command keeps them (keeper.final)
+        for f in result.failures:
+            shared.save(database, f)
     result.examples = budget.examples
     result.processes = budget.processes
     result.elapsed = budget.elapsed

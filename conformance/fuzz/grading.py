@@ -76,6 +76,9 @@ class FuzzResult:
     coverage: dict[int, dict[str, Finding]] = field(default_factory=dict)
     protocols: tuple[int, ...] = ()
     replay_with: dict[str, Any] = field(default_factory=dict)  # how to reach the target again
+    interrupted: int | None = None  # the signal that stopped the run (what was held is kept)
+    workers: int = 1
+    database: str | None = None  # the example database's URL (no password)
 
     @property
     def failed(self) -> bool:

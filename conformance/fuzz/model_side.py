@@ -105,7 +105,8 @@ def simplifications(rec: Record) -> list[Record]:
 
 
 def shrink_script(script: Script, result: Any, fails: Callable[[Script], Any], *,
-                  max_attempts: int) -> tuple[Script, Shrunk[Any]]:
+                  max_attempts: int, deadline: float | None = None
+                  ) -> tuple[Script, Shrunk[Any]]:
     """The smallest script found that still ``fails`` (None when a candidate passes)."""
     template = {k: v for k, v in script.items() if k != "turns"}
     attempts = 0
@@ -118,7 +119,7 @@ def shrink_script(script: Script, result: Any, fails: Callable[[Script], Any], *
     shrunk = shrink_steps(flatten(script), result,
                           lambda recs: fails(unflatten(recs, template)), keep=0,
                           max_attempts=max(0, max_attempts - attempts),
-                          variants=simplifications)
+                          variants=simplifications, deadline=deadline)
     shrunk.attempts += attempts
     final = unflatten(shrunk.steps, template)
     if renamed(final) != final and shrunk.attempts < max_attempts:  # id1, id2 in order

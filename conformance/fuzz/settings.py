@@ -62,6 +62,16 @@ def get_effort(name: str, *, max_examples: int | None = None,
     return effort
 
 
+def shrink_budget(effort: Effort, given: float | None) -> float:
+    """Seconds for all the shrinking of a run: ``--shrink-budget``, or half the time
+    budget (at least 30 s), or 600 s where the effort has no time budget."""
+    if given is not None:
+        return given
+    if effort.time_budget is None:
+        return 600.0
+    return max(30.0, effort.time_budget / 2)
+
+
 def choose_seed(seed: int | None) -> int:
     """The seed of a run: the given one, or a fresh one to print and reuse."""
     if seed is not None:

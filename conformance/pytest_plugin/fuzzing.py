@@ -7,9 +7,11 @@ effort's number of examples); ``hypothesis fuzz -n N -- --acp-fuzz ...`` runs
 them as a HypoFuzz campaign. The items are plain ``pytest.Function`` items of
 ``@given`` functions, which is what HypoFuzz fuzzes.
 
-``--acp-hypothesis-db DIR`` loads a Hypothesis settings profile whose example
-database is that folder, so every worker, every campaign and every machine that
-mounts it share what was found; HypoFuzz requires the tests' database to be the
+``--acp-hypothesis-db DIR|URL`` loads a Hypothesis settings profile whose example
+database is that folder, a Redis (``redis://host:port/db``) or a CI job's uploaded
+database (``github:OWNER/REPO[/ARTIFACT]``, read-only, writes going to Hypothesis'
+local folder): see :func:`conformance.fuzz.database.open_database`. Every worker,
+every campaign and every machine on it share what was found; HypoFuzz requires the tests' database to be the
 default one, which a profile makes it. Without the option a campaign uses the
 profile in force, or Hypothesis' default folder where that profile has no database
 (its ``ci`` profile, loaded wherever ``CI`` is set).
@@ -51,8 +53,10 @@ def add_options(g: Any) -> None:
     g.addoption("--acp-regressions", metavar="DIR",
                 help="--acp-fuzz: save each shrunk failure here, once per fingerprint "
                      "(default: not saved)")
-    g.addoption("--acp-hypothesis-db", metavar="DIR",
-                help="--acp-fuzz: the Hypothesis example database every worker shares")
+    g.addoption("--acp-hypothesis-db", metavar="DIR|URL",
+                help="--acp-fuzz: the Hypothesis example database every worker shares: a "
+                     "directory, redis://host:port/db (the redis extra) or "
+                     "github:OWNER/REPO[/ARTIFACT] (read-only, with a local folder)")
 
 
 def configure(config: pytest.Config) -> bool:
@@ -101,7 +105,7 @@ def _build(config: pytest.Config) -> FuzzState:
     protocols = (1, 2) if opt("acp_protocol") == "both" else (int(opt("acp_protocol")),)
     options = _options(opt("acp_profile"))
     if opt("acp_hypothesis_db"):
-        db = _use_database(Path(opt("acp_hypothesis_db")))
+        db = _use_database(str(opt("acp_hypothesis_db")))
     else:
         db = _campaign_database()
     regressions = Path(opt("acp_regressions")) if opt("acp_regressions") else None
@@ -137,13 +141,14 @@ def _build(config: pytest.Config) -> FuzzState:
     return FuzzState(campaign, protocols)
 
 
-def _use_database(directory: Path) -> Any:
-    """Make DIR the example database of every Hypothesis test of this process."""
+def _use_database(spec: str) -> Any:
+    """Make the database ``spec`` names (a folder or a URL) the example database of every
+    Hypothesis test of this process (ValueError: it cannot be reached)."""
     from hypothesis import settings
 
-    from conformance.fuzz.database import open_directory
+    from conformance.fuzz.database import open_database
 
-    db = open_directory(directory)
+    db = open_database(spec, flag="--acp-hypothesis-db")
     settings.register_profile(PROFILE, database=db)
     settings.load_profile(PROFILE)
     return db
@@ -168,7 +173,7 @@ def _campaign_database() -> Any:
     with warnings.catch_warnings():  # the folder is wanted now: the workers start on it
         warnings.simplefilter("ignore", getattr(errors, "HypothesisSideeffectWarning", Warning))
         folder: Any = storage_directory("examples")  # a Path, or a lazy holder of one
-        return _use_database(Path(getattr(folder, "path", folder)))
+        return _use_database(str(Path(getattr(folder, "path", folder))))
 
 
 class AcpFuzz(pytest.Collector):

@@ -81,6 +81,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
         out["cut"] = result.cut
     if result.unfinished:
         out["unfinished"] = {str(p): why for p, why in sorted(result.unfinished.items())}
+    if result.fuzz:
+        out["fuzz"] = result.fuzz
     return out
 
 
