@@ -76,6 +76,10 @@ class Finding:
     # what the target did because of this fault (it exited, left a probe unanswered):
     # shown with it, never graded as further faults
     consequences: tuple[str, ...] = ()
+    # the evidence a report carries with it (conformance.report.evidence): the case's
+    # transcript and the wire lines of ``entries``, the ones the finding points at marked
+    transcript: str | None = None
+    wire: tuple[str, ...] = ()
 
     @property
     def base_requirement(self) -> str:
@@ -103,6 +107,10 @@ class Finding:
             evidence["expected"] = self.expected
         if self.actual is not None:
             evidence["actual"] = self.actual
+        if self.transcript:
+            evidence["transcript"] = self.transcript
+        if self.wire:
+            evidence["lines"] = list(self.wire)
         out: dict[str, Any] = {
             "case": self.case,
             "requirement": self.requirement,

@@ -182,7 +182,11 @@ def test_message_ids_are_coloured_by_identity(hostile_report: dict[str, Any]) ->
 def test_missing_transcripts_are_said_not_hidden(hostile_report: dict[str, Any]) -> None:
     tmp: Path = hostile_report["dir"]
     out = tmp / "again.html"
-    proc = run_cli("report", "--from", str(tmp / "report.json"), "--html", str(out))
+    data = json.loads((tmp / "report.json").read_text(encoding="utf-8"))
+    for case in data["cases"]:  # a run with --no-transcripts (a report names them by default)
+        case["transcript"] = None
+    (tmp / "none.json").write_text(json.dumps(data), encoding="utf-8")
+    proc = run_cli("report", "--from", str(tmp / "none.json"), "--html", str(out))
     assert proc.returncode == 1, proc.stderr
     assert "no transcript was saved for this case (run with --transcripts DIR)" in \
         out.read_text(encoding="utf-8")

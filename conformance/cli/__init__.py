@@ -67,6 +67,10 @@ def _dispatch(args: list[str]) -> int:
         from conformance.cli import replay
 
         return replay.main(rest)
+    if name == "show":
+        from conformance.cli import show
+
+        return show.main(rest)
     if name == "demo":
         from conformance.cli import demo
 

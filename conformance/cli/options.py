@@ -23,6 +23,7 @@ SUBCOMMANDS = {  # name: what it does, for --help (one line each; each has its o
     "report": "rebuild a run's reports from its JSON report (--from FILE)",
     "fuzz": "generated sessions or streams until a rule breaks; shrunk, saved",
     "replay": "replay saved regression files: FIXED or STILL FAILING",
+    "show": "print a transcript readably, a finding's lines marked (FILE#N)",
 }
 DEFAULT_REPORTS = Path("reports")
 DEFAULT_TIMEOUT = 10.0  # seconds of silence; one default for the suite, fuzz and replay
@@ -59,11 +60,21 @@ def common_options(p: argparse.ArgumentParser) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--json", type=Path, metavar="PATH", help="write the JSON report here")
     o.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here")
-    o.add_argument("--transcripts", type=Path, metavar="DIR",
-                   help="write one transcript per case into DIR")
+    transcripts_options(o)
     report_outputs(o)
     out_option(o)
     show_options(o, default="failures")
+
+
+def transcripts_options(o: Any) -> None:
+    """Where the transcripts go: a run that writes a report keeps them unless told not to."""
+    o.add_argument("--transcripts", type=Path, metavar="DIR",
+                   help="write one transcript per case into DIR (default: a transcripts/ "
+                        "folder under --out, or beside the first report named, whenever a "
+                        "report is written)")
+    o.add_argument("--no-transcripts", action="store_true",
+                   help="keep no transcripts (the reports then name none; the HTML report "
+                        "still shows each case's wire lines)")
 
 
 def show_options(o: Any, *, default: str | None) -> None:
@@ -216,12 +227,34 @@ def default_outputs(ns: argparse.Namespace, stem: str = "acp-conformance") -> No
     folder (``--out``, default ./acp-conformance-reports/), and says so as it starts."""
     explicit = getattr(ns, "out", None) is not None
     out = use_out(ns)
-    if explicit or not any(getattr(ns, o, None) for o in ("json", "junit", "html", "markdown")):
+    if explicit or not any(getattr(ns, o, None) for o in REPORT_OPTIONS):
         ns.json = ns.json or out / f"{stem}.json"
         ns.junit = ns.junit or out / f"{stem}.xml"
-        if getattr(ns, "transcripts", None) is None:
+        if getattr(ns, "transcripts", None) is None and not getattr(ns, "no_transcripts", False):
             ns.transcripts = out / "transcripts"
         ns.default_reports = True
+    keep_transcripts(ns)
+
+
+#: The report options, in the order whose first named report the transcripts go beside.
+REPORT_OPTIONS = ("json", "junit", "html", "markdown")
+
+
+def keep_transcripts(ns: argparse.Namespace) -> None:
+    """A run that writes a report keeps the transcripts its findings point at: in a
+    ``transcripts/`` folder beside the first report named (``--json``, ``--junit``,
+    ``--html``, ``--markdown`` in that order), unless ``--transcripts DIR`` says where or
+    ``--no-transcripts`` says not to. So every path a console line or report names exists
+    after the run."""
+    if getattr(ns, "no_transcripts", False):
+        if getattr(ns, "transcripts", None) is not None:
+            raise UsageError("--transcripts DIR and --no-transcripts: give one of them")
+        return
+    if getattr(ns, "transcripts", None) is not None:
+        return
+    named = [Path(getattr(ns, o)) for o in REPORT_OPTIONS if getattr(ns, o, None)]
+    if named:
+        ns.transcripts = named[0].parent / "transcripts"
 
 
 def announce_out(ns: argparse.Namespace) -> None:

@@ -38,6 +38,13 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
     from conformance.report.catalogue import run_date, traceability
 
     masker = masker if masker is not None else build_masker(ns)
+    saved = {c.case: c.transcript_path for c in result.cases}
+    if scratch:  # the scratch transcripts go with the run; no line or report may name them
+        for c in result.cases:
+            c.transcript_path = None
+    from conformance.report.evidence import attach
+
+    attach(result, saved)  # each finding's wire lines travel with it, masked below
     result = masker.data(result)
     if result.date is None:
         result.date = run_date()
@@ -56,10 +63,6 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
 
             cases = casemod.load_dir(getattr(ns, "cases", None))
         trace = traceability(cases)
-    saved = {c.case: c.transcript_path for c in result.cases}
-    if scratch:  # the scratch transcripts go with the run; reports must not point at them
-        for c in result.cases:
-            c.transcript_path = None
     if ns.html:
         from conformance.report.html import read_transcript, write_html
 

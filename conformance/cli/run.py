@@ -92,13 +92,14 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
 
 
 def transcripts_folder(ns: argparse.Namespace) -> Any:
-    """Where a run keeps its transcripts: --transcripts, or, for the HTML report (which
-    shows every case's wire transcript), a scratch folder kept until the report is
-    written; None when nothing needs them. A context manager giving a path or None."""
+    """Where a run keeps its transcripts: --transcripts (set by default whenever a report
+    is written, see ``options.keep_transcripts``), or a scratch folder kept until the
+    reports are written (the findings' wire lines and the HTML report's transcripts come
+    from it; no report names it). A context manager giving a path or None."""
     import contextlib
     import tempfile
 
-    if ns.html and not ns.transcripts:
+    if not ns.transcripts:
         return tempfile.TemporaryDirectory(prefix="acp-conformance-")
     return contextlib.nullcontext(None)
 

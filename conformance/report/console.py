@@ -159,6 +159,7 @@ def _failures(result: RunResult, rows: dict[str, dict[int, list[Finding]]],
                          + (f" of {first.case}" if first.case else ""))
         if transcripts.get(first.case):
             lines.append(f"    transcript: {safe(transcripts[first.case])}")
+        lines += [f"    {line}" for line in first.wire]  # the lines, safe when attached
     return lines
 
 

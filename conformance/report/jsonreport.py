@@ -5,7 +5,8 @@
      "target_info": {"name", "version", "protocol"}, "protocols": [1, 2],
      "profile": str, "strict": bool,
      "results": [{"case", "requirement", "outcome", "message",
-                  "evidence": {"entries": [int], "expected"?, "actual"?},
+                  "evidence": {"entries": [int], "expected"?, "actual"?,
+                               "transcript"?: str, "lines"?: [str]},
                   "reason"?: code, "occurrences"?: n, "faults"?: n}],
      "cases": [{"case", "description", "protocol", "requirements", "outcome",
                 "note", "reason"?: code, "cut"?: str, "transcript", "stderr_tail"}],
@@ -36,6 +37,9 @@ the run, for the certification statement) is the only date, and it is outside
 spec source and schema versions, and the suite's version, so two reports can be
 compared. ``cut`` says why a run ended before its plan (``--deadline``); ``unfinished`` names
 each version in which cases were played but none ran to its end (the run fails).
+A failing or warning row's ``evidence`` carries its case's ``transcript`` (when
+one was kept) and ``lines``: the wire lines of its entries, as
+``conformance.report.evidence`` writes them (``#7 >> agent {...}``; capped, masked).
 ``from_json`` reads the file back into a RunResult, so every other report can
 be rebuilt from it (``acp-conformance report --from FILE``).
 """
@@ -131,7 +135,9 @@ def case_from_json(d: dict[str, Any], results: list[dict[str, Any]]) -> CaseResu
                                    tuple(int(e) for e in ev.get("entries", [])), cr.case,
                                    int(r.get("occurrences", 1)), int(r.get("faults", 1)),
                                    _reason(r.get("reason")),
-                                   tuple(str(x) for x in r.get("consequences") or ())))
+                                   tuple(str(x) for x in r.get("consequences") or ()),
+                                   ev.get("transcript") or None,
+                                   tuple(str(x) for x in ev.get("lines") or ())))
     return cr
 
 

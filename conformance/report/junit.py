@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
+from conformance.report.evidence import evidence_text
 from conformance.report.text import xml_safe
 from conformance.results import SEVERITY, Finding, Outcome, RunResult
 from conformance.transcript import write_atomic
@@ -31,7 +32,8 @@ def to_xml(result: RunResult) -> str:
             text = "\n".join(
                 f"[{f.outcome.value}] {f.shown_message} entries={list(f.entries)}"
                 + (f" expected={f.expected!r}" if f.expected is not None else "")
-                + (f" actual={f.actual!r}" if f.actual is not None else "") for f in fs)
+                + (f" actual={f.actual!r}" if f.actual is not None else "")
+                + "".join(f"\n  {line}" for line in evidence_text(f)) for f in fs)
             if worst.outcome is Outcome.FAIL:
                 failures += 1
                 el = ET.SubElement(tc, "failure", message=xml_safe(worst.shown_message, 500))
