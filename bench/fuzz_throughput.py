@@ -62,9 +62,9 @@ from conformance.fuzz.client_fuzz import (
 )
 from conformance.fuzz.player import AgentTarget
 from conformance.fuzz.settings import Effort, get_effort, hypothesis_settings
-from conformance.fuzz.strategies import example_streams
 from conformance.profiles import DEFAULT_PROFILE
 from conformance.profiles import get as get_profile
+from conformance.strategies import example_streams
 
 REFERENCE_ADAPTER = "conformance.client.reference:make_client"
 TARGET_STREAMS_PER_S = 200

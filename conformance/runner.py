@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from conformance import __version__
+from conformance.agent.driver import Cutoff, RequestRefused, _RpcError
+from conformance.agent.player import StepDriver
+from conformance.agent.steps import StepError
 from conformance.cases import Case
 from conformance.checks import Options
-from conformance.driver import Cutoff, RequestRefused, _RpcError
-from conformance.fuzz.player import StepDriver
-from conformance.fuzz.steps import StepError
 from conformance.lifecycle import (
     CUT_NOTE,
     DEADLINE_NOTE,

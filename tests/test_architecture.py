@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "conformance"
-PROCESS_SIDE = ("conformance.transport", "conformance.driver", "conformance.runner",
+PROCESS_SIDE = ("conformance.transport", "conformance.agent", "conformance.runner",
                 "conformance.client", "conformance.fuzz", "conformance.modelserver",
                 "conformance.reference", "conformance.cli", "conformance.pytest_plugin",
                 "conformance.progress", "conformance.proxy")
@@ -146,3 +146,40 @@ def test_the_fuzz_engines_take_typed_settings() -> None:
     parsing = [m for m in MODULES if within(m, ("conformance.fuzz",))
                and "argparse" in imports_of(MODULES[m])]
     assert parsing == [], "the fuzz engines parse no command line: " + ", ".join(parsing)
+
+
+def room_of(name: str) -> str:
+    """The room a module lives in: a top-level module, or a top-level package."""
+    return ".".join(name.split(".")[:2])
+
+
+def room_circles() -> list[str]:
+    """Every import between two rooms that closes a circle of rooms, with the module
+    imports that make it (an arrow back up)."""
+    edges: dict[str, dict[str, list[str]]] = {}
+    for name, imported in IMPORTS.items():
+        for other in imported:
+            a, b = room_of(name), room_of(other)
+            if a != b and b != "conformance":
+                edges.setdefault(a, {}).setdefault(b, []).append(f"{name} -> {other}")
+    out = []
+    for a, targets in sorted(edges.items()):
+        for b, why in sorted(targets.items()):
+            seen, todo = {b}, [b]
+            while todo:
+                current = todo.pop()
+                if a in edges.get(current, {}):
+                    out.append(f"{a} -> {b} ({why[0]}) and back")
+                    break
+                for nxt in edges.get(current, {}):
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+    return out
+
+
+def test_rooms_import_one_way() -> None:
+    """No arrow back up: the package's rooms (top-level modules and packages) form no
+    circle of imports, so each stands above everything it imports."""
+    assert room_circles() == []
+

@@ -240,9 +240,9 @@ def test_case_steps_and_fuzz_steps_are_one_vocabulary() -> None:
     from hypothesis import strategies as st
 
     from conformance import cases as casemod
+    from conformance.agent.steps import split, validate
     from conformance.cases import step_validator
     from conformance.fuzz.prompts import prompt_specs
-    from conformance.fuzz.steps import split, validate
 
     validator = step_validator()
     for case in casemod.load_dir():

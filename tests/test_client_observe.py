@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from conformance import strategies as strat
 from conformance.checks import grade
 from conformance.client.reference import ReferenceClient
 from conformance.client.script import expand_steps
-from conformance.fuzz import strategies as strat
 from conformance.transcript import Transcript
 
 PROMPT = "Go."

@@ -12,9 +12,9 @@ import pytest
 from conftest import REPO_ROOT, cli_report
 from test_checker_units import text, transcript, update
 
+from conformance.agent.driver import NO_SESSION_CAPABILITY
 from conformance.checks import Options, grade
 from conformance.checks.base import Options as BaseOptions
-from conformance.driver import NO_SESSION_CAPABILITY
 from conformance.profiles import get as get_profile
 from conformance.results import Finding
 

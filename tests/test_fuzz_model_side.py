@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis.errors import InvalidArgument
 
 from conformance.fuzz import model_side, regressions
-from conformance.fuzz.strategies import ITEM_ID_FORMS, LONG_ID_LENGTH, model_scripts
 from conformance.modelserver.script import parse_script
 from conformance.modelserver.server import ModelServer
+from conformance.strategies import ITEM_ID_FORMS, LONG_ID_LENGTH, model_scripts
 
 AGENTS = Path("fixtures") / "agents"
 

@@ -25,9 +25,9 @@ from conformance.fuzz.client_fuzz import ClientTarget, play_stream, stream_of
 from conformance.fuzz.grading import violations
 from conformance.fuzz.mutations import MUTATIONS, broken_streams
 from conformance.fuzz.prompts import prompt_blocks, prompt_specs
-from conformance.fuzz.strategies import chunk_streams
 from conformance.results import Outcome
 from conformance.schema import problems, schema_path, validate_transcript
+from conformance.strategies import chunk_streams
 
 REFERENCE = ClientTarget("reference client", adapter="conformance.client.reference:make_client")
 OPTIONS = Options()

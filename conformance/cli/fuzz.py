@@ -264,9 +264,9 @@ def _fuzz_client(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
 
 def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> int:
     """Print what the run found (every line masked), save it, write the reports."""
+    from conformance.agent.steps import describe
     from conformance.fuzz import regressions
     from conformance.fuzz.report import indent, to_run_result, transcript_lines
-    from conformance.fuzz.steps import describe
 
     def out(line: str = "") -> None:
         print(masker.text(line))

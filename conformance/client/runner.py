@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import __version__, model
+from conformance.agent.driver import Cutoff
 from conformance.cases import Case
 from conformance.checks import Options
 from conformance.client.profile import Profile
@@ -39,7 +40,6 @@ from conformance.client.script import (
     check_case,
     new_ids,
 )
-from conformance.driver import Cutoff
 from conformance.lifecycle import (
     CaseNotPlayable,
     Ending,

@@ -17,7 +17,7 @@ small steps written for people; :func:`expand_turn` turns them into the exact
     {batch: [{agent: ...}, ...]}         v2: these updates in one JSON-RPC batch line
 
 A turn may instead be drawn from Hypothesis: ``{turn: f, generate: {seed: 3}}``
-(:func:`conformance.fuzz.strategies.chunk_streams`), deterministically.
+(:func:`conformance.strategies.chunk_streams`), deterministically.
 
 Every text the double sends must be unique within a case, so that each
 expected message can be recognised in the client's rendering; :func:`check_case`
@@ -243,7 +243,7 @@ def _turn_steps(case: Case, name: str, protocol: int) -> tuple[str, bool, list[J
     prompt = str(turn.get("prompt", default_prompt(name)))
     echo = bool(turn.get("echo", protocol >= 2))
     if "generate" in turn:
-        from conformance.fuzz.strategies import example_streams
+        from conformance.strategies import example_streams
 
         gen = turn["generate"]
         (steps,) = example_streams(protocol=protocol, seed=int(gen.get("seed", 0)), count=1,

@@ -2,7 +2,7 @@
 
 * :mod:`conformance.fuzz.settings` - effort profiles (ci, dev, deep), seeds, budget.
 * :mod:`conformance.fuzz.prompts` - what the suite sends an agent (prompt strategies).
-* :mod:`conformance.fuzz.steps` - the recorded, replayable steps of agent fuzzing.
+* :mod:`conformance.agent.steps` - the recorded, replayable steps of agent fuzzing.
 * :mod:`conformance.fuzz.player` - playing steps against a live agent.
 * :mod:`conformance.fuzz.agent_machine` - the state machine over a live agent.
 * :mod:`conformance.fuzz.client_fuzz` - generated streams against a client.

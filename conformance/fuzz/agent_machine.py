@@ -51,8 +51,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from conformance.agent.driver import DriveAborted, NotTestable
+from conformance.agent.steps import Step
 from conformance.checks import Options, grade
-from conformance.driver import DriveAborted, NotTestable
 from conformance.fuzz import database, model_side
 from conformance.fuzz.grading import Failure, FuzzResult, merge_coverage, violations
 from conformance.fuzz.keeper import Interrupted
@@ -68,9 +69,8 @@ from conformance.fuzz.player import (
 from conformance.fuzz.prompts import prompt_specs
 from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
 from conformance.fuzz.shrink import shrink_steps
-from conformance.fuzz.steps import Step
-from conformance.fuzz.strategies import model_scripts
 from conformance.results import Finding
+from conformance.strategies import model_scripts
 from conformance.transcript import Transcript
 
 MAX_SESSIONS = 3  # per generated run

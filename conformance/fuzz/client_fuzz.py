@@ -4,9 +4,9 @@ Each generated example is one prompt turn. The client is started (a process
 through a pty with a profile, a one-shot process, a wire-only process, or an
 in-process adapter), the user prompt is submitted, and the double answers it
 with a stream drawn from :func:`client_streams`: a valid
-:func:`~conformance.fuzz.strategies.chunk_streams` stream (IDs from the
+:func:`~conformance.strategies.chunk_streams` stream (IDs from the
 opacity attack set, tool calls between chunks, v2 upserts), or one with a
-malformed ID (:data:`~conformance.fuzz.strategies.MUTATIONS`) that a client
+malformed ID (:data:`~conformance.strategies.MUTATIONS`) that a client
 must survive. The client runner records it and the client-side checkers grade
 it, exactly as for a declarative client case; a violation is raised as an
 exception named after its rule, and Hypothesis shrinks the stream to the
@@ -111,7 +111,7 @@ def client_streams(*, protocol: int, interleave: bool = False) -> Any:
     draw from it."""
     from hypothesis import strategies as st
 
-    from conformance.fuzz.strategies import chunk_streams, mutated_chunk_streams
+    from conformance.strategies import chunk_streams, mutated_chunk_streams
 
     v2 = protocol >= 2
     valid = chunk_streams(protocol=protocol, max_messages=5, patches=v2,
@@ -125,7 +125,7 @@ def look_alike_streams() -> Any:
     transforms IDs merges. The family members are drawn, so every family is reachable."""
     from hypothesis import strategies as st
 
-    from conformance.fuzz.strategies import id_families
+    from conformance.strategies import id_families
 
     @st.composite
     def build(draw: Any) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance.fuzz.steps import validate
+from conformance.agent.steps import validate
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.agent.steps import Step
 from conformance.fuzz.settings import Effort
-from conformance.fuzz.steps import Step
 from conformance.results import Finding, Outcome, apply_strict
 from conformance.transcript import Transcript
 

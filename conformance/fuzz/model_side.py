@@ -1,7 +1,7 @@
 """The model's side of agent fuzzing: an LLM-backed agent behind the scripted model server.
 
 With ``fuzz --model-server`` every generated run also draws what the model
-says (:func:`conformance.fuzz.strategies.model_scripts`, a model script in its
+says (:func:`conformance.strategies.model_scripts`, a model script in its
 data form); the server plays it for the whole run, and the script travels with
 the failure: shrunk, saved in the regression file's header (``model``), played
 again by ``replay``.

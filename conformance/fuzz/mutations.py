@@ -1,7 +1,7 @@
 """Named mutations: each turns a valid stream into one that breaks exactly one rule.
 
 Streams are the agent double's stream steps (:mod:`conformance.client.script`,
-drawn by :func:`conformance.fuzz.strategies.chunk_streams`). Valid generation
+drawn by :func:`conformance.strategies.chunk_streams`). Valid generation
 stays in ``strategies``; every function here takes a valid stream and returns a
 new one that an *agent* must never send, with the rule its checker reports::
 
@@ -268,7 +268,7 @@ def broken_streams(*, protocol: int, mutations: Sequence[str] | None = None,
     from hypothesis import strategies as st
     from hypothesis.errors import InvalidArgument
 
-    from conformance.fuzz.strategies import chunk_streams
+    from conformance.strategies import chunk_streams
 
     names = tuple(mutations) if mutations is not None else tuple(
         n for n, m in MUTATIONS.items() if m.applies_to(protocol))

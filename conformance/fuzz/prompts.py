@@ -13,7 +13,7 @@ messages.", one text block, no legacy ID, no cancel).
   agent advertised (text and resource links always; embedded resources and
   images only with the matching prompt capability).
 * legacy IDs an outdated client puts into a prompt (catalogue Appendix E), for
-  the MID-A-01 probes, come from :func:`~conformance.fuzz.strategies.message_ids`.
+  the MID-A-01 probes, come from :func:`~conformance.strategies.message_ids`.
 * :func:`prompt_specs` - one ``prompt`` step of the agent state machine.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from conformance.fuzz.steps import LONG_TEXT, PLAIN_TEXT
-from conformance.fuzz.strategies import message_ids
+from conformance.agent.steps import LONG_TEXT, PLAIN_TEXT
+from conformance.strategies import message_ids
 
 # Intents every agent understands in some way (catalogue B.5). The reference agent
 # answers "long" with a long, cancellable reply; other agents just write more.

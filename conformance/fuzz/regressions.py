@@ -55,7 +55,7 @@ class RegressionError(TranscriptError):
 
 def agent_shape(steps: Sequence[Any], model: Any = None) -> Any:
     """An agent counterexample's shape: its steps' shapes, and its model script's."""
-    from conformance.fuzz.steps import shape
+    from conformance.agent.steps import shape
 
     out: Any = [shape(s) for s in steps]
     if model is not None:
@@ -225,7 +225,7 @@ def read(path: Path) -> Regression:
     reg = Regression(Path(path), header, entries, str(role), int(protocol),
                      finding["requirement"])
     if role == "agent":
-        from conformance.fuzz.steps import StepError, validate
+        from conformance.agent.steps import StepError, validate
 
         try:
             reg.steps = validate(header.get("steps"))

@@ -3,7 +3,7 @@
 A fingerprint hashes a rule and a shape (step kinds, block kinds, update kinds,
 ID forms and which IDs are equal), so the same bug found twice gets the same
 name (:mod:`conformance.fuzz.regressions` names its files by it). An agent
-counterexample's steps are shaped in :mod:`conformance.fuzz.steps`, its model
+counterexample's steps are shaped in :mod:`conformance.agent.steps`, its model
 script in :mod:`conformance.fuzz.model_side`; a client stream's shape is here.
 """
 

@@ -4,7 +4,7 @@ Agent runs are replays of whole client sessions against live processes, so
 every shrink attempt costs process starts, and cancellation races make single
 attempts unreliable. Shrinking therefore works on the recorded *steps*, not on
 Hypothesis's choice sequence: delete blocks of steps (halving, from the end),
-then simplify each remaining step (see :func:`conformance.fuzz.steps.simplifications`),
+then simplify each remaining step (see :func:`conformance.agent.steps.simplifications`),
 and repeat until nothing changes. Every attempt is a real replay, so the result is
 by construction a counterexample that ``replay`` reproduces. A bounded number of
 attempts and a deadline keep the cost predictable (the smallest counterexample found so
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from conformance.fuzz.steps import Step, simplifications
+from conformance.agent.steps import Step, simplifications
 
 R = TypeVar("R")
 

@@ -30,7 +30,7 @@ A turn can get its own replies too: ``turns: [[...], [...]]`` answers the
 above); turns past the list fall back to ``when`` and ``replies``. A reply may
 name its response ID (``id``) and a part its item ID (``id``); without one the
 server makes a fresh ID (or repeats one, with ``ids: repeat``). The fuzzer
-draws scripts of this form (:func:`conformance.fuzz.strategies.model_scripts`).
+draws scripts of this form (:func:`conformance.strategies.model_scripts`).
 """
 
 from __future__ import annotations

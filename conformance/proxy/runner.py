@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from conformance import __version__
+from conformance.agent.driver import ClientDriver, Cutoff
+from conformance.agent.player import StepDriver
 from conformance.cases import Case
 from conformance.checks import Options, all_rules
 from conformance.checks.proxy import REQUIREMENTS
 from conformance.client.script import TurnScript, build_reload, build_turn, check_case, new_ids
-from conformance.driver import ClientDriver, Cutoff
-from conformance.fuzz.player import StepDriver
 from conformance.lifecycle import (
     Ending,
     case_scope,

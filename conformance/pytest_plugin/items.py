@@ -92,7 +92,7 @@ class AcpCase(pytest.Item):
 
             self.result = not_run(self.case, self.protocol, DEADLINE_NOTE, cut="deadline")
             pytest.fail(f"{DEADLINE_NOTE} (--acp-deadline passed)", pytrace=False)
-        from conformance.driver import Cutoff
+        from conformance.agent.driver import Cutoff
         from conformance.results import Reason
 
         run = dataclasses.replace(run, deadline=self.config.getoption("acp_deadline"))

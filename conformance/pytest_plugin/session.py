@@ -27,7 +27,7 @@ class AgentSession:
 
     def __init__(self, command: Sequence[str], *, protocol: int, options: Options,
                  timeout: float, workdir: Path, env: dict[str, str] | None = None) -> None:
-        from conformance.fuzz.player import StepDriver
+        from conformance.agent.player import StepDriver
         from conformance.transcript import Transcript
 
         self.protocol = protocol
