@@ -16,8 +16,7 @@ from typing import Any
 
 from conformance import __version__
 from conformance.agent.driver import Cutoff, RequestRefused, _RpcError
-from conformance.agent.player import StepDriver
-from conformance.agent.steps import StepError
+from conformance.agent.player import StepDriver, perform
 from conformance.cases import Case
 from conformance.checks import Options
 from conformance.lifecycle import (
@@ -330,37 +329,6 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
     cr.stderr_tail = drive.stderr
     cr.target_info = dict(transcript.header.get("target_info", {}))
     return cr
-
-
-def perform(driver: StepDriver, step: Any) -> None:
-    """Execute one declarative step (see cases/*.yaml and ``$defs/agentStep`` of the case
-    schema: the fuzzer's step vocabulary, so a shrunk counterexample plays as a case)."""
-    if step == "start":
-        driver.start()
-    elif step == "restart":
-        driver.stop()
-        driver.start()
-    elif step == "new_session":
-        driver.new_session()
-    elif step == "load":
-        driver.load()
-    elif step == "close_session":
-        driver.close_session()
-    elif isinstance(step, dict) and "prompt" in step:
-        error = driver.prompt_spec(step["prompt"])
-        if error is not None:  # the turn the case needs was refused: the case is not run
-            err = error if isinstance(error, dict) else {}
-            raise RequestRefused("session/prompt",
-                                 f"error {err.get('code')}: {err.get('message')}")
-    elif isinstance(step, dict) and "switch" in step:
-        try:
-            driver.switch(step["switch"]["session"])
-        except StepError as exc:  # the case asks for a session it never created
-            raise ValueError(f"bad case step: {exc}") from None
-    elif isinstance(step, dict) and "resume" in step:
-        driver.resume(step["resume"]["replay"] if step["resume"]["replay"] != "none" else None)
-    else:
-        raise ValueError(f"unknown step {step!r}")  # the case schema makes this unreachable
 
 
 def _target_info(result: RunResult) -> dict[str, Any]:

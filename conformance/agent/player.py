@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from conformance.agent.driver import ClientDriver
-from conformance.agent.steps import StepError
+from conformance.agent.driver import ClientDriver, RequestRefused, _RpcError
+from conformance.agent.steps import Step, StepError, split
 from conformance.transcript import Entry
 
 
@@ -25,15 +25,27 @@ class StepDriver(ClientDriver):
         self._blocks: list[Any] | None = None
         self._cancel_after: int | None = None
         self._cancel_sent = False
-        self.sessions: list[str] = []  # every session created, in order (for switch)
+        # The one session book of the agent role: every session created, in order (what
+        # switch names), and those open on the current connection (by index).
+        self.sessions: list[str] = []
+        self.open: set[int] = set()
+
+    @property
+    def current(self) -> int | None:
+        """The index of the current session among those created (None: none yet)."""
+        return self.sessions.index(self.session) if self.session in self.sessions else None
+
+    def current_open(self) -> bool:
+        return self.current is not None and self.current in self.open
 
     def new_session(self) -> str:
         sid = super().new_session()
         self.sessions.append(sid)
+        self.open.add(len(self.sessions) - 1)
         return sid
 
-    def switch(self, index: int) -> None:
-        if not 0 <= index < len(self.sessions):
+    def switch(self, index: Any) -> None:
+        if not isinstance(index, int) or not 0 <= index < len(self.sessions):
             raise StepError(f"switch to session #{index}, but only {len(self.sessions)} exist")
         self.session = self.sessions[index]
 
@@ -83,3 +95,61 @@ class StepDriver(ClientDriver):
                 self._send_cancel(sid)
 
         super().pump(done, waiting_for=waiting_for, on_update=counting)
+
+
+def perform(driver: StepDriver, step: Step, *, strict: bool = True) -> None:
+    """Play one step of the vocabulary (:mod:`conformance.agent.steps`): the one player of
+    cases, the proxy role's agent-side cases and the fuzzer.
+
+    ``strict`` (a case): a step that cannot be played is a bad case (ValueError), and an
+    error answer to a request the case needs ends it as not run (RequestRefused). Not
+    strict (the fuzzer): a step that cannot be played raises StepError, and an error answer
+    is noted in the transcript while the run goes on. DriveAborted and NotTestable pass
+    through either way."""
+    name = str(step)
+    try:
+        name, args = split(step)
+        if name in ("start", "restart"):
+            if name == "restart":
+                driver.stop()
+            driver.open.clear()
+            driver.start()
+        elif name == "new_session":
+            driver.new_session()
+        elif name == "switch":
+            driver.switch(args.get("session"))
+        elif name == "prompt":
+            _need_session(driver, name)
+            error = driver.prompt_spec(args)
+            if error is not None and strict:  # the turn the case needs was refused
+                err = error if isinstance(error, dict) else {}
+                raise RequestRefused("session/prompt",
+                                     f"error {err.get('code')}: {err.get('message')}")
+        elif name in ("load", "resume"):
+            index = _need_session(driver, name)
+            if name == "load":
+                driver.load()
+            else:
+                replay = args.get("replay", "none")
+                driver.resume(None if replay == "none" else str(replay))
+            driver.open.add(index)
+        elif name == "close_session":
+            driver.open.discard(_need_session(driver, name))
+            driver.close_session()
+        else:
+            raise StepError(f"unknown step {step!r}")
+    except StepError as exc:
+        if strict:  # the case schema makes this a bad case, not a target fault
+            raise ValueError(f"bad case step: {exc}") from None
+        raise
+    except _RpcError as exc:
+        if strict:
+            raise RequestRefused(exc.method, str(exc)) from None
+        driver.note("step answered with an error", {"step": name, "error": str(exc)})
+
+
+def _need_session(driver: StepDriver, name: str) -> int:
+    index = driver.current
+    if index is None:
+        raise StepError(f"{name} needs a session, but no new_session came before it")
+    return index

@@ -52,6 +52,7 @@ from hypothesis.stateful import (
 )
 
 from conformance.agent.driver import DriveAborted, NotTestable
+from conformance.agent.player import perform
 from conformance.agent.steps import Step
 from conformance.checks import Options, grade
 from conformance.fuzz import database, model_side
@@ -62,9 +63,7 @@ from conformance.fuzz.player import (
     FuzzDriver,
     Played,
     PromptCaps,
-    SessionBook,
     Spawner,
-    perform,
 )
 from conformance.fuzz.prompts import prompt_specs
 from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
@@ -138,7 +137,6 @@ class AgentMachine(RuleBasedStateMachine):
         self.steps: list[Step] = []
         self.transcript: Transcript | None = None
         self.driver: FuzzDriver | None = None
-        self.book = SessionBook()
         self.restarts = 0
         self.ended = False  # broke a rule, or could not go on: only `idle` applies
         self.busy = False  # a step is running (an exception left it: no teardown check)
@@ -146,6 +144,12 @@ class AgentMachine(RuleBasedStateMachine):
         self.model: dict[str, Any] | None = None  # this run's model script
 
     # -- helpers --------------------------------------------------------------
+    @property
+    def book(self) -> FuzzDriver:
+        """The driver keeps the run's sessions (created, current, open)."""
+        assert self.driver is not None
+        return self.driver
+
     @property
     def live(self) -> bool:
         return self.driver is not None and not self.ended
@@ -155,7 +159,7 @@ class AgentMachine(RuleBasedStateMachine):
         self.steps.append(step)
         self.busy = True
         try:
-            perform(self.driver, self.book, step)
+            perform(self.driver, step, strict=False)
         except DriveAborted as exc:
             self.busy = False
             if not self._check(sync=False):  # a hang or a crash is a TARGET finding
@@ -223,7 +227,7 @@ class AgentMachine(RuleBasedStateMachine):
         if self.live:
             self._do("new_session")  # every generated run needs a session to work in
 
-    @precondition(lambda self: self.live and len(self.book.ids) < MAX_SESSIONS)
+    @precondition(lambda self: self.live and len(self.book.sessions) < MAX_SESSIONS)
     @rule()
     def new_session(self) -> None:
         self._do("new_session")
@@ -250,10 +254,10 @@ class AgentMachine(RuleBasedStateMachine):
         strategy = prompt_specs(kinds=self._block_kinds(), cancel=cancel)
         self._do({"prompt": data.draw(strategy, label="prompt")})
 
-    @precondition(lambda self: self.live and len(self.book.ids) > 1)
+    @precondition(lambda self: self.live and len(self.book.sessions) > 1)
     @rule(data=st.data())
     def switch(self, data: st.DataObject) -> None:
-        others = [i for i in range(len(self.book.ids)) if i != self.book.current]
+        others = [i for i in range(len(self.book.sessions)) if i != self.book.current]
         index = data.draw(st.sampled_from(others), label="session")
         self._do({"switch": {"session": index}})
 
@@ -340,7 +344,7 @@ class AgentMachine(RuleBasedStateMachine):
         return out
 
     def _stuck(self) -> bool:
-        return (not self.book.current_open() and len(self.book.ids) >= MAX_SESSIONS
+        return (not self.book.current_open() and len(self.book.sessions) >= MAX_SESSIONS
                 and not self._reloads())
 
 

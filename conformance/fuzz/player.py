@@ -20,26 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.agent.driver import GRACE, DriveAborted, NotTestable, _RpcError
-from conformance.agent.player import StepDriver
-from conformance.agent.steps import Step, StepError, split
+from conformance.agent.driver import GRACE, DriveAborted, NotTestable
+from conformance.agent.player import StepDriver, perform
+from conformance.agent.steps import Step, StepError
 from conformance.controlstream import PING
 from conformance.masking import Masker
 from conformance.transcript import Entry, Transcript
 from conformance.transport import DEFAULT_GRACE, TargetExited, TargetProcess, TargetTimeout
-
-
-@dataclass
-class SessionBook:
-    """The sessions of one fuzzed run: created IDs, the current one, those open on the
-    current connection."""
-
-    ids: list[str] = field(default_factory=list)
-    current: int | None = None
-    open: set[int] = field(default_factory=set)
-
-    def current_open(self) -> bool:
-        return self.current is not None and self.current in self.open
 
 
 class Spawner:
@@ -200,50 +187,6 @@ class FuzzDriver(StepDriver):
         return True
 
 
-def perform(driver: FuzzDriver, book: SessionBook, step: Step) -> None:
-    """Play one step. Raises DriveAborted / NotTestable like the runner's steps, and
-    StepError for a step that cannot be played. An error answer to a session method is
-    recorded (the transcript has it) and the run goes on."""
-    name, args = split(step)
-    try:
-        if name == "start":
-            book.open.clear()
-            driver.start()
-        elif name == "restart":
-            driver.stop()
-            book.open.clear()
-            driver.start()
-        elif name == "new_session":
-            sid = driver.new_session()
-            book.ids.append(sid)
-            book.current = len(book.ids) - 1
-            book.open.add(book.current)
-        elif name == "switch":
-            index = args.get("session")
-            if not isinstance(index, int) or not 0 <= index < len(book.ids):
-                raise StepError(f"switch to session #{index}, but only {len(book.ids)} exist")
-            book.current = index
-            driver.session = book.ids[index]
-        elif name == "load":
-            _need_session(book, name)
-            driver.load()
-            book.open.add(_current(book))
-        elif name == "resume":
-            _need_session(book, name)
-            replay = args.get("replay", "none")
-            driver.resume(None if replay == "none" else str(replay))
-            book.open.add(_current(book))
-        elif name == "close_session":
-            _need_session(book, name)
-            book.open.discard(_current(book))
-            driver.close_session()
-        elif name == "prompt":
-            _need_session(book, name)
-            driver.prompt_spec(args)
-    except _RpcError as exc:
-        driver.note("step answered with an error", {"step": name, "error": str(exc)})
-
-
 @dataclass
 class AgentTarget:
     """An agent to play steps against."""
@@ -276,11 +219,10 @@ def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
     spawner = spawner or Spawner(target.command, env=target.env)
     driver = FuzzDriver(target.command, transcript, protocol=protocol, timeout=target.timeout,
                         cwd=cwd, env=target.env, spawner=spawner)
-    book = SessionBook()
     played = Played(protocol, list(steps), transcript)
     try:
         for step in steps:
-            perform(driver, book, step)
+            perform(driver, step, strict=False)
             driver.sync()  # as the state machine does: late lines stay with their step
         if wait_exit or not driver.ping_answered:
             driver.stop()
@@ -298,15 +240,4 @@ def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
     return played
 
 
-def _need_session(book: SessionBook, name: str) -> None:
-    if book.current is None:
-        raise StepError(f"{name} needs a session, but no new_session came before it")
-
-
-def _current(book: SessionBook) -> int:
-    assert book.current is not None
-    return book.current
-
-
-__all__ = ["PING", "AgentTarget", "FuzzDriver", "Played", "PromptCaps", "SessionBook", "Spawner",
-           "StepDriver", "perform", "play"]
+__all__ = ["PING", "AgentTarget", "FuzzDriver", "Played", "PromptCaps", "Spawner", "play"]

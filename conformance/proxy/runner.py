@@ -25,7 +25,7 @@ from typing import Any
 
 from conformance import __version__
 from conformance.agent.driver import ClientDriver, Cutoff
-from conformance.agent.player import StepDriver
+from conformance.agent.player import StepDriver, perform
 from conformance.cases import Case
 from conformance.checks import Options, all_rules
 from conformance.checks.proxy import REQUIREMENTS
@@ -46,7 +46,6 @@ from conformance.results import CaseResult, RunResult
 from conformance.runner import (
     RunInterrupted,
     Shortcut,
-    perform,
     play_steps,
     run_plan,
     stop_driver,

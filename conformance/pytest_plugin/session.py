@@ -57,7 +57,7 @@ class AgentSession:
         self.driver.resume(replay)
 
     def step(self, step: Any) -> None:
-        from conformance.runner import perform
+        from conformance.agent.player import perform
 
         perform(self.driver, step)
 
