@@ -61,3 +61,38 @@ def test_every_agent_request_is_answered_once(tmp_path: Path) -> None:
             assert answer["result"]["outcome"]["outcome"] == "selected"
     assert {"fs/read_text_file", "terminal/create", "elicitation/create", "_vendor/ping",
             "session/request_permission"} <= set(asked.values())
+
+
+def test_a_v2_turn_ends_at_the_idle_after_its_acceptance(tmp_path: Path) -> None:
+    """A real v2 agent reports idle as a prompt arrives (before accepting it) and after a
+    resume's response, then thinks 0.6 s before its first chunk: the suite sends the
+    resume and the next prompt only after the idle that follows the turn's acceptance."""
+    agent = REPO_ROOT / "fixtures" / "agents" / "v2_idle_before_accepting.py"
+    proc = run_cli("--agent", f"{sys.executable} {agent}", "--protocol", "2", "--case",
+                   "resume-replay-same-connection", "--json", str(tmp_path / "r.json"),
+                   "--transcripts", str(tmp_path / "t"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert set(outcomes(load_json(tmp_path / "r.json"))) <= {"pass", "info", "not_applicable"}
+    entries = [json.loads(line) for line in next((tmp_path / "t").glob("*.jsonl")).open()][1:]
+    running = False  # a prompt was sent and its turn has not ended at an idle after acceptance
+    accepted = False
+    idles_before_acceptance = 0
+    for e in entries:
+        m = e.get("msg")
+        if not isinstance(m, dict):
+            continue
+        if e["src"] == "client" and m.get("method") in ("session/prompt", "session/resume"):
+            assert not running, f"{m['method']} sent at entry {e['seq']} while a turn runs"
+            running, accepted = m["method"] == "session/prompt", False
+        elif e["src"] == "agent" and m.get("method") == "session/update":
+            update = m["params"]["update"]
+            if update.get("state") == "idle":
+                if running and not accepted:
+                    idles_before_acceptance += 1
+                running = running and not accepted
+            elif update.get("state") == "running" or str(
+                    update.get("sessionUpdate")).startswith("user_message"):
+                accepted = True
+        elif e["src"] == "agent" and "result" in m and running:
+            accepted = True
+    assert idles_before_acceptance == 2  # one per prompt: state reports, not turn ends

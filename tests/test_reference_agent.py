@@ -417,7 +417,7 @@ def run_turn(
     if agent.protocol == 1:
         seen = agent.read_until(lambda m: is_response(m, request_id), **kw)
     else:
-        seen = agent.read_until(lambda m: is_idle(m, session_id), **kw)
+        seen = agent.read_until(turn_end(agent, session_id, request_id, accepted=False), **kw)
     response = next(m for m in seen if is_response(m, request_id))
     return seen, response
 
@@ -719,10 +719,23 @@ def test_v2_resume_replays_only_when_asked(client: Client) -> None:
 # --------------------------------------------------------------------------
 
 
-def turn_end(agent: AgentProcess, session_id: str, request_id: int) -> Callable[[JsonObject], bool]:
+def turn_end(agent: AgentProcess, session_id: str, request_id: int, *,
+             accepted: bool = True) -> Callable[[JsonObject], bool]:
+    """v1: the prompt response. v2: the idle that follows the prompt's acceptance (its
+    response, its echo or running; ``accepted``: already seen); an idle before it is a
+    state report."""
     if agent.protocol == 1:
         return lambda m: is_response(m, request_id)
-    return lambda m: is_idle(m, session_id)
+    seen = [accepted]
+
+    def ended(m: JsonObject) -> bool:
+        if is_idle(m, session_id):
+            return seen[0]
+        update = m["params"]["update"] if m.get("method") == "session/update" else {}
+        seen[0] = seen[0] or is_response(m, request_id) or update.get(
+            "sessionUpdate", "").startswith("user_message") or update.get("state") == "running"
+        return False
+    return ended
 
 
 def stop_reason(agent: AgentProcess, last: JsonObject) -> str:
@@ -1046,11 +1059,22 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
                                           and isinstance(u.get("messageId"), str)
                                           for u in sc.live),
     "v2_no_session_capability": lambda sc: "session" not in sc.init.get("capabilities", {}),
+    "v2_idle_before_accepting": lambda sc: _idle_before_response(sc.turns[0]),
     "v2_queued_prompts": lambda sc: _second_accepted_before_first_idle(sc)
     and len({echo_id([m]) for m in sc.flight if echo_id([m]) is not None}) == 2,
     "v2_queued_prompt_wrong_echo": lambda sc: _second_accepted_before_first_idle(sc)
     and len({echo_id([m]) for m in sc.flight if echo_id([m]) is not None}) == 1,
 }
+
+
+def _idle_before_response(turn: list[JsonObject]) -> bool:
+    """An idle state_update arrives before the prompt response."""
+    for m in turn:
+        if "result" in m or "error" in m:
+            return False
+        if m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle":
+            return True
+    return False
 
 
 def _second_accepted_before_first_idle(sc: Scenario) -> bool:

@@ -167,6 +167,10 @@ class ClientDriver:
         self.flight: list[Any] = []
         self.idles = 0
         self.echoed: set[Any] = set()
+        # v2: a turn was accepted (a prompt response, an echo, a running state, agent output)
+        # since the last idle that ended one. An idle without it is a state report (a real
+        # agent reports idle as a prompt arrives, and after a resume): no turn's end.
+        self.turn_running = False
 
     # -- process ---------------------------------------------------------
     def start(self) -> None:
@@ -296,6 +300,9 @@ class ClientDriver:
         flight = self.flight  # earlier in-flight prompts: the IDs their responses named
         needed: list[Any] = list(flight)
 
+        if not flight:
+            self.turn_running = False  # no turn of this session runs before this prompt
+
         def on_update(entry: Entry, update: dict[str, Any]) -> None:
             kind = update.get("sessionUpdate")
             if kind == "state_update":
@@ -305,7 +312,13 @@ class ClientDriver:
                 state["agent_output"] = True
             if kind in ("user_message", "user_message_chunk"):
                 self.echoed.add(update.get("messageId"))
-            if kind == "state_update" and update.get("state") == "idle":
+            if rid in self.responses or kind in model.WITH_SESSION_KINDS or kind in (
+                    "tool_call", "tool_call_update") or (
+                    kind == "state_update" and update.get("state") == "running"):
+                self.turn_running = True
+            if (kind == "state_update" and update.get("state") == "idle"
+                    and self.turn_running):
+                self.turn_running = False
                 state["idle"] = True
                 self.idles += 1
                 if needed and all(m in self.echoed for m in needed):
@@ -322,6 +335,8 @@ class ClientDriver:
                 self.notify("session/cancel", {"sessionId": sid})
             if rid in self.responses and not response:
                 response.append(self.responses[rid])
+                if isinstance(response[0].msg, dict) and "result" in response[0].msg:
+                    self.turn_running = True  # accepted: the next idle may end its turn
                 result = response[0].msg.get("result") if isinstance(
                     response[0].msg, dict) else None
                 mid = result.get("messageId") if isinstance(result, dict) else None

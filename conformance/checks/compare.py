@@ -99,6 +99,12 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
     for e in exp:
         texts = [b.text for b in e.blocks]
         places = sorted({j for t in texts for j, _ in where.get(t, ())})
+        if not v2 and _prompt_twice(reducer, e, places, where, shown):
+            issues.append(Issue(
+                "MID-C-03/prompt-twice", f"the prompt is shown twice: the client's own copy and "
+                f"the agent's live echo of it (the {e.label()})", tuple(e.entries[:3]),
+                expected=e.text(), actual=_shown_text(shown, places)))
+            continue
         missing = [b for b in e.blocks if b.text not in where]
         if missing:
             lost_all = len(missing) == len(e.blocks)
@@ -158,6 +164,18 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
     issues += [Issue("MID-S-02/client", i.message, i.entries, i.expected, i.actual, i.test)
                for i in issues if i.rule == "MID-C-04"]
     return issues
+
+
+def _prompt_twice(reducer: Reducer, e: Expected, places: list[int],
+                  where: dict[str, list[tuple[int, int]]], shown: list[Shown]) -> bool:
+    """A v1 live echo of the prompt (a user message whose text is the prompt's) shown
+    beside the client's own copy of the prompt: two user messages, each the whole prompt
+    (catalogue Part C, C-7: the client reconciles the two; showing both is a warning)."""
+    text = e.text()
+    return (e.kind == "user" and text in reducer.prompts and len(places) == 2
+            and all(len(where.get(b.text, ())) == 2 for b in e.blocks)
+            and all(shown[j].role == "user" and shown[j].text.strip() == text.strip()
+                    for j in places))
 
 
 def _shown_text(shown: list[Shown], places: list[int]) -> Any:

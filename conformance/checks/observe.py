@@ -69,6 +69,9 @@ class ShownMessages(Checker):
         _rule("MID-C-03/merged", "consecutive messages with different IDs are shown apart"),
         _rule("MID-C-03/split", "chunks of one ID stay one message, even across a tool call"),
         _rule("MID-C-03/content", "each message shows exactly its chunks, in order, once"),
+        _rule("MID-C-03/prompt-twice", "the prompt the client shows and the agent's v1 live "
+              "echo of it are shown once (how the two are reconciled is the client's)",
+              versions=(1,)),
         _rule("MID-C-03/order", "messages are shown in order of first appearance "
               "(not normative)"),
         _rule("MID-C-04", "a null messageId and an omitted one render the same (v1)",
@@ -166,6 +169,9 @@ class ShownMessages(Checker):
         keyed = [x for x in expected if x.mid is not None and x.blocks]
         if len(keyed) >= 2:
             rules.add("MID-C-02/order")
+        if protocol < 2 and any(x.kind == "user" and x.text() in reducer.prompts
+                                for x in expected):
+            specific.add("MID-C-03/prompt-twice")  # a v1 live echo of the prompt was played
         shown = shown_from(data.get("shown") or [])
         if protocol >= 2 and any(s.meta is not UNSET for s in shown):
             specific.add("MID-V2-04/meta")

@@ -68,6 +68,9 @@ class _Session:
     open: list[int] = field(default_factory=list)  # turns not ended yet, oldest first
     accepted: set[int] = field(default_factory=set)  # open turns whose prompt was accepted
     pending_idle: list[Any] = field(default_factory=list)  # idle stop reasons not yet applied
+    # v2: a turn was accepted (its response, its echo, a running state or its output) since
+    # the last idle that ended one: an idle without it is a state report, no turn's end.
+    running: bool = False
 
 
 @dataclass
@@ -272,6 +275,8 @@ class Timeline:
         kinds = self.kinds
         if isinstance(utype, str) and utype in kinds:
             state, value = model.id_state(update)
+            if s.turn_open:
+                s.running = True
             yield MessageEvent(
                 entry.seq, entry.conn, sid, kinds[utype], utype,
                 "chunk" if model.is_chunk(utype) else "upsert", state,
@@ -280,11 +285,18 @@ class Timeline:
             return
         yield OtherUpdate(entry.seq, entry.conn, sid, str(utype), update, s.epoch, s.turn,
                           phase, conn.protocol, batch)
+        if s.turn_open and (utype == "tool_call_update" or (
+                utype == "state_update" and update.get("state") == "running")):
+            s.running = True
         if (utype == "state_update" and update.get("state") == "idle" and conn.protocol >= 2
                 and s.turn_open and s.open
-                and (s.turn_request is None or s.turn_request[0] == entry.conn)):
+                and (s.turn_request is None or s.turn_request[0] == entry.conn)
+                and (s.running or s.open[0] in s.accepted)):
             # v2: idle ends the foreground work of the oldest open turn; before that turn's
-            # acceptance response it waits for it (the response may trail the updates).
+            # acceptance response it waits for it (the response may trail the updates). An
+            # idle before any sign of acceptance (a real agent reports the session's state as
+            # a prompt arrives) is a state report: no turn's end.
+            s.running = False
             s.pending_idle.append(update.get("stopReason"))
             yield from self._idle_ends(s, entry, sid, conn.protocol)
 
@@ -330,6 +342,7 @@ class Timeline:
                     s.turn_request = None
                 if ok:
                     s.accepted.add(turn)
+                    s.running = True
                     yield PromptAccepted(entry.seq, entry.conn, pending.session, s.epoch, turn,
                                          result, conn.protocol)
                     yield from self._idle_ends(s, entry, pending.session, conn.protocol)

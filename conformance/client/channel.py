@@ -9,7 +9,7 @@ double -> suite::
     {"type": "event", "event": "turn-start", "data": {}} turn-start, turn-end, session,
                                                          probe-answered, probe-unawaited,
                                                          wait-timeout, version-mismatch,
-                                                         load, load-end
+                                                         load, load-end, extra-arguments
     {"type": "next-turn"}                                a session/prompt arrived: which turn?
 
 suite -> double::

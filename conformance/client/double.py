@@ -73,8 +73,11 @@ class _Recorder:
 
 
 def run(protocol: int, channel: Any, script: list[TurnScript], transcript: str | None,
-        wait: float, response_message_id: bool, load_session: bool = False) -> int:
+        wait: float, response_message_id: bool, load_session: bool = False,
+        extra_args: list[str] | None = None) -> int:
     recorder = _Recorder(channel, transcript, protocol)
+    if extra_args:  # what the client appended to the agent command: recorded, not used
+        recorder.event({"event": "extra-arguments", "data": {"arguments": list(extra_args)}})
     queued = deque(script)
 
     def next_turn() -> TurnScript | None:
@@ -95,12 +98,19 @@ def run(protocol: int, channel: Any, script: list[TurnScript], transcript: str |
     reason = "eof"
 
     def flush() -> None:
-        for kind, item in engine.take():
+        produced = engine.take()
+        for i, (kind, item) in enumerate(produced):
             if kind == "event":
-                recorder.event(item)
+                if not _ends_turn(produced, i):  # else reported with the line it follows
+                    recorder.event(item)
                 continue
             raw = encode_line(item)
             recorder.line("out", raw[:-1])
+            if i + 1 < len(produced) and _ends_turn(produced, i + 1):
+                # The end of the turn is reported before its last line (the response, or
+                # v2's idle) is written: a client that ends its agent as soon as that line
+                # arrives must not leave the suite with an answered turn it never heard end.
+                recorder.event(produced[i + 1][1])
             try:
                 stdout.write(raw)
                 stdout.flush()
@@ -145,10 +155,20 @@ def run(protocol: int, channel: Any, script: list[TurnScript], transcript: str |
     return 0
 
 
+def _ends_turn(produced: list[tuple[str, Any]], i: int) -> bool:
+    """Whether item ``i`` is a turn-end report right after the turn's last line."""
+    kind, item = produced[i]
+    return (kind == "event" and item.get("event") == "turn-end" and i > 0
+            and produced[i - 1][0] == "line")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m conformance.client.double",
                                 description="The acp-conformance agent double (an ACP agent "
-                                            "scripted by the suite).")
+                                            "scripted by the suite). Arguments it does not "
+                                            "know (a client may append its own, such as "
+                                            "--acp --stdio) are accepted and recorded.",
+                                allow_abbrev=False)
     p.add_argument("--protocol", type=int, choices=[1, 2], default=None,
                    help="protocol version to answer (default: the suite's, else 1)")
     p.add_argument("--control", metavar="SOCKET", help="the suite's control socket")
@@ -162,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                         "acp-repo-2026-08-22 profile)")
     p.add_argument("--wait", type=float, default=DEFAULT_WAIT,
                    help="seconds to wait for an answer to a probe or permission request")
-    args = p.parse_args(argv)
+    args, extra = p.parse_known_args(argv)
     channel = None
     protocol = args.protocol or 1
     response_message_id = not args.no_response_message_id
@@ -183,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.script, encoding="utf-8") as fh:
             script = [TurnScript.from_json(t) for t in json.load(fh)]
     return run(protocol, channel, script, args.transcript, args.wait, response_message_id,
-               load_session=args.load_session)
+               load_session=args.load_session, extra_args=extra)
 
 
 if __name__ == "__main__":
