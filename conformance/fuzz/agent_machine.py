@@ -362,6 +362,7 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
         except Interrupted as exc:  # keep what is held: the smallest of each rule so far
             result.interrupted = exc.signum
             done = {f.key for f in result.failures}
+            result.unshrunk = set(ctx.failures) - done
             result.failures += [f for k, f in sorted(ctx.failures.items()) if k not in done]
         finally:
             ctx.spawner.close()  # the retired processes have ended: transcripts complete
