@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, s in (("--workers 1", w1), ("--workers 2", w2)):
                 runs = json.loads(s.stdout or "{}").get("runs", 0)
                 rates.append(runs / s.wall if s.wall else 0.0)
-                print(f"  {name}  {runs} runs in {s.wall:6.2f} s wall: {rates[-1]:.2f} runs/s "
-                      f"(exit {s.returncode})")
+                print(f"  {name}  {runs} runs in {s.wall:6.2f} s wall, {s.cpu:6.2f} s cpu: "
+                      f"{rates[-1]:.2f} runs/s (exit {s.returncode})")
             speedup = rates[1] / rates[0] if rates[0] else 0.0
             # a speed-up: more is better, so the line states its inverse against 1/1.6
             print(ratio_line("workers-1/workers-2 seconds per run", 1 / speedup if speedup
