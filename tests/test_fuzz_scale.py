@@ -251,12 +251,12 @@ def test_workers_usage_errors(tmp_path: Path) -> None:
 # -- 4. nothing found is lost ---------------------------------------------------------------
 
 def test_sigterm_while_shrinking_keeps_the_counterexample(tmp_path: Path) -> None:
-    """Against an agent that answers each prompt after a second, the failing run is on
+    """Against an agent that answers each prompt after 2 s, the failing run is on
     disk (unshrunk) as soon as it is found; a SIGTERM while it shrinks leaves the
     smallest counterexample so far in the library, the rule printed and the reports."""
     regs, report = tmp_path / "regs", tmp_path / "r.json"
     env = cli_env()
-    env["ACP_SLOW_SECONDS"] = "1"
+    env["ACP_SLOW_SECONDS"] = "2"
     log = tmp_path / "stderr.txt"
     with open(log, "w") as err:
         proc = subprocess.Popen(
@@ -266,8 +266,9 @@ def test_sigterm_while_shrinking_keeps_the_counterexample(tmp_path: Path) -> Non
             stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=REPO_ROOT)
         try:
             deadline = time.monotonic() + 120
-            while "steps after" not in log.read_text() and time.monotonic() < deadline:
-                time.sleep(0.1)  # shrinking found a smaller one, and replays on
+            while ("shrinking MID-S-01/type (v1): " not in log.read_text()
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)  # shrinking started: its first replay takes 2 s at least
             assert "shrinking MID-S-01/type (v1)" in log.read_text(), log.read_text()
             [unshrunk] = regression_headers(regs)  # written the moment it was found
             assert unshrunk["shrunk"] is False
