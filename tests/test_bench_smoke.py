@@ -191,7 +191,8 @@ def test_hostile_runs_time_one_fixture(fixture: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("hypofuzz") is None,
-                    reason="HypoFuzz is not installed (the project's test extra has it)")
+                    reason="HypoFuzz is not installed: it is optional, and its licence allows "
+                           "non-commercial use only (the campaign extra has it)")
 def test_campaign_against_plain_fuzz_quick() -> None:
     """A HypoFuzz -n 2 campaign and plain fuzz on one fixture, executions at 1 and 2
     workers: every command bounded (20 s to a finding, 5 s of counting)."""
@@ -200,3 +201,13 @@ def test_campaign_against_plain_fuzz_quick() -> None:
     assert "time to the first confirmed finding" in done.stdout
     assert re.search(r"^  -n 1: \d+ executions", done.stdout, re.MULTILINE), done.stdout
     assert re.search(r"^  -n 2: \d+ executions", done.stdout, re.MULTILINE), done.stdout
+
+
+@pytest.mark.slow
+def test_fuzz_scale_measures_the_floor_and_the_workers() -> None:
+    """One generated run against its raw-driver floor, and --workers 2 against 1."""
+    done = bench("bench.fuzz_scale", "--runs", "4", "--repeats", "1", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(ratios(done.stdout)) == 2, done.stdout
+    assert re.search(r"^  raw driver  \d+ runs in", done.stdout, re.MULTILINE), done.stdout
+    assert re.search(r"^  --workers 2  \d+ runs in", done.stdout, re.MULTILINE), done.stdout

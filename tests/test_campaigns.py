@@ -25,8 +25,9 @@ from tests.conftest import REPO_ROOT, cli_env, load_json, run_cli
 AGENTS = REPO_ROOT / "fixtures" / "agents"
 REFERENCE = f"{sys.executable} -m conformance.reference.agent"
 HYPOFUZZ = find_spec("hypofuzz") is not None
-HYPOFUZZ_REASON = ("HypoFuzz is not installed (pip install hypofuzz, or the project's test "
-                   "extra)")
+HYPOFUZZ_REASON = ("HypoFuzz is not installed: it is optional, and its licence allows "
+                   "non-commercial use only (pip install 'acp-conformance[campaign]' where it "
+                   "allows yours)")
 
 
 def agent(name: str) -> str:

@@ -179,6 +179,37 @@ def test_two_fuzz_runs_share_a_real_redis(redis_url: str, tmp_path: Path) -> Non
     assert "from the example database" not in empty.stdout
 
 
+def pytest_fuzz(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest --acp-fuzz in a subprocess, in an empty folder (only the plugin's items)."""
+    env = cli_env()
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "conformance.pytest_plugin", "-p",
+         "no:cacheprovider", "--rootdir", str(tmp_path), "-q", "--acp-fuzz", *args],
+        check=False, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+
+
+def test_the_plugin_shares_a_real_redis_with_fuzz(redis_url: str, tmp_path: Path) -> None:
+    """``pytest --acp-fuzz --acp-hypothesis-db redis://...`` stores its shrunk
+    counterexample in Redis; a ``fuzz`` run on the same URL replays it first."""
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = pytest_fuzz(work, "--acp-agent", agent("numeric_id"), "--acp-protocol", "1",
+                       "--acp-hypothesis-db", f"{redis_url}/2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "MID-S-01/type" in proc.stdout
+    again = run_cli("fuzz", "--agent", agent("numeric_id"), "--protocol", "1", "--no-save",
+                    "--out", str(tmp_path / "out"), "--hypothesis-db", f"{redis_url}/2",
+                    "--max-examples", "1", "--seed", "3")
+    assert "from the example database first: 1 still failing" in again.stdout, again.stdout
+    closed = pytest_fuzz(work, "--acp-agent", agent("numeric_id"), "--acp-hypothesis-db",
+                         f"redis://127.0.0.1:{free_port()}/0")
+    assert closed.returncode == 4, closed.stdout + closed.stderr  # pytest's usage error
+    assert "--acp-hypothesis-db" in closed.stderr and "cannot reach" in closed.stderr
+    assert "Traceback" not in closed.stderr
+
+
 # -- 3. workers -----------------------------------------------------------------------------
 
 def test_two_workers_save_one_file_for_one_bug_found_twice(tmp_path: Path) -> None:
@@ -195,7 +226,8 @@ def test_two_workers_save_one_file_for_one_bug_found_twice(tmp_path: Path) -> No
     assert "shrunk" not in header
     report = load_json(tmp_path / "r.json")
     assert report["fuzz"]["workers"] == 2 and report["fuzz"]["runs"] >= 8
-    assert report["fuzz"]["seconds"] > 0 and report["fuzz"]["database"] is None
+    assert report["fuzz"]["seconds"] > 0  # the workers' own folder, without --hypothesis-db
+    assert report["fuzz"]["database"].endswith("hypothesis/workers")
     assert [c["case"] for c in report["cases"] if c["case"].startswith("fuzz:")] == \
         [f"fuzz:{header['fingerprint']}@v1"]
 
@@ -219,12 +251,12 @@ def test_workers_usage_errors(tmp_path: Path) -> None:
 # -- 4. nothing found is lost ---------------------------------------------------------------
 
 def test_sigterm_while_shrinking_keeps_the_counterexample(tmp_path: Path) -> None:
-    """Against an agent that answers each prompt after a second, the failing run is on
+    """Against an agent that answers each prompt after 2 s, the failing run is on
     disk (unshrunk) as soon as it is found; a SIGTERM while it shrinks leaves the
     smallest counterexample so far in the library, the rule printed and the reports."""
     regs, report = tmp_path / "regs", tmp_path / "r.json"
     env = cli_env()
-    env["ACP_SLOW_SECONDS"] = "1"
+    env["ACP_SLOW_SECONDS"] = "2"
     log = tmp_path / "stderr.txt"
     with open(log, "w") as err:
         proc = subprocess.Popen(
@@ -234,8 +266,9 @@ def test_sigterm_while_shrinking_keeps_the_counterexample(tmp_path: Path) -> Non
             stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=REPO_ROOT)
         try:
             deadline = time.monotonic() + 120
-            while "steps after" not in log.read_text() and time.monotonic() < deadline:
-                time.sleep(0.1)  # shrinking found a smaller one, and replays on
+            while ("shrinking MID-S-01/type (v1): " not in log.read_text()
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)  # shrinking started: its first replay takes 2 s at least
             assert "shrinking MID-S-01/type (v1)" in log.read_text(), log.read_text()
             [unshrunk] = regression_headers(regs)  # written the moment it was found
             assert unshrunk["shrunk"] is False
@@ -251,7 +284,8 @@ def test_sigterm_while_shrinking_keeps_the_counterexample(tmp_path: Path) -> Non
     assert "FAIL MID-S-01/type (v1)" in stdout  # each broken rule printed
     [header] = regression_headers(regs)  # the smallest so far, in place of the unshrunk
     assert header["finding"]["requirement"] == "MID-S-01/type"  # type: ignore[index]
-    assert "shrunk" not in header
+    assert header["shrunk"] is False  # stopped while it shrank, and says so
+    assert "not shrunk to the end: the run was stopped while it shrank" in stdout
     assert len(header["steps"]) <= len(unshrunk["steps"])  # type: ignore[arg-type]
     data = load_json(report)
     assert data["summary"]["verdict"] == "fail" and data["fuzz"]["workers"] == 1

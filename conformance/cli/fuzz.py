@@ -160,7 +160,7 @@ def main(argv: Sequence[str]) -> int:
 
         write_report(ns.worker_report, result, ns.keeper)
         return 0
-    result.database = describe(ns.hypothesis_db)
+    result.database = describe(ns.hypothesis_db) or getattr(ns, "workers_db", None)
     status = _finish(ns, result, options, masker)
     if result.interrupted is not None:
         print(f"acp-conformance: fuzz interrupted by {signal.Signals(result.interrupted).name}; "
@@ -247,6 +247,7 @@ def _worker_database(ns: argparse.Namespace) -> str:
 
     folder = Path(ns.out).resolve() / "hypothesis" / "workers"
     ns.database = ns.keeper.database = open_directory(folder)
+    ns.workers_db = str(folder)
     return str(folder)
 
 
@@ -316,7 +317,10 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
             path = Path(ns.transcripts) / f"fuzz-{fp}.jsonl"
             f.transcript.save(path)
             saved_paths[i] = str(path)
-        saved = ns.keeper.final(f)  # in place of what was stored when it was found
+        if f.key in result.unshrunk:
+            out("  not shrunk to the end: the run was stopped while it shrank")
+        # in place of what was stored when it was found
+        saved = ns.keeper.final(f, shrunk=f.key not in result.unshrunk)
         if saved is not None:
             saved_paths[i] = str(saved.path)
             out(f"  {'already in the library' if saved.existed else 'saved'}: {saved.path}")

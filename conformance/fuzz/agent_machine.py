@@ -17,16 +17,22 @@ graded with the step that caused it.
 A broken rule ends the generated run and is recorded; generation goes on to
 find other broken rules. Afterwards each one is shrunk by replaying ever
 smaller step lists (:mod:`conformance.fuzz.shrink`), and the minimal
-counterexample's steps and transcript are kept.
+counterexample's steps and transcript are kept. Each failure is stored the
+moment it is recorded (``config.keeper``: :mod:`conformance.fuzz.keeper`),
+shrinking stops at ``config.shrink_budget`` with the smallest so far, and a
+signal (:class:`~conformance.fuzz.keeper.Interrupted`) ends the run with what is
+held. A worker of ``fuzz --workers`` only generates (``generate_only``).
 
 Against an LLM-backed agent behind the scripted model server
 (``config.model``), each run also draws what the model says for the whole run
 (:mod:`conformance.fuzz.model_side`); the script is shrunk after the steps.
 
-This module stays a little over 400 lines on purpose: the machine's rules, the
-context every machine of a run shares, and the search-then-shrink loop that
-reads that context are one piece (each changes with the others); the step
-vocabulary, playing, grading and shrinking are already modules of their own.
+This module stays about 500 lines on purpose: the machine's rules, the context
+every machine of a run shares, and the search-then-shrink loop that reads and
+updates that context (the failures held, the smallest so far while shrinking,
+what a signal leaves) are one piece (each changes with the others); the step
+vocabulary, playing, grading, shrinking, keeping and workers are modules of
+their own.
 """
 
 from __future__ import annotations
@@ -366,6 +372,7 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
         except Interrupted as exc:  # keep what is held: the smallest of each rule so far
             result.interrupted = exc.signum
             done = {f.key for f in result.failures}
+            result.unshrunk = set(ctx.failures) - done
             result.failures += [f for k, f in sorted(ctx.failures.items()) if k not in done]
         finally:
             ctx.spawner.close()  # the retired processes have ended: transcripts complete

@@ -286,6 +286,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
     except Interrupted as exc:  # keep what is held: the smallest stream of each rule so far
         result.interrupted = exc.signum
         result.failures = one_per_rule(list(smallest.values()) + stored)
+        result.unshrunk = {f.key for f in result.failures}
     except Unsatisfiable:
         result.notes.append("no example could be played (every one was rejected)")
     except BaseException as exc:  # our violations; anything else is re-raised
@@ -297,6 +298,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
                                        target, options, strict, schema_dir) for f in found]
         except Interrupted as stop:  # stopped while shrinking: what Hypothesis shrank
             result.interrupted, confirmed = stop.signum, list(found)
+            result.unshrunk = {f.key for f in found}
         result.failures = one_per_rule(confirmed)
     finally:
         budget.done()

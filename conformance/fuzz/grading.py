@@ -77,6 +77,7 @@ class FuzzResult:
     protocols: tuple[int, ...] = ()
     replay_with: dict[str, Any] = field(default_factory=dict)  # how to reach the target again
     interrupted: int | None = None  # the signal that stopped the run (what was held is kept)
+    unshrunk: set[tuple[str, int]] = field(default_factory=set)  # stopped before shrunk
     workers: int = 1
     database: str | None = None  # the example database's URL (no password)
 

@@ -102,9 +102,9 @@ class Keeper:
             if path is not None:
                 self.written.add(path)
 
-    def final(self, failure: Any) -> regressions.Saved | None:
+    def final(self, failure: Any, *, shrunk: bool = True) -> regressions.Saved | None:
         """The counterexample to keep (shrunk, or the smallest held when the run was
-        stopped): it replaces what was stored when it was found."""
+        stopped: ``shrunk`` False): it replaces what was stored when it was found."""
         with self._lock:
             earlier = self.kept.pop(failure.key, [])
             fp = regressions.failure_fingerprint(failure)
@@ -119,8 +119,10 @@ class Keeper:
                 database.save(self.database, failure)
             if self.directory is None:
                 return None
+            header = self.header(failure) if shrunk else {**self.header(failure),
+                                                          "shrunk": False}
             saved = regressions.save(self.directory, fingerprint_=fp,
-                                     header=self.header(failure), entries=failure.transcript
+                                     header=header, entries=failure.transcript
                                      .entries, cwd=regressions.session_cwd(failure.transcript))
             if not saved.existed:
                 self.written.add(saved.path)

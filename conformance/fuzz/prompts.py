@@ -19,6 +19,7 @@ messages.", one text block, no legacy ID, no cancel).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -112,20 +113,31 @@ def prompt_specs(*, kinds: tuple[str, ...] = BASELINE_KINDS,
     in ``_meta``, and with ``cancel=True`` a cancel after that many updates of the turn
     (0: right after the request), asking for a long reply first.
     Shrinks to ``{"text": "Reply with two separate messages."}``."""
+    return _prompt_specs(tuple(kinds), cancel)
+
+
+@functools.cache
+def _prompt_specs(kinds: tuple[str, ...], cancel: bool) -> st.SearchStrategy[dict[str, Any]]:
+    """Built once per (kinds, cancel), with every inner strategy built here too: building
+    a strategy (a regex's above all) costs far more than drawing from it, and a run
+    draws a prompt at every step. The draws are those of :func:`prompt_blocks`."""
     prompt_blocks(text="x", kinds=kinds)  # validate the options now
+    texts = {long: prompt_texts(long=long) for long in (False, True)}
+    extra = st.lists(content_blocks(kinds=kinds), max_size=2)
+    ids = message_ids()
 
     @st.composite
     def build(draw: Any) -> dict[str, Any]:
         cancel_after = draw(st.integers(0, MAX_CANCEL_AFTER)) if cancel else None
-        text = draw(prompt_texts(long=cancel_after is not None))
+        text = draw(texts[cancel_after is not None])
         spec: dict[str, Any] = {"text": text}
-        blocks = draw(prompt_blocks(text=text, kinds=kinds))
+        blocks = [{"type": "text", "text": text}, *draw(extra)]
         if len(blocks) > 1:
             spec["blocks"] = blocks
         where = draw(st.sampled_from((None, None, "params", "meta")))
         if where is not None:
             key = "legacy_message_id" if where == "params" else "meta_message_id"
-            spec[key] = draw(message_ids())  # what an outdated client made up
+            spec[key] = draw(ids)  # what an outdated client made up
         if cancel_after is not None:
             spec["cancel_after"] = cancel_after
         return spec

@@ -14,6 +14,8 @@ A regression file is an ordinary transcript (:mod:`conformance.transcript`), so
     "model": {...}                     # agent behind --model-server: what the model said,
                                        # a model script (modelserver/script.py)
     "stream": {...}                    # client: the generated stream (fuzz/client_fuzz.py)
+    "shrunk": false                    # only while unshrunk: stored as soon as it was found
+                                       # (fuzz/keeper.py), replaced when shrinking ends
 
 The file name is the fingerprint: a hash of the rule and of the counterexample's
 *shape* (step kinds, block kinds, update kinds, ID forms and which IDs are equal,

@@ -160,7 +160,7 @@ class Budget:
         if now < self.quiet_for or now - self._last_print < self.every:
             return
         self._last_print = now
-        state = (f"{self.failures} failing run(s), shrinking" if self.failures
+        state = (f"{self.failures} failing run(s) so far" if self.failures
                  else "no failure yet")
         line = (f"[fuzz {self.label}] {self.examples} runs ({self.effort.max_examples} "
                 f"wanted), {self.processes} processes, {now:.0f} s, {state}")

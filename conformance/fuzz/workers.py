@@ -110,6 +110,7 @@ def run_agent_workers(config: Any, effort: Effort, seed: int, argv: Sequence[str
                 spawner.close()
                 result.processes += spawner.started
         done = {f.key for f in result.failures}
+        result.unshrunk = set(found) - done
         result.failures += [f for k, f in sorted(found.items()) if k not in done]
         result.failures.sort(key=lambda f: f.key)
         for f in result.failures:
