@@ -19,6 +19,7 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
 from conformance.report.text import safe
 from conformance.results import Finding, Outcome, RunResult
 from conformance.transcript import Entry, TranscriptError, load
