@@ -170,3 +170,29 @@ def _unique(findings: Iterable[Finding]) -> list[Finding]:
             seen.add(key)
             out.append(f)
     return out
+
+
+def render(findings: Iterable[Finding], *, target: str, catalogue: str, date: str) -> str:
+    """A baseline listing every fail of ``findings`` (``--write-baseline``): one entry per
+    case and sub-rule, its first message as a comment; headed by the target, the register
+    revision it was graded against and the day, so a later reader knows what it records.
+    A fail whose case name no entry can hold (a fuzz counterexample) is a comment."""
+    lines = [f"# acp-conformance baseline: the failures of {_comment(target)}",
+             f"# graded against catalogue {catalogue} on {date} (--write-baseline);",
+             "# a listed fail does not fail the run, an entry that passes again is stale",
+             "expected_failures:"]
+    fails = _unique(f for f in findings if f.outcome is Outcome.FAIL)
+    for f in sorted(fails, key=lambda f: (f.case, f.requirement)):
+        entry = f"{f.case}:{f.requirement}"
+        note = _comment(f.message, 100)
+        lines.append(f"  - {entry}   # {note}" if _ENTRY.match(entry)
+                     else f"  # not listable: {_comment(entry)} ({note})")
+    if not fails:
+        lines[-1] = "expected_failures: []"
+    return "\n".join(lines) + "\n"
+
+
+def _comment(text: str, limit: int = 200) -> str:
+    """One line a YAML comment can hold."""
+    one = " ".join(str(text).split())
+    return one if len(one) <= limit else one[:limit - 3] + "..."

@@ -9,8 +9,9 @@ installed, so it uses the standard library only:
   ``install: false``, use the given Python as is (it must import ``conformance``).
   Step output ``python``: the interpreter the run step uses.
 * ``run``: run the suite with the action's inputs (``INPUT_*`` environment
-  variables), write JSON, JUnit, HTML, Markdown and the transcripts into the output
-  folder, append the Markdown summary to ``$GITHUB_STEP_SUMMARY``, and set the step
+  variables: an agent, a client, or a proxy in front of the suite's agent double or of
+  the agent), write JSON, JUnit, HTML, Markdown and the transcripts into the output
+  folder, let the suite annotate each failing rule (``--github-annotations``), append the Markdown summary to ``$GITHUB_STEP_SUMMARY``, and set the step
   outputs ``verdict`` (pass, fail or error), ``json``, ``junit``, ``html`` and
   ``markdown``. The step exits with the suite's exit status.
 """
@@ -89,6 +90,7 @@ def install(env: Mapping[str, str]) -> int:
 def suite_arguments(env: Mapping[str, str], out: Path) -> list[str]:
     """The acp-conformance command line for the action's inputs (after the program name)."""
     agent, client = _input(env, "agent"), _input(env, "client")
+    proxy, adapts = _input(env, "proxy"), _flag(env, "proxy-adapts")
     profile = _input(env, "client-profile")
     try:
         extra = shlex.split(_input(env, "args"))
@@ -99,12 +101,21 @@ def suite_arguments(env: Mapping[str, str], out: Path) -> list[str]:
                           "transcripts are artifacts, and secrets stay out of them")
     if agent and client:
         raise ActionError("give the input agent or the input client, not both")
-    if not (agent or client or "--client-adapter" in extra):
-        raise ActionError("nothing to test: give the input agent (an agent command) or client "
-                          "(a client command with {agent})")
+    if proxy and client:
+        raise ActionError("give the input proxy (with agent or without) or the input client, "
+                          "not both")
+    if adapts and not proxy:
+        raise ActionError("input proxy-adapts needs the input proxy")
+    if not (agent or client or proxy or "--client-adapter" in extra):
+        raise ActionError("nothing to test: give the input agent (an agent command), client "
+                          "(a client command with {agent}) or proxy (a proxy command with "
+                          "{agent})")
     if profile and not client:
         raise ActionError("input client-profile needs the input client")
-    argv = ["--agent", agent] if agent else ["--client", client] if client else []
+    argv = ["--proxy", proxy] if proxy else []  # the agent double behind it, or agent
+    argv += ["--agent", agent] if agent else ["--client", client] if client else []
+    if adapts:
+        argv.append("--proxy-adapts")
     if profile:
         argv += ["--client-profile", profile]
     argv += ["--protocol", _input(env, "protocol", "both")]
@@ -114,6 +125,7 @@ def suite_arguments(env: Mapping[str, str], out: Path) -> list[str]:
     if _flag(env, "model-server"):
         argv.append("--model-server")
     argv += extra
+    argv.append("--github-annotations")  # one ::error per failing rule, from the suite
     for option, name in REPORTS.items():  # last, so they win over the same option in args
         argv += [f"--{option}", str(out / name)]
     return [*argv, "--transcripts", str(out / "transcripts")]
@@ -160,7 +172,7 @@ def run(env: Mapping[str, str]) -> int:
     written = {name: out / file for name, file in REPORTS.items() if (out / file).is_file()}
     _finish(env, verdict, written, f"the suite could not run (exit {status}); the step log "
             "says why")
-    if verdict != "pass":
+    if verdict == "error":  # a fail is annotated by the suite, one ::error per failing rule
         print(f"::error title=acp-conformance::verdict {verdict} (exit {status}); the step "
               "summary and the reports say why", flush=True)
     return status

@@ -87,3 +87,21 @@ def v1_only_agent(folder: Path) -> Path:
     script = folder / "v1_only.py"
     script.write_text(V1_ONLY.format(root=str(REPO_ROOT)), encoding="utf-8")
     return script
+
+
+#: The slow end-to-end modules: every fixture against the suite, the fuzzers and their
+#: campaigns, pytest-xdist, the hostile targets, the benchmarks. Each of their tests is
+#: marked ``slow``, so ``pytest -m "not slow"`` is a quick subset (README.md says how long
+#: each takes); tests elsewhere that run long carry the mark themselves.
+SLOW_MODULES = frozenset({
+    "test_agent_suite.py", "test_client_fixtures.py", "test_hostile_agents.py",
+    "test_hostile_clients.py", "test_campaigns.py", "test_fuzz_agents.py",
+    "test_fuzz_clients.py", "test_fuzz_model_side.py", "test_plugin_xdist.py",
+    "test_bench_smoke.py", "test_interop_targets.py",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -208,7 +208,12 @@ def test_broken_agent_is_red(tmp_path: Path) -> None:
     assert {r["requirement"] for r in report["results"] if r["outcome"] == "fail"} == {
         "MID-A-02/cross-turn-reuse", "MID-A-02/user-message-reuse"}
     assert all(Path(run.outputs[k]).is_file() for k in ("junit", "html", "markdown"))
-    assert "::error title=acp-conformance::verdict fail (exit 1)" in run.log
+    annotations = [line for line in run.log.splitlines() if line.startswith("::error ")]
+    assert len(annotations) == 2, run.log  # one per failing rule, no generic one
+    cross = next(a for a in annotations if "MID-A-02/cross-turn-reuse::" in a)
+    assert cross.startswith("::error file=cases/identity.yaml,line=") or \
+        "identity.yaml,line=" in cross  # at the case in its case file
+    assert "ids-across-turns@v1: " in cross and "%0Aexpected: a fresh ID per message" in cross
 
 
 def test_a_baseline_turns_known_failures_green(tmp_path: Path) -> None:
@@ -223,6 +228,68 @@ def test_a_baseline_turns_known_failures_green(tmp_path: Path) -> None:
     assert run.outputs["verdict"] == "pass"
     assert "verdict with baseline: PASS" in run.log
     assert "Baseline" in run.summary or "baseline" in run.summary
+    assert "::error" not in run.log  # a listed failure is not annotated
+
+
+def proxy_fixture(name: str) -> str:
+    return f"{sys.executable} {REPO_ROOT / 'fixtures' / 'proxies' / f'{name}.py'} {{agent}}"
+
+
+def test_a_proxy_in_front_of_the_agent_double_is_graded_and_each_rule_annotated(
+        tmp_path: Path) -> None:
+    run = run_action(tmp_path, local(proxy=proxy_fixture("rewrites_ids"), protocol="1",
+                                     args="--case proxy-grouping --case "
+                                          "proxy-v1-null-omitted-malformed"))
+    assert run.status == 1, run.log
+    assert run.outputs["verdict"] == "fail"
+    report = json.loads(Path(run.outputs["json"]).read_text(encoding="utf-8"))
+    assert report["role"] == "proxy"
+    failed = {r["requirement"] for r in report["results"] if r["outcome"] == "fail"}
+    assert {r.split("/")[0] for r in failed} == {"MID-P-01", "MID-P-02"}, failed
+    annotations = [line for line in run.log.splitlines() if line.startswith("::error ")]
+    titles = sorted(a.split("title=acp-conformance ", 1)[1].split("::", 1)[0]
+                    for a in annotations)
+    assert titles == sorted(failed), run.log  # one ::error per failing rule, nothing else
+    assert all("::proxy-" in a and "@v1: " in a for a in annotations)
+    transcripts = tmp_path / "workspace" / "acp-conformance-reports" / "transcripts"
+    assert (transcripts / "proxy-grouping@v1.jsonl").is_file()
+
+
+def test_a_proxy_in_front_of_a_real_agent_and_a_declared_adapter(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    run = run_action(tmp_path / "a", local(proxy=proxy_fixture("transparent"),
+                                           agent=reference_agent(), protocol="1",
+                                           args="--case proxy-grouping"))
+    assert run.status == 0, run.log
+    assert run.outputs["verdict"] == "pass" and "::error" not in run.log
+    assert f"--proxy {proxy_fixture('transparent')}"[:40] in run.log.replace("'", "")
+    run = run_action(tmp_path / "b", local(proxy=proxy_fixture("fans_out_late"),
+                                           **{"proxy-adapts": "true"},
+                                           args="--case proxy-v2-upserts"))
+    assert run.status == 1, run.log
+    report = json.loads(Path(run.outputs["json"]).read_text(encoding="utf-8"))
+    assert "MID-V2-10" in {r["requirement"].split("/")[0] for r in report["results"]
+                           if r["outcome"] == "fail"}
+    assert "title=acp-conformance MID-V2-10" in run.log
+
+
+def test_annotations_are_capped_at_ten_with_a_count() -> None:
+    from conformance.report.annotations import github_annotations
+    from conformance.results import CaseResult, Finding, Outcome, RunResult
+
+    result = RunResult("0", "t", "agent", [1], "p", False)
+    case = CaseResult("ids-across-turns@v1", "", [], 1)
+    case.findings = [Finding(f"MID-A-{n:02}", Outcome.FAIL, f"broke {n}, badly\nreally",
+                             case=case.case, entries=(n,)) for n in range(1, 14)]
+    result.cases = [case]
+    lines = github_annotations(result, sources={"ids-across-turns": "cases/identity.yaml:3"})
+    assert len(lines) == 11
+    assert lines[0] == ("::error file=cases/identity.yaml,line=3,title=acp-conformance "
+                        "MID-A-01::ids-across-turns@v1: broke 1, badly%0Areally%0A1 fault in "
+                        "1 case")
+    assert lines[10].startswith("::error title=acp-conformance::3 more failing rule(s)")
+    assert "(13 failing rule(s) in all)" in lines[10]
 
 
 def test_model_server_serves_an_llm_backed_agent(tmp_path: Path) -> None:
@@ -255,6 +322,8 @@ def test_a_client_with_its_profile(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("inputs,message", [
     ({}, "nothing to test: give the input agent"),
+    ({"proxy": "p {agent}", "client": "my-cli {agent}"}, "or the input client, not both"),
+    ({"agent": "my-agent", "proxy-adapts": "true"}, "proxy-adapts needs the input proxy"),
     ({"agent": "my-agent", "client": "my-cli {agent}"}, "not both"),
     ({"agent": "my-agent", "client-profile": "p.yaml"}, "client-profile needs the input client"),
     ({"agent": "my-agent", "model-server": "yes"}, "model-server: expected true or false"),
@@ -364,23 +433,34 @@ def test_a_summary_over_githubs_limit_is_cut_at_a_line(tmp_path: Path) -> None:
 def test_the_readme_workflows_use_the_action_as_declared() -> None:
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     snippet = readme.split("## In CI\n", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
-    steps = yaml.safe_load(snippet)  # the landing page's five lines
+    steps = yaml.safe_load(snippet)  # the landing page's lines, as pasted
     assert set(steps[0]["with"]) <= set(ACTION["inputs"]) and "agent" in steps[0]["with"]
+    upload = steps[1]
+    assert upload["uses"].startswith("actions/upload-artifact@")
+    assert upload["if"] == "always()"  # a failing run's reports are the ones wanted
+    assert upload["with"]["path"].rstrip("/") == ACTION["inputs"]["output-dir"]["default"]
+    assert upload["with"]["name"]
     manual = (REPO_ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
     section = manual.split("\n## ", 1)[1].split("\n## ", 1)[0]
     assert section.startswith("The GitHub Action\n")  # the action comes first
     blocks = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
-    assert len(blocks) == 2  # an agent vendor and a client vendor
+    assert len(blocks) == 3  # an agent vendor, a client vendor, a proxy vendor's steps
     default_dir = ACTION["inputs"]["output-dir"]["default"]
+    kinds = []
     for block in blocks:
-        steps = yaml.safe_load(block)["jobs"]["acp-conformance"]["steps"]
+        doc = yaml.safe_load(block)
+        steps = doc["jobs"]["acp-conformance"]["steps"] if isinstance(doc, dict) else doc
         ours = [s for s in steps if str(s.get("uses", "")).startswith("OWNER/acp-conformance@")]
         assert len(ours) == 1
-        assert set(ours[0]["with"]) <= set(ACTION["inputs"])
-        assert "baseline" in ours[0]["with"] and ("agent" in ours[0]["with"]) != (
-            "client" in ours[0]["with"])
+        given = set(ours[0]["with"])
+        assert given <= set(ACTION["inputs"])
+        kind = "proxy" if "proxy" in given else "client" if "client" in given else "agent"
+        kinds.append(kind)
+        assert kind == "proxy" or "baseline" in given
+        assert not ("agent" in given and "client" in given)
         upload = [s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact")]
         assert upload and upload[0]["if"] == "always()"
         assert upload[0]["with"]["path"].rstrip("/") == default_dir
         for expr in re.findall(r"steps\.acp\.outputs\.(\w+)", block):
             assert expr in ACTION["outputs"], expr
+    assert kinds == ["agent", "client", "proxy"]

@@ -133,3 +133,94 @@ def test_every_sh_block_runs(where: str, block: str, not_run: str | None,
         assert proc.returncode == expected_status(command), (
             f"{where}: {command}\nexit {proc.returncode}\n{proc.stdout[-3000:]}\n"
             f"{proc.stderr[-3000:]}")
+
+
+# -- excerpts: the console text the docs show is what the command prints ---------------
+
+#: The line before a fenced block that shows a command's output: the command, run here
+#: in a fresh folder as a reader runs it; "..." lines in the block stand for left-out lines.
+EXCERPT_MARK = re.compile(r"<!-- output of: (.+?) -->")
+#: What differs from run to run and is made equal before comparing.
+VOLATILE = [(re.compile(r"sess_[0-9a-f]{32}"), "sess_ID")]
+
+
+def excerpts() -> list[tuple[str, str, str]]:
+    """(where, command, block text) for every block marked as a command's output."""
+    found = []
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"^```[a-z]*\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
+            before = text[:m.start()].rstrip().rsplit("\n", 1)[-1]
+            mark = EXCERPT_MARK.fullmatch(before.strip())
+            if mark:
+                line = text.count("\n", 0, m.start()) + 1
+                found.append((f"{path.relative_to(REPO_ROOT)}:{line}", mark.group(1),
+                              m.group(1)))
+    return found
+
+
+def stable(text: str) -> str:
+    for pattern, replacement in VOLATILE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def drift(excerpt: str, output: str) -> str | None:
+    """None when every run of lines between "..." lines is in ``output``, whole lines, in
+    order; else the first run that is not."""
+    lines = [line.rstrip() for line in stable(output).splitlines()]
+    chunks: list[list[str]] = [[]]
+    for line in stable(excerpt).splitlines():
+        if line.strip() == "...":
+            chunks.append([])
+        else:
+            chunks[-1].append(line.rstrip())
+    at = 0
+    for chunk in (c for c in chunks if c):
+        n = len(chunk)
+        starts = [i for i in range(at, len(lines) - n + 1) if lines[i:i + n] == chunk]
+        if not starts:
+            return "\n".join(chunk)
+        at = starts[0] + n
+    return None
+
+
+EXCERPTS = excerpts()
+
+
+def test_drift_is_found() -> None:
+    output = "a\nb\nc\nd\n"
+    assert drift("a\nb\n...\nd\n", output) is None
+    assert drift("b\nc\n", output) is None
+    assert drift("a\nc\n", output) == "a\nc"  # not next to each other
+    assert drift("c\n...\nb\n", output) == "b"  # out of order
+    assert drift("a\n...\ne\n", output) == "e"
+
+
+def test_the_readme_and_the_manual_show_the_demo_as_it_prints() -> None:
+    shown = {(where.split(":", 1)[0], command) for where, command, _ in EXCERPTS}
+    assert ("README.md", "acp-conformance demo --broken") in shown
+    assert ("docs/reports.md", "acp-conformance demo --broken") in shown
+    assert any("acp-conformance show " in command for _, command in shown)
+
+
+_OUTPUTS: dict[str, str] = {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where,command,excerpt", EXCERPTS, ids=[w for w, _, _ in EXCERPTS])
+def test_every_excerpt_is_what_its_command_prints(where: str, command: str, excerpt: str,
+                                                  tmp_path: Path) -> None:
+    if command not in _OUTPUTS:  # each command runs once for all the excerpts of it
+        (tmp_path / "fixtures").symlink_to(REPO_ROOT / "fixtures")
+        env = cli_env()
+        env.update(PATH=os.pathsep.join([str(Path(sys.executable).parent),
+                                         env.get("PATH", "")]), CI="1",
+                   ACP_REFERENCE_STATE_DIR=str(tmp_path / "agent-state"))
+        proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, text=True,
+                              capture_output=True, timeout=600, check=False)
+        _OUTPUTS[command] = proc.stdout
+    missing = drift(excerpt, _OUTPUTS[command])
+    assert missing is None, (
+        f"{where}: the excerpt of '{command}' is not what it prints; these lines are not "
+        f"in its output (in this order):\n{missing}\n--- its output:\n{_OUTPUTS[command]}")

@@ -146,6 +146,9 @@ def test_demo_broken_shows_a_failure_of_each_side(tmp_path: Path) -> None:
     agent, client = proc.stdout.split("Running the client suite", 1)
     assert "broken agent" in agent and "\nFailures\nMID-A-02/" in agent, agent
     assert "broken client" in client and "\nFailures\nMID-C-02/merged: FAIL" in client, client
+    # each broken target names itself, never the reference
+    assert "\ntarget reports itself as acp-conformance-broken-agent 0.1.0\n" in agent
+    assert "\ntarget reports itself as acp-conformance-broken-client 0.1.0\n" in client
     assert json.loads((tmp_path / "b.json").read_text())["summary"]["verdict"] == "fail"
     assert json.loads((tmp_path / "b-client.json").read_text())["summary"]["verdict"] == "fail"
     assert "next:" in proc.stdout.rsplit("verdict: FAIL", 1)[1]

@@ -98,6 +98,14 @@ def report_outputs(o: Any) -> None:
                    help="expected failures (case:requirement per entry): listed fails do not "
                         "fail the run, unlisted ones do, listed entries that now pass are stale "
                         "and fail the run")
+    o.add_argument("--write-baseline", type=Path, metavar="FILE",
+                   help="write this run's fails as a baseline FILE (the catalogue revision "
+                        "and the date in a comment): the same target run with --baseline "
+                        "FILE then passes until it changes")
+    o.add_argument("--github-annotations", action="store_true",
+                   help="print one GitHub ::error annotation per failing rule (at its case "
+                        "file and line; at most ten, then a count); the GitHub Action "
+                        "passes it")
     o.add_argument("--no-color", action="store_true", help="plain console output")
     masking_options(o)
 
@@ -304,12 +312,13 @@ def check_run_options(ns: argparse.Namespace) -> None:
         value = getattr(ns, opt, None)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(f"--{opt.replace('_', '-')} must be a positive number of seconds")
-    for opt in ("json", "junit", "html", "markdown"):
+    for opt in ("json", "junit", "html", "markdown", "write_baseline"):
         path = getattr(ns, opt, None)
+        option = "--" + opt.replace("_", "-")
         if path is not None and Path(path).is_dir():
-            raise UsageError(f"--{opt} {path}: is a directory, expected a file path")
+            raise UsageError(f"{option} {path}: is a directory, expected a file path")
         if path is not None:
-            _writable(f"--{opt}", Path(path).parent)
+            _writable(option, Path(path).parent)
     transcripts = getattr(ns, "transcripts", None)
     if transcripts is not None and Path(transcripts).exists() and not Path(transcripts).is_dir():
         raise UsageError(f"--transcripts {transcripts}: exists and is not a directory")

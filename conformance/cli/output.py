@@ -81,6 +81,7 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
         print("reports: " + ", ".join(written), file=sys.stderr)
     for why in result.unfinished.values():  # never green: nothing of it ran to its end
         print(f"acp-conformance: not tested: {why}", file=sys.stderr)
+    extras(ns, result, verdict, cases)
     if result.cut:  # never green by accident: a cut run has not tested everything
         print(f"acp-conformance: run cut: {result.cut}", file=sys.stderr)
         return EXIT_FAIL
@@ -89,3 +90,27 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
     if verdict is not None:
         return EXIT_FAIL if verdict.failed else EXIT_OK
     return EXIT_FAIL if result.failed else EXIT_OK
+
+
+def extras(ns: argparse.Namespace, result: Any, verdict: Any, cases: Any) -> None:
+    """``--write-baseline FILE`` (the run's fails as a baseline) and
+    ``--github-annotations`` (one ``::error`` per failing rule), after the reports."""
+    if getattr(ns, "write_baseline", None) is not None:
+        from conformance import baseline
+        from conformance.report.catalogue import graded_against
+        from conformance.transcript import write_atomic
+
+        text = baseline.render(result.all_findings(), target=result.target,
+                               catalogue=str(graded_against(result).get("catalogue")),
+                               date=str(result.date))
+        write_atomic(ns.write_baseline, text)
+        fails = sum(1 for line in text.splitlines() if line.startswith("  - "))
+        print(f"baseline: wrote {fails} expected failure(s) to {ns.write_baseline}",
+              file=sys.stderr)
+    if getattr(ns, "github_annotations", False):
+        from conformance.report.annotations import case_sources, github_annotations
+
+        for line in github_annotations(result, verdict=verdict,
+                                       sources=case_sources(cases or ())):
+            print(line)
+        sys.stdout.flush()

@@ -59,9 +59,9 @@ def show_lines(path: Path, marked: Sequence[int] = (), *, wire: bool = False,
     if missing:
         raise UsageError(f"{path}: no entry #{missing[0]} (entries #{min(seqs, default=0)} "
                          f"to #{max(seqs, default=0)})")
-    out = [f"{path}: case {safe(header.get('case'))}, {safe(header.get('role'))} "
+    out = [(f"{path}: case {safe(header.get('case'))}, {safe(header.get('role'))} "
            f"{safe(header.get('target'), 80)}, protocol v{header.get('protocol')}, "
-           f"{len(entries)} entries"]
+           f"{len(entries)} entries")]
     keep = None
     if around is not None and marked:
         index = {e.seq: i for i, e in enumerate(entries)}

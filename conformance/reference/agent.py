@@ -119,6 +119,12 @@ class ReferenceAgent(Connection):
 
     # ---- initialize and sessions ------------------------------------------
 
+    def advertised_name(self) -> str:
+        """The reference's name, or a fixture's own (``conformance.reference.naming``)."""
+        from conformance.reference.naming import advertised_name
+
+        return advertised_name(type(self), ReferenceAgent, AGENT_NAME, "agent")
+
     def handle_initialize(self, request_id: RequestId, params: JsonObject) -> JsonObject:
         requested = params.get("protocolVersion")
         if self.protocol_version is None:  # the first initialize fixes the version
@@ -131,7 +137,7 @@ class ReferenceAgent(Connection):
         if self.v2:
             return {
                 "protocolVersion": 2,
-                "info": {"name": AGENT_NAME, "version": AGENT_VERSION},
+                "info": {"name": self.advertised_name(), "version": AGENT_VERSION},
                 # `session: {...}` advertises the baseline session methods:
                 # new, list, resume (with replay), close, prompt, cancel, update.
                 "capabilities": {"session": {"prompt": {"embeddedContext": {}}}},
@@ -144,7 +150,7 @@ class ReferenceAgent(Connection):
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
             },
-            "agentInfo": {"name": AGENT_NAME, "version": AGENT_VERSION},
+            "agentInfo": {"name": self.advertised_name(), "version": AGENT_VERSION},
             "authMethods": [],
         }
 

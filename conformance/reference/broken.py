@@ -27,6 +27,7 @@ from conformance.reference.agent import main as agent_main
 class PerTurnCounterAgent(ReferenceAgent):
     """Message IDs from a counter that restarts at every prompt (MID-A-02)."""
 
+    NAME = "acp-conformance-broken-agent"  # what it says in initialize
     counter = 0
 
     def user_message_id(self, params: dict[str, Any]) -> str:
@@ -43,6 +44,8 @@ def _client_class() -> type:
 
     class CaseInsensitiveClient(ReferenceClient):
         """Message IDs compared case-insensitively (MID-C-02)."""
+
+        NAME = "acp-conformance-broken-client"  # what it says in initialize
 
         def key(self, kind: str, message_id: str) -> Hashable:
             return (kind, message_id.casefold())

@@ -80,12 +80,18 @@ class ReferenceClient:
         self.touched: list[Message] = []  # messages created or changed in the current turn
 
     # -- connection ---------------------------------------------------------
+    def advertised_name(self) -> str:
+        """The reference's name, or a fixture's own (``conformance.reference.naming``)."""
+        from conformance.reference.naming import advertised_name
+
+        return advertised_name(type(self), ReferenceClient, CLIENT_NAME, "client")
+
     def start(self) -> None:
         if self.max_protocol >= 2:
             params: JsonObject = {"protocolVersion": 2, "capabilities": {},
-                                  "info": {"name": CLIENT_NAME, "version": __version__}}
+                                  "info": {"name": self.advertised_name(), "version": __version__}}
         else:
-            params = {"protocolVersion": 1, "clientInfo": {"name": CLIENT_NAME,
+            params = {"protocolVersion": 1, "clientInfo": {"name": self.advertised_name(),
                                                            "version": __version__},
                       "clientCapabilities": {"fs": {"readTextFile": False,
                                                     "writeTextFile": False}, "terminal": False}}
