@@ -10,9 +10,10 @@ A role (the agent suite, the client suite, and any role to come) supplies a
 * the ladder of ways a drive ends early: a signal, a cut (``--deadline``), a
   target fault (the case is still graded on what was recorded), a case the target
   cannot take (not graded: every requirement of the case says why, with a code);
-* the grading itself, :func:`grade_recorded`, a function of the header and the
-  entries only, which ``acp-conformance check`` calls on a saved transcript: a
-  live run and its transcripts give the same findings by construction;
+* the grading itself, :func:`conformance.grading.grade_recorded` (pure), a function
+  of the header and the entries only, which ``acp-conformance check`` calls on a
+  saved transcript: a live run and its transcripts give the same findings by
+  construction;
 * saving the transcript (``--transcripts``, or a scratch folder for the HTML report).
 
 The exceptions a drive raises to end a case early are defined here, below the
@@ -22,17 +23,28 @@ the grading package only inside functions, so a driver that imports it stays lig
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import signal
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from conformance.grading import (
+    CONSEQUENCE_RULES,
+    CRASH_RULE,
+    DEFAULT_SCOPE_NOTE,
+    NEGOTIATION,
+    Ending,
+    Scope,
+    conclude,
+    ended,
+    fold_consequences,
+    grade_recorded,
+    shown_note,
+)
 from conformance.masking import Masker
-from conformance.results import CaseResult, Finding, Outcome, Reason, RunResult, apply_strict
-from conformance.transcript import Entry, Transcript
+from conformance.results import CaseResult, Finding, Outcome, Reason
+from conformance.transcript import Transcript
 
 if TYPE_CHECKING:
     from conformance.checks import Options
@@ -41,12 +53,6 @@ if TYPE_CHECKING:
 DEADLINE_NOTE = "not run: deadline"
 #: The note of a case in progress cut by --deadline (graded on what was recorded).
 CUT_NOTE = "aborted: cut by --deadline"
-#: The rule that grades how a protocol version was agreed: graded even in a case the
-#: target could not take, since the negotiation itself is what its traffic shows.
-NEGOTIATION = ("TARGET/negotiation",)
-#: What ``check`` says of a transcript that records no scope (someone else's).
-DEFAULT_SCOPE_NOTE = ("no grading scope recorded in the transcript: graded every rule with "
-                      "the default options")
 
 
 class CaseStop(Exception):
@@ -90,100 +96,6 @@ class CaseNotPlayable(CaseStop):
     def __init__(self, message: str, reason: Reason = Reason.NOT_TESTABLE) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What a case grades. Recorded in its transcript header (``scope``), so ``check``
-    grades a saved transcript exactly as the live run did.
-
-    The rule: a case grades every rule of its role whose inference its traffic
-    supports (``rules`` None); a case file may exclude a rule, with a reason, which
-    every report shows (``exclude``). ``rules`` narrows it only for callers that
-    grade one rule on purpose (the fuzzers' invariants)."""
-
-    role: str = "agent"
-    profile: str = ""  # "" : the default profile
-    strict: bool = False
-    strict_ids: bool = False
-    cross_turn_reuse: str = "fail"
-    exclude: tuple[tuple[str, str], ...] = ()  # (rule, the case file's reason)
-    rules: tuple[str, ...] | None = None  # None: every rule of the role
-    recorded: bool = True  # False: a transcript with no scope (graded by default, said so)
-
-    @classmethod
-    def of(cls, role: str, options: Options, strict: bool,
-           exclude: Iterable[tuple[str, str]] = ()) -> Scope:
-        return cls(role, options.profile.name, strict, options.strict_ids,
-                   options.cross_turn_reuse.value, tuple(exclude))
-
-    def options(self) -> Options:
-        from conformance import profiles
-        from conformance.checks import Options
-
-        profile = profiles.get(self.profile or profiles.DEFAULT_PROFILE)
-        return Options(profile=profile, cross_turn_reuse=Outcome(self.cross_turn_reuse),
-                       strict_ids=self.strict_ids)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "profile": self.profile, "strict": self.strict,
-                "strict_ids": self.strict_ids, "cross_turn_reuse": self.cross_turn_reuse,
-                "exclude": dict(self.exclude),
-                "rules": list(self.rules) if self.rules is not None else "all"}
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> Scope:
-        """The scope a transcript records; the default one (``recorded`` False) without."""
-        role = str(header.get("role", "agent"))
-        data = header.get("scope")
-        if not isinstance(data, dict):
-            return cls(role, str(header.get("profile") or ""), header.get("strict") is True,
-                       recorded=False)
-        rules = data.get("rules")
-        excluded = data.get("exclude")
-        exclude: dict[Any, Any] = excluded if isinstance(excluded, dict) else {}
-        return cls(str(data.get("role", role)), str(data.get("profile") or ""),
-                   data.get("strict") is True, data.get("strict_ids") is True,
-                   "warn" if data.get("cross_turn_reuse") == "warn" else "fail",
-                   tuple((str(k), str(v)) for k, v in exclude.items()),
-                   tuple(str(r) for r in rules) if isinstance(rules, list) else None)
-
-
-@dataclass
-class Ending:
-    """How a case's drive ended: recorded in the header (``ended``) and on its CaseResult.
-
-    ``reason`` is set when the case is not graded (the target could not take it);
-    ``cut`` names what cut it (``deadline``, a signal), graded on what was recorded."""
-
-    note: str = ""
-    reason: Reason | None = None
-    fault: str = ""
-    every_case: bool = False
-    cut: str = ""
-    aborted: bool = False  # the target hung, exited or flooded (graded on what was recorded)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"note": self.note}
-        if self.reason is not None:
-            out["reason"] = self.reason.value
-        if self.cut:
-            out["cut"] = self.cut
-        if self.aborted:
-            out["aborted"] = True
-        return out
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> Ending:
-        data = header.get("ended")
-        if not isinstance(data, dict):
-            return cls()
-        try:
-            reason = Reason(data["reason"]) if data.get("reason") else None
-        except ValueError:
-            reason = Reason.NOT_TESTABLE  # a code from a later version: still not graded
-        return cls(str(data.get("note") or ""), reason, cut=str(data.get("cut") or ""),
-                   aborted=data.get("aborted") is True)
 
 
 class Drive(Protocol):
@@ -267,105 +179,6 @@ def drive_case(drive: Drive, transcript: Transcript, *, signals: Any = None,
 INTERRUPT_GRACE = 0.5  # seconds an interrupted target gets before SIGTERM, and again SIGKILL
 
 
-def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
-                   protocol: int | None = None, schema_dir: Path | None = None,
-                   strict: bool = False) -> list[Finding]:
-    """Grade one case's transcript from what it records: its scope and how it ended.
-
-    The one grading a case gets, live (:func:`play_case`) and offline (``check``).
-    ``strict`` adds ``--strict`` to what was recorded; ``protocol`` overrides the
-    header's (``check --protocol``)."""
-    from conformance.checks import grade
-
-    scope = Scope.from_header(header)
-    ending = Ending.from_header(header)
-    protocol = int(header.get("protocol", 1)) if protocol is None else protocol
-    options = scope.options()
-    strict = strict or scope.strict
-    if ending.reason is not None:  # the case was not played: its rules say why
-        requirements = [str(r) for r in header.get("requirements") or []]
-        why = shown_note(ending.note, ending.reason)
-        rows = [Finding(r, Outcome.NOT_APPLICABLE, why, reason=ending.reason)
-                for r in requirements]
-        # An agent's case not played grades nothing but the fault of a failed negotiation
-        # (never a pass); a client's shows how it handled the version it was answered.
-        dropped = ((Outcome.NOT_APPLICABLE,) if scope.role == "client"
-                else (Outcome.NOT_APPLICABLE, Outcome.PASS))
-        rows += [f for f in grade(entries, protocol=protocol, options=options,
-                                  select=list(NEGOTIATION), role=scope.role)
-                 if f.outcome not in dropped]
-        return apply_strict(rows, strict)
-    found = grade(entries, protocol=protocol, options=options,
-                  select=list(scope.rules) if scope.rules is not None else None,
-                  role=scope.role, schema_dir=schema_dir)
-    found = _excluded(fold_consequences(found), scope.exclude)
-    if ending.cut:  # what a cut case never reached is cut, not merely untested
-        found = [dataclasses.replace(f, reason=Reason.CUT)
-                 if f.reason is Reason.NOT_TESTABLE else f for f in found]
-    return apply_strict(found, strict)
-
-
-#: What a target does when a fault has already broken it: it exits, hangs, leaves the
-#: probe unanswered. After a fault of another rule, these are its consequences.
-CONSEQUENCE_RULES = ("MID-C-08/exit", "MID-C-08/probe")
-CRASH_RULE = "MID-C-08/crash"  # a client that died on a stream: the fault itself
-
-
-def fold_consequences(findings: list[Finding]) -> list[Finding]:
-    """One fault, one finding: when a checker graded a client's crash as a fault (the
-    client died on a stream that tested message IDs: MID-C-08/crash, or a fail of a rule
-    about a malformed or missing ID whose evidence reaches the crash), the exit and the
-    unanswered probe of that same crash (MID-C-08/exit, MID-C-08/probe) are recorded on
-    that fail as its consequences, and their own rows say where they went: not further
-    fails. A client that just exits has one fault, the exit, and the probe it left
-    unanswered is the exit's consequence. A fail counts as the cause only when its
-    evidence reaches the crash (an entry at or after the consequence's first):
-    precedence alone names no cause, and a hang is never folded."""
-    from conformance.controlstream import CAUSE_RULES
-
-    causes = [f for f in findings if f.outcome is Outcome.FAIL and f.entries
-              and (f.base_requirement in CAUSE_RULES or f.requirement == CRASH_RULE)]
-    exits = [f for f in findings if f.requirement == "MID-C-08/exit"
-             and f.outcome is Outcome.FAIL and f.entries]
-    if not causes and not exits:
-        return findings
-    folded: dict[int, list[str]] = {}  # id(cause) -> consequences
-    out: list[Finding] = []
-    for f in findings:
-        cause = None
-        if f.requirement in CONSEQUENCE_RULES and f.outcome is Outcome.FAIL and f.entries:
-            cause = next((c for c in causes if max(c.entries) >= min(f.entries)), None)
-            if cause is None and f.requirement == "MID-C-08/probe" and not causes:
-                cause = next((c for c in exits if max(c.entries) >= min(f.entries)), None)
-        if cause is None:
-            out.append(f)
-            continue
-        folded.setdefault(id(cause), []).append(f"{f.requirement}: {f.message}")
-        out.append(Finding(f.requirement, Outcome.NOT_APPLICABLE,
-                           f"not testable: a consequence of the {cause.requirement} fault, "
-                           "reported with it", entries=f.entries, reason=Reason.NOT_TESTABLE))
-    return [dataclasses.replace(f, consequences=f.consequences + tuple(folded[id(f)]))
-            if id(f) in folded else f for f in out]
-
-
-def _excluded(findings: list[Finding], exclude: Sequence[tuple[str, str]]) -> list[Finding]:
-    """Each rule a case excludes becomes one not_applicable row with the case's reason."""
-    if not exclude:
-        return findings
-    out: list[Finding] = []
-    done: set[str] = set()
-    for f in findings:
-        why = next((w for r, w in exclude
-                    if f.requirement == r or f.requirement.startswith(r + "/")), None)
-        if why is None:
-            out.append(f)
-        elif f.requirement not in done:
-            done.add(f.requirement)
-            out.append(Finding(f.requirement, Outcome.NOT_APPLICABLE,
-                               f"excluded by the case: {why}", reason=Reason.EXCLUDED_BY_CASE))
-    return out
-
-
 def play_case(case: Any, protocol: int, role: str, drive: Drive, transcript: Transcript, *,
               transcripts: Path | None, signals: Any = None, deadline: float | None = None,
               schema_dir: Path | None = None) -> CaseResult:
@@ -385,14 +198,6 @@ def play_case(case: Any, protocol: int, role: str, drive: Drive, transcript: Tra
     return cr
 
 
-def ended(cr: CaseResult, ending: Ending) -> None:
-    """Copy how a case ended onto its result."""
-    cr.note, cr.reason, cr.fault = ending.note, ending.reason, ending.fault
-    cr.every_case, cr.cut, cr.aborted = ending.every_case, ending.cut, ending.aborted
-    if ending.cut and cr.reason is None:
-        cr.reason = Reason.CUT
-
-
 def save(directory: Path | None, transcript: Transcript, name: str) -> str | None:
     """Write a case's transcript (atomically) into ``directory``, when there is one."""
     if directory is None:
@@ -406,7 +211,8 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.@-]+", "_", name)[:120]
 
 
-def stand_in(case: Any, protocol: int, note: str, reason: Reason, cut: str = "") -> CaseResult:
+def not_run(case: Any, protocol: int, note: str, reason: Reason = Reason.NOT_RUN,
+            cut: str = "") -> CaseResult:
     """A case the run did not play: every requirement of it says why (never a pass)."""
     cr = CaseResult(f"{case.id}@v{protocol}", case.description, list(case.requirements),
                     protocol, note=note, reason=reason, cut=cut)
@@ -416,47 +222,10 @@ def stand_in(case: Any, protocol: int, note: str, reason: Reason, cut: str = "")
     return cr
 
 
-def keep_stand_ins(directory: Path | None, results: Iterable[CaseResult],
-                   plan: Iterable[tuple[int, Any]], role: str, options: Options, strict: bool,
-                   target: str, masker: Masker | None = None) -> None:
-    """Give each case the run did not play a transcript too (a header saying why, no
-    entries), so ``check`` on a run's transcripts reports every case the run reported."""
-    if directory is None:
-        return
-    cases = {f"{c.id}@v{p}": (p, c) for p, c in plan}
-    for cr in results:
-        if cr.transcript_path is not None or cr.reason is None or cr.case not in cases:
-            continue
-        protocol, case = cases[cr.case]
-        transcript = new_transcript(role, protocol, case_scope(role, options, strict, case),
-                                    target, cr.case, case.requirements, masker)
-        transcript.header["ended"] = Ending(cr.note, cr.reason, cut=cr.cut).to_json()
-        cr.transcript_path = save(directory, transcript, cr.case)
-
-
-def conclude(result: RunResult) -> None:
-    """The run's own verdict past its findings: a version in which cases were played but
-    none ran to its end (each ended by a target fault or a refused request, or was not
-    run after one) has tested nothing, and fails the run (``RunResult.unfinished``)."""
-    by_version: dict[int, list[CaseResult]] = {}
-    for c in result.cases:
-        by_version.setdefault(c.protocol, []).append(c)
-    result.unfinished = {}
-    for p, cases in sorted(by_version.items()):
-        if any(c.completed for c in cases) or result.cut:
-            continue
-        if any(c.aborted or c.reason is Reason.NOT_RUN for c in cases):
-            first = next(c for c in cases if c.aborted or c.reason is Reason.NOT_RUN)
-            result.unfinished[p] = (f"no v{p} case ran to its end (first: {first.case}: "
-                                    f"{first.note})")
-
-
-def shown_note(note: str, reason: Reason) -> str:
-    """The message of a requirement a case did not grade: its note, said as not run or
-    not testable (for people; a program reads the reason code)."""
-    return note if reason is Reason.NOT_RUN else f"not testable: {note}"
-
-
-__all__ = ["CUT_NOTE", "DEADLINE_NOTE", "CaseAborted", "CaseCut", "CaseNotPlayable", "CaseStop",
-           "Drive", "Ending", "Scope", "case_scope", "drive_case", "grade_recorded",
-           "new_transcript", "play_case", "safe_name", "save", "stand_in"]
+# Re-exported from conformance.grading (the pure grading of a recorded case), for callers
+# that knew them here.
+__all__ = ["CONSEQUENCE_RULES", "CRASH_RULE", "CUT_NOTE", "DEADLINE_NOTE", "DEFAULT_SCOPE_NOTE",
+           "NEGOTIATION", "CaseAborted", "CaseCut", "CaseNotPlayable", "CaseStop", "Drive",
+           "Ending", "Scope", "case_scope", "conclude", "drive_case", "ended",
+           "fold_consequences", "grade_recorded", "new_transcript", "not_run", "play_case",
+           "safe_name", "save", "shown_note"]

@@ -1,92 +1,47 @@
-"""The runner: cases x protocol versions -> processes -> transcripts -> checkers -> results.
+"""The agent role: how one agent case is driven (the suite plays the client), and the
+agent suite handed to the run engine (:mod:`conformance.engine`), which owns the loop.
 
-The CLI and the pytest plugin are thin shells over this module.
+The CLI and the pytest plugin are thin shells over the engine.
 """
 
 from __future__ import annotations
 
-import signal
 import tempfile
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance import __version__
 from conformance.agent.driver import Cutoff, RequestRefused, _RpcError
 from conformance.agent.player import StepDriver, perform
 from conformance.cases import Case
 from conformance.checks import Options
+from conformance.engine import (
+    RunInterrupted,
+    Shortcut,
+    Signals,
+    Suite,
+    run_suite,
+)
 from conformance.lifecycle import (
     CUT_NOTE,
     DEADLINE_NOTE,
     INTERRUPT_GRACE,
     Ending,
     case_scope,
-    conclude,
-    keep_stand_ins,
     new_transcript,
+    not_run,
     play_case,
     safe_name,
-    stand_in,
 )
 from conformance.masking import Masker
-from conformance.results import CaseResult, Reason, RunResult
+from conformance.results import CaseResult, RunResult
 from conformance.transcript import Transcript
 from conformance.transport import owner_of_connection
 
 __all__ = ["CUT_NOTE", "DEADLINE_NOTE", "AgentRun", "RunInterrupted", "Shortcut", "agent_plan",
-           "not_run", "perform", "run_agent_case", "run_agent_suite", "run_plan", "safe_name"]
-
-
-class RunInterrupted(Exception):
-    """SIGINT (Ctrl-C) or SIGTERM ended the run early.
-
-    The case in progress was stopped (its target's process group ended), graded
-    on what was recorded and saved; ``result`` holds every case graded so far.
-    """
-
-    def __init__(self, result: RunResult, signum: int) -> None:
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.result = result
-        self.signum = signum
-
-
-class _Signals:
-    """While a run lasts, SIGINT and SIGTERM stop the case being driven, not the grading.
-
-    The first signal raises KeyboardInterrupt only while a case drives its
-    target in this thread (so a blocked wait ends at once); otherwise it is
-    noted, cases driven by other threads are cut through the run's Cutoff, and
-    the run stops after them. Later signals are noted only: cleanup and the
-    reports are bounded and must not be torn.
-    """
-
-    def __init__(self, enabled: bool, cutoff: Cutoff) -> None:
-        self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.signum: int | None = None
-        self.driving = False
-        self.cutoff = cutoff
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> _Signals:  # noqa: PYI034 - typing.Self needs Python 3.11
-        if self.enabled:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        first = self.signum is None
-        self.signum = self.signum or signum
-        self.cutoff.cut(signal.Signals(signum).name)
-        if first and self.driving:
-            raise KeyboardInterrupt
+           "agent_suite", "not_run", "run_agent_case", "run_agent_suite",
+           "safe_name"]
 
 
 @dataclass
@@ -110,126 +65,25 @@ class AgentRun:
     masker: Masker | None = None  # masks secrets where transcripts record them (None: off)
 
 
-class Shortcut:
-    """Which cases of a protocol version are not run, decided from the cases before
-    them in plan order (so a concurrent run decides exactly as a serial one).
-
-    One negotiation answer ("v2 unsupported", or a failed negotiation: the driver's
-    ``NegotiationFailed``) settles a version. So does a fault
-    every case would repeat: one known from a single case (``SameForEveryCase``),
-    or the same target fault at the same step in two consecutive cases. The
-    cases that ran keep their findings; the rest say why they were not run.
-    """
-
-    def __init__(self, keep_going: bool = False) -> None:
-        self.keep_going = keep_going
-        self.stopped: dict[int, tuple[str, Reason]] = {}  # protocol -> (note, reason)
-        self.last: dict[int, CaseResult] = {}  # the previous case of each version
-
-    def skip(self, case: Case, protocol: int) -> CaseResult | None:
-        """The result that stands in for ``case``, or None when it is to be run."""
-        if protocol not in self.stopped:
-            return None
-        note, reason = self.stopped[protocol]
-        return not_run(case, protocol, note, reason)
-
-    def after(self, cr: CaseResult) -> None:
-        p, previous = cr.protocol, self.last.get(cr.protocol)
-        self.last[p] = cr
-        if p in self.stopped:
-            return
-        if cr.reason is Reason.VERSION_UNSUPPORTED:
-            self.stopped[p] = (cr.note, Reason.VERSION_UNSUPPORTED)
-        elif cr.reason is Reason.NOT_RUN and cr.every_case:  # the negotiation failed
-            self.stopped[p] = (f"{cr.note} in {cr.case}", Reason.NOT_RUN)
-        elif self.keep_going or not cr.fault:
-            return
-        elif cr.every_case:
-            self.stopped[p] = (f"not run: {cr.fault} in {cr.case}", Reason.NOT_RUN)
-        elif previous is not None and previous.fault == cr.fault:
-            why = f"the target {cr.fault} in {previous.case} and {cr.case}"
-            self.stopped[p] = (f"not run: {why}", Reason.NOT_RUN)
-
-
-def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str) -> RunResult:
-    result = RunResult(__version__, target_label, "agent", list(run.protocols),
-                       run.options.profile.name, run.strict)
-
-    def play(protocol: int, case: Case, signals: _Signals | None, cutoff: Cutoff) -> CaseResult:
+def agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str,
+                choices: Sequence[Case] | None = None) -> Suite:
+    """The agent role as the engine runs it: its plan and how one case is played;
+    ``choices`` (every case loaded) names what would run when the selection plans nothing."""
+    def play(protocol: int, case: Case, signals: Signals | None, cutoff: Cutoff) -> CaseResult:
         return run_agent_case(run, case, protocol, signals=signals, cutoff=cutoff)
 
+    return Suite("agent", target_label, agent_plan(run, cases), play,
+                 scope=lambda case: case_scope("agent", run.options, run.strict, case),
+                 target=" ".join(run.command), selected=[c.id for c in cases],
+                 runnable=[c.id for _, c in agent_plan(run, choices or cases)])
+
+
+def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str,
+                    choices: Sequence[Case] | None = None,
+                    started: Callable[[], None] | None = None) -> RunResult:
     if run.model is not None:  # a request naming no case's route: whose target sent it
         run.model.resolver = _model_route_of(run.model.port)
-
-    plan = agent_plan(run, cases)
-    signum = run_plan(result, plan, play, handle_signals=run.handle_signals,
-                      progress=run.progress, jobs=run.jobs, deadline=run.deadline,
-                      shortcut=Shortcut(run.keep_going))
-    keep_stand_ins(run.transcripts, result.cases, plan, "agent", run.options, run.strict,
-                   " ".join(run.command), run.masker)
-    conclude(result)
-    if result.target_info == {}:
-        result.target_info = _target_info(result)
-    if signum:
-        raise RunInterrupted(result, signum)
-    return result
-
-
-Play = Callable[[int, Case, "_Signals | None", Cutoff], CaseResult]
-
-
-def run_plan(result: RunResult, plan: Sequence[tuple[int, Case]], play: Play, *,
-             handle_signals: bool, progress: Callable[[int, int, str], None] | None,
-             jobs: int = 1, deadline: float | None = None,
-             shortcut: Shortcut | None = None) -> int | None:
-    """Play each (protocol, case) of ``plan`` into ``result.cases``, in plan order, until
-    done or until SIGINT/SIGTERM (with ``handle_signals``); returns the signal that ended it.
-
-    ``jobs`` cases run at a time; what lands in ``result`` is what a serial run
-    (``jobs=1``) gives. Past ``deadline`` seconds the case in progress is cut and
-    graded, the rest are "not run: deadline" and ``result.cut`` says so.
-    """
-    run_cut = Cutoff(time.monotonic() + deadline if deadline else None)
-    with _Signals(handle_signals, run_cut) as signals:
-        if jobs <= 1 or len(plan) <= 1:
-            for i, (protocol, case) in enumerate(plan):
-                if signals.signum:
-                    break
-                cr = _stand_in(shortcut, case, protocol, run_cut)
-                if cr is None:
-                    if progress:
-                        progress(i, len(plan), f"{case.id} v{protocol}")
-                    cr = play(protocol, case, signals, Cutoff(parent=run_cut))
-                _record(result, shortcut, cr)
-        else:
-            from conformance.parallel import play_concurrently
-
-            play_concurrently(result, plan, play, jobs=jobs, signals=signals, run_cut=run_cut,
-                              progress=progress, stand_in=lambda c, p, started: _stand_in(
-                                  shortcut, c, p, None if started else run_cut),
-                              record=lambda cr: _record(result, shortcut, cr))
-    not_run_count = sum(c.reason is Reason.NOT_RUN and c.cut == "deadline" for c in result.cases)
-    cut_count = sum(c.reason is Reason.CUT and c.cut == "deadline" for c in result.cases)
-    if not_run_count or cut_count:
-        result.cut = (f"the run passed its --deadline of {deadline:g} s: {cut_count} case(s) "
-                      f"in progress cut and graded, {not_run_count} not run")
-    return signals.signum
-
-
-def _stand_in(shortcut: Shortcut | None, case: Case, protocol: int,
-              run_cut: Cutoff | None) -> CaseResult | None:
-    """The result for a case that is not to be run (a repeated fault; with ``run_cut``, for
-    a case not started yet, the deadline), or None."""
-    cr = shortcut.skip(case, protocol) if shortcut is not None else None
-    if cr is None and run_cut is not None and run_cut.reason() == "deadline":
-        cr = not_run(case, protocol, DEADLINE_NOTE, cut="deadline")
-    return cr
-
-
-def _record(result: RunResult, shortcut: Shortcut | None, cr: CaseResult) -> None:
-    if shortcut is not None:
-        shortcut.after(cr)
-    result.cases.append(cr)
+    return run_suite(agent_suite(run, cases, target_label, choices), run, started=started)
 
 
 def _model_route_of(server_port: int) -> Callable[[int], str | None]:
@@ -243,12 +97,6 @@ def agent_plan(run: AgentRun, cases: Sequence[Case]) -> list[tuple[int, Case]]:
     """The (protocol, case) pairs a run executes, in report order."""
     return [(p, c) for p in run.protocols for c in cases
             if c.role == "agent" and c.applies_to(p, run.options.profile.name)]
-
-
-def not_run(case: Case, protocol: int, note: str, reason: Reason = Reason.NOT_RUN,
-            cut: str = "") -> CaseResult:
-    """A case the run did not play: every requirement of it says why (never a pass)."""
-    return stand_in(case, protocol, note, reason, cut)
 
 
 def play_steps(driver: Any, steps: Sequence[Any], step: Callable[[Any, Any], None]) -> None:
@@ -318,7 +166,7 @@ class AgentDrive:
 
 
 def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
-                   signals: _Signals | None = None, cutoff: Cutoff | None = None) -> CaseResult:
+                   signals: Signals | None = None, cutoff: Cutoff | None = None) -> CaseResult:
     name = f"{case.id}@v{protocol}"
     scope = case_scope("agent", run.options, run.strict, case)
     transcript = new_transcript("agent", protocol, scope, " ".join(run.command), name,
@@ -329,10 +177,3 @@ def run_agent_case(run: AgentRun, case: Case, protocol: int, *,
     cr.stderr_tail = drive.stderr
     cr.target_info = dict(transcript.header.get("target_info", {}))
     return cr
-
-
-def _target_info(result: RunResult) -> dict[str, Any]:
-    for c in result.cases:
-        if c.target_info.get("name"):
-            return dict(c.target_info)
-    return {}

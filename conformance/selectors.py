@@ -61,6 +61,19 @@ def miss(selector: str, known: Iterable[str], what: str = "case or requirement")
     return f"unknown {what}: {selector} ({meant}{LIST_HINT})"
 
 
+def nearest(selected: Iterable[str], runnable: Iterable[str], n: int = 3) -> list[str]:
+    """The case IDs that would run nearest to those ``selected`` (close spellings first,
+    then the first that would run): the hint of a selection that plans nothing."""
+    known = sorted(set(runnable))
+    out: list[str] = []
+    for s in selected:
+        for m in difflib.get_close_matches(s, known, n=n, cutoff=0.4):
+            if m not in out:
+                out.append(m)
+    out += [k for k in known if k not in out]
+    return out[:n]
+
+
 def all_rule_ids() -> list[str]:
     from conformance.checks import all_rules
 

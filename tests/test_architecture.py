@@ -183,3 +183,44 @@ def test_rooms_import_one_way() -> None:
     circle of imports, so each stands above everything it imports."""
     assert room_circles() == []
 
+PURE_GRADING = "conformance.grading"  # the one grading of a recorded case
+
+
+def test_the_grading_of_a_recorded_case_never_reaches_the_process_side() -> None:
+    """``check`` grades through it; it imports nothing of processes, even through another
+    module. And ``check`` itself imports no process package."""
+    bad = {m: how for m, how in reachable(PURE_GRADING).items() if within(m, PROCESS_SIDE)}
+    assert not bad, "\n".join(bad.values())
+    check = {m for m in IMPORTS["conformance.cli.check"] if within(m, PROCESS_SIDE)}
+    assert check <= {"conformance.cli", "conformance.cli.options", "conformance.cli.output"}
+
+
+def _calls(pattern: str) -> dict[str, list[int]]:
+    """The modules whose code calls ``pattern`` (a regex), with the line numbers."""
+    import re
+
+    found: dict[str, list[int]] = {}
+    rx = re.compile(pattern)
+    for name, path in MODULES.items():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if rx.search(code) and not code.lstrip().startswith(("def ", "class ")):
+                found.setdefault(name, []).append(n)
+    return found
+
+
+def test_one_suite_loop_and_one_grading_of_a_recorded_case() -> None:
+    """One run engine: the plan, the not-run shortcut, the signals and the concurrent play
+    are the engine's (``conformance/engine.py``, and ``parallel.py`` under it); no role
+    or shell writes its own loop. One grading: the checkers' ``grade()`` is called only
+    by the grading of a recorded case (everyone else calls that)."""
+    loops = _calls(r"\bShortcut\(|\bplay_concurrently\(|(?<![.\w])Signals\(|\brun_plan\b")
+    assert set(loops) == {"conformance.engine"}, loops
+    grading = _calls(r"(?<![.\w])grade\(")
+    assert set(grading) == {PURE_GRADING}, grading
+    # The pattern finds what it is for: a bare call, not a method or a longer name.
+    import re
+
+    rx = re.compile(r"(?<![.\w])grade\(")
+    assert rx.search("x = grade(entries)") and rx.search("[f for f in grade(e)]")
+    assert not rx.search("self.grade(x)") and not rx.search("grade_entries(x)")

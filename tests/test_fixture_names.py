@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import REPO_ROOT, load_json, run_cli
 
-from conformance.reference.naming import _BROKEN
+from conformance.naming import _BROKEN
 
 AGENTS = sorted(p for p in (REPO_ROOT / "fixtures" / "agents").glob("*.py")
                 if not p.name.startswith("_")

@@ -13,11 +13,17 @@ graded with the default scope, and its case says so.
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import REPO_ROOT, run_cli
 from offline import assert_check_agrees
+
+pytest_plugins = ["pytester"]
 
 
 def live_then_check(args: list[str], tmp_path: Path) -> None:
@@ -57,3 +63,157 @@ def test_a_transcript_without_scope_is_graded_by_default_and_says_so(tmp_path: P
     assert "no grading scope recorded" in check.stdout
     assert any(r["requirement"] == "MID-A-02/cross-turn-reuse" and r["outcome"] == "fail"
                for r in report["results"])
+
+
+# --------------------------------------------------------------------------
+# One verdict on every road: the CLI, `check` on its transcripts, the pytest plugin
+# (one run engine, conformance/engine.py; one grading, conformance/grading.py)
+# --------------------------------------------------------------------------
+
+REFUSES = REPO_ROOT / "fixtures" / "harness" / "refuses_request.py"
+TRANSPARENT = REPO_ROOT / "fixtures" / "proxies" / "transparent.py"
+CASE_CLIENT = REPO_ROOT / "fixtures" / "clients" / "case_insensitive.py"
+REFERENCE = shlex.join([sys.executable, "-m", "conformance.reference.agent"])
+
+
+def rows(report: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """The (case, rule, outcome) rows of a JSON report."""
+    return {(r["case"], r["requirement"], r["outcome"]) for r in report["results"]}
+
+
+def cli_json(tmp_path: Path, name: str, *args: str) -> tuple[int, dict[str, Any], str]:
+    out = tmp_path / f"{name}.json"
+    proc = run_cli(*args, "--json", str(out), "--no-color", timeout=300)
+    data = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    return proc.returncode, data, proc.stdout + proc.stderr
+
+
+def plugin(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """pytest in a subprocess with only the suite's plugin (as tests/test_plugin.py runs it)."""
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO_ROOT),
+                                          *filter(None, [os.environ.get("PYTHONPATH")])]),
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return pytester.runpytest_subprocess("-p", "conformance.pytest_plugin",
+                                             "-p", "no:cacheprovider", *args, timeout=300)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def every_road(tmp_path: Path, pytester: pytest.Pytester | None, target: list[str],
+               plugin_target: list[str], selection: list[str]) -> dict[str, Any]:
+    """The same target and selection through the CLI, `check` on its transcripts and the
+    pytest plugin: each road's exit status, report and (case, rule, outcome) rows."""
+    roads: dict[str, Any] = {}
+    code, live, out = cli_json(tmp_path, "live", *target, *selection,
+                               "--transcripts", str(tmp_path / "t"))
+    assert live, out
+    roads["cli"] = (code, live, out)
+    code, checked, out = cli_json(tmp_path, "check", "check", str(tmp_path / "t"))
+    assert checked, out
+    roads["check"] = (code, checked, out)
+    if pytester is not None:
+        plugin_json = tmp_path / "plugin.json"
+        sel = [w.replace("--case", "--acp-case").replace("--protocol", "--acp-protocol")
+               for w in selection]
+        result = plugin(pytester, *plugin_target, *sel, "--acp-json", str(plugin_json))
+        report = json.loads(plugin_json.read_text(encoding="utf-8"))
+        roads["pytest"] = (int(result.ret), report, result)
+    return roads
+
+
+def assert_one_verdict(roads: dict[str, Any], want: str) -> None:
+    """Every road: the same verdict, headline and rows; a fail exits 1, a pass 0."""
+    first = roads["cli"][1]
+    for name, (code, report, out) in roads.items():
+        assert report["summary"]["verdict"] == want, (name, out)
+        assert report["summary"]["headline"] == first["summary"]["headline"], name
+        assert rows(report) == rows(first), (name, rows(report) ^ rows(first))
+        assert sorted(report.get("unfinished", {})) == sorted(first.get("unfinished", {}))
+        assert code == (1 if want == "fail" else 0), (name, out)
+
+
+def test_an_agent_that_refuses_session_new_fails_on_every_road(
+        tmp_path: Path, pytester: pytest.Pytester) -> None:
+    agent = f"{sys.executable} {REFUSES}"
+    selection = ["--case", "ids-across-turns", "--case", "prompt-lifecycle",
+                 "--protocol", "1"]
+    roads = every_road(tmp_path, pytester, ["--agent", agent], ["--acp-agent", agent],
+                       selection)
+    assert_one_verdict(roads, "fail")
+    assert set(roads["cli"][1]["unfinished"]) == {"1"}
+    # pytest: one item per case, each a failure with its reason, never a silent skip
+    outcome = roads["pytest"][2]
+    outcome.assert_outcomes(failed=2)
+    outcome.stdout.fnmatch_lines(
+        ["*refused session/new*the run fails: no v1 case ran to its end*"])
+
+
+def test_the_same_agent_behind_a_transparent_proxy_fails_the_run(tmp_path: Path) -> None:
+    """Behind a transparent proxy the refusing agent is what it is alone: not a PASS of
+    nothing. `check` on the proxy run's transcripts agrees, row for row."""
+    agent = f"{sys.executable} {REFUSES}"
+    proxy = f"{shlex.quote(sys.executable)} {shlex.quote(str(TRANSPARENT))} {{agent}}"
+    roads = every_road(tmp_path, None, ["--proxy", proxy, "--agent", agent], [],
+                       ["--case", "ids-across-turns", "--protocol", "1"])
+    assert_one_verdict(roads, "fail")
+    assert "verdict: FAIL" in roads["cli"][2]
+    assert roads["cli"][1]["unfinished"]["1"].startswith("no v1 case ran to its end")
+
+
+def test_a_client_run_without_profile_is_a_partial_pass_on_every_road(
+        tmp_path: Path, pytester: pytest.Pytester) -> None:
+    """A broken client the suite cannot read without a profile passes only partially: the
+    headline says what was measured, the same on every road, and the console says, in
+    one line, what it cannot observe."""
+    client = " ".join(shlex.quote(w) for w in (sys.executable, str(CASE_CLIENT),
+                                                "--agent-cmd", "{agent}"))
+    roads = every_road(tmp_path, pytester, ["--client", client], ["--acp-client", client],
+                       ["--case", "client-opacity", "--protocol", "1"])
+    assert_one_verdict(roads, "pass")
+    live = roads["cli"][1]
+    headline = live["summary"]["headline"]
+    cov = live["coverage"]["v1"]
+    assert cov["exercised"] < cov["musts"] and "MID-C-02" in cov["not_exercised"], cov
+    assert headline == (f"PASS, partial: {cov['exercised']} of {cov['musts']} MUST "
+                        "requirements exercised"), headline
+    assert live["summary"]["partial"] is True
+    out = roads["cli"][2]
+    assert f"verdict: {headline}" in out
+    assert sum("no --client-profile: the suite cannot read what the client shows" in line
+               for line in out.splitlines()) == 1
+
+
+def test_the_reference_agent_is_a_full_pass_with_its_coverage(tmp_path: Path) -> None:
+    code, report, out = cli_json(tmp_path, "ref", "--agent", REFERENCE, "--protocol", "1",
+                                 "--case", "ids-across-turns")
+    assert code == 0, out
+    cov = report["coverage"]["v1"]
+    assert set(cov) == {"exercised", "musts", "not_exercised", "not_advertised"}
+    # one case exercises only some MUSTs: the headline says so, never a bare PASS
+    assert cov["exercised"] < cov["musts"]
+    assert report["summary"]["headline"].startswith("PASS, partial:")
+
+
+@pytest.mark.parametrize("selection,plugin_selection", [
+    (["--case", "load-fresh-process", "--protocol", "2"],
+     ["--acp-case", "load-fresh-process", "--acp-protocol", "2"]),
+    (["--case", "client-opacity"], ["--acp-case", "client-opacity"]),  # a client case
+], ids=["no-v2-case", "client-case-for-an-agent"])
+def test_an_empty_selection_is_a_usage_error_on_every_road(
+        selection: list[str], plugin_selection: list[str], pytester: pytest.Pytester) -> None:
+    proc = run_cli("--agent", REFERENCE, *selection)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nothing to run: no agent case" in lines[0], proc.stderr
+    assert "these would run: --case " in lines[0]
+    assert "verdict" not in proc.stdout
+    result = plugin(pytester, "--acp-agent", REFERENCE, *plugin_selection)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*nothing to run: no agent case*these would run: --case *"])

@@ -27,8 +27,14 @@ def cmd_check(ns: argparse.Namespace) -> int:
     else's) is graded with the default scope, and its case says so."""
     from conformance import __version__
     from conformance import transcript as tmod
-    from conformance.lifecycle import DEFAULT_SCOPE_NOTE, Ending, Scope, conclude, grade_recorded
-    from conformance.results import CaseResult, Reason, RunResult
+    from conformance.grading import (
+        DEFAULT_SCOPE_NOTE,
+        Scope,
+        conclude,
+        grade_recorded,
+        recorded_case,
+    )
+    from conformance.results import RunResult
 
     check_run_options(ns)
     files = tmod.jsonl_files(ns.files, lambda f: UsageError(f"{f}: no such transcript"))
@@ -62,28 +68,16 @@ def cmd_check(ns: argparse.Namespace) -> int:
         strict = ns.strict or header.get("strict") is True
         if header.get("role") == "proxy":
             findings = _grade_proxy(f, header, list(entries),
-                                    None if ns.protocol == "both" else protocol)
+                                    None if ns.protocol == "both" else protocol, strict)
         else:
             findings = grade_recorded(header, entries, protocol=protocol, strict=strict,
                                       schema_dir=getattr(ns, "schema_dir", None))
-        name = str(header.get("case") or f.stem)
-        ending = Ending.from_header(header)
-        cr = CaseResult(name, f"recorded transcript {f.name}",
-                        [str(r) for r in header.get("requirements") or []], protocol,
-                        transcript_path=str(f), note=ending.note, reason=ending.reason,
-                        cut=ending.cut)
-        cr.aborted = ending.aborted
-        if ending.cut and cr.reason is None:
-            cr.reason = Reason.CUT
+        cr = recorded_case(header, findings, name=str(header.get("case") or f.stem),
+                           description=f"recorded transcript {f.name}", protocol=protocol,
+                           path=str(f))
         if not scope.recorded:
             cr.note = "; ".join(n for n in (cr.note, DEFAULT_SCOPE_NOTE) if n)
-        cr.findings = [x.with_case(name) for x in findings]
         result.cases.append(cr)
-    cut = sum(c.cut == "deadline" and c.reason is Reason.CUT for c in result.cases)
-    not_run = sum(c.cut == "deadline" and c.reason is Reason.NOT_RUN for c in result.cases)
-    if cut or not_run:  # as the live run said: a cut run has not tested everything
-        result.cut = (f"the run passed its --deadline: {cut} case(s) in progress cut and "
-                      f"graded, {not_run} not run")
     conclude(result)
     baseline = None
     if ns.baseline is not None:  # the cases (and jsonschema) load only for the baseline's IDs
@@ -94,17 +88,21 @@ def cmd_check(ns: argparse.Namespace) -> int:
 
 
 def _grade_proxy(path: Path, header: dict[str, Any], entries: list[Any],
-                 protocol: int | None) -> list[Any]:
+                 protocol: int | None, strict: bool) -> list[Any]:
     """A proxy case: its client side against the agent side it names, as the run graded it."""
     from conformance import transcript as tmod
-    from conformance.proxy.grading import grade_proxy_recorded
+    from conformance.grading import Ending, grade_recorded
 
     other = path.with_name(str(header.get("agent_side") or ""))
+    if not header.get("agent_side") and Ending.from_header(header).reason is not None:
+        # a case the run did not play: its transcript is a header saying why, one side
+        return grade_recorded(header, entries, agent_side=[], protocol=protocol, strict=strict)
     if not header.get("agent_side") or not other.is_file():
         raise UsageError(f"{path}: a proxy transcript needs its agent side beside it "
                          f"({other.name or 'no agent_side in its header'})")
     _, sent = tmod.iter_entries(other)
-    return grade_proxy_recorded(header, entries, list(sent), protocol=protocol)
+    return grade_recorded(header, entries, agent_side=list(sent), protocol=protocol,
+                          strict=strict)
 
 
 def with_options(ns: argparse.Namespace, header: dict[str, Any]) -> dict[str, Any]:

@@ -129,8 +129,7 @@ def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str,
                            turn_timeout=ns.turn_timeout, handle_signals=True,
                            jobs=ns.jobs,
                            deadline=ns.deadline, keep_going=ns.keep_going, masker=masker)
-            announce_out(ns)
-            result = run_agent_suite(run, cases, label)
+            result = run_agent_suite(run, cases, label, all_cases, lambda: announce_out(ns))
         except RunInterrupted as exc:
             progress.close()
             return interrupted(ns, exc, baseline=baseline, cases=all_cases, scratch=bool(tmp),
@@ -197,8 +196,13 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
                         jobs=ns.jobs, deadline=ns.deadline, keep_going=ns.keep_going,
                         masker=masker)
         try:
-            announce_out(ns)
-            result = run_client_suite(run, cases, label or command or ns.client_adapter)
+            def started() -> None:
+                announce_out(ns)
+                if command and profile is None:  # one line: what this run cannot measure
+                    print(no_profile_line(), flush=True)
+
+            result = run_client_suite(run, cases, label or command or ns.client_adapter,
+                                      all_cases, started)
         except RunInterrupted as exc:
             progress.close()
             return interrupted(ns, exc, baseline=baseline, cases=all_cases, scratch=bool(tmp),
@@ -209,6 +213,17 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
             progress.close()
         return report_run(ns, result, baseline=baseline, cases=all_cases, scratch=bool(tmp),
                           masker=masker)
+
+
+def no_profile_line() -> str:
+    """What a client run without --client-profile cannot observe, in one line."""
+    from conformance.checks import all_rules
+    from conformance.checks.observe import NO_PROFILE
+
+    shown = sorted({r.id.split("/", 1)[0] for r in all_rules().values()
+                    if r.untested == NO_PROFILE})
+    return ("no --client-profile: the suite cannot read what the client shows, so "
+            f"{', '.join(shown)} are not exercised (the verdict says partial)")
 
 
 def cmd_proxy(ns: argparse.Namespace) -> int:
@@ -250,8 +265,7 @@ def cmd_proxy(ns: argparse.Namespace) -> int:
                    deadline=ns.deadline, keep_going=ns.keep_going, masker=masker)
     try:
         proxy_template(ns.proxy)  # a command without {agent}: one error line, nothing more
-        announce_out(ns)
-        results = run_proxy_suite(run, cases, ns.proxy)
+        results = run_proxy_suite(run, cases, ns.proxy, all_cases, lambda: announce_out(ns))
     except RunInterrupted as exc:
         progress.close()
         return interrupted(ns, exc, baseline=baseline, cases=all_cases, masker=masker)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from conformance import __version__, model
+from conformance import model
 from conformance.agent.driver import Cutoff
 from conformance.cases import Case
 from conformance.checks import Options
@@ -40,13 +40,12 @@ from conformance.client.script import (
     check_case,
     new_ids,
 )
+from conformance.engine import Suite, run_suite
 from conformance.lifecycle import (
     CaseNotPlayable,
     Ending,
     case_scope,
-    conclude,
     drive_case,
-    keep_stand_ins,
     new_transcript,
     play_case,
 )
@@ -147,32 +146,35 @@ def double_command(directory: str, protocol: int, control: str) -> str:
     return path
 
 
-def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str) -> RunResult:
-    profile_name = run.options.profile.name
-    result = RunResult(__version__, target_label, "client", list(run.protocols), profile_name,
-                       run.strict)
-    client_cases = [c for c in cases if c.role == "client"]
-    for c in client_cases:
-        check_case(c)
-    plan = [(p, c) for p in run.protocols for c in client_cases if c.applies_to(p, profile_name)]
-    from conformance.runner import RunInterrupted, Shortcut, run_plan
+def client_plan(run: ClientRun, cases: Sequence[Case]) -> list[tuple[int, Case]]:
+    """The (protocol, case) pairs a client run plays, in report order."""
+    return [(p, c) for p in run.protocols for c in cases
+            if c.role == "client" and c.applies_to(p, run.options.profile.name)]
 
-    signum = run_plan(result, plan,
-                      lambda protocol, case, signals, cutoff: run_client_case(
-                          run, case, protocol, target_label, signals=signals, cutoff=cutoff),
-                      handle_signals=run.handle_signals, progress=run.progress,
-                      jobs=run.jobs, deadline=run.deadline,
-                      shortcut=Shortcut(run.keep_going))
-    keep_stand_ins(run.transcripts, result.cases, plan, "client", run.options, run.strict,
-                   target_label, run.masker)
-    conclude(result)
-    for done in result.cases:
-        if done.target_info:
-            result.target_info = dict(done.target_info)
-            break
-    if signum:
-        raise RunInterrupted(result, signum)
-    return result
+
+def client_suite(run: ClientRun, cases: Sequence[Case], target_label: str,
+                 choices: Sequence[Case] | None = None) -> Suite:
+    """The client role as the engine runs it (:mod:`conformance.engine`)."""
+    for c in cases:
+        if c.role == "client":
+            check_case(c)
+
+    def play(protocol: int, case: Case, signals: Any, cutoff: Cutoff) -> CaseResult:
+        return run_client_case(run, case, protocol, target_label, signals=signals,
+                               cutoff=cutoff)
+
+    return Suite("client", target_label, client_plan(run, cases), play,
+                 scope=lambda case: case_scope("client", run.options, run.strict, case),
+                 target_info=lambda result: next(
+                     (dict(c.target_info) for c in result.cases if c.target_info), {}),
+                 selected=[c.id for c in cases],
+                 runnable=[c.id for _, c in client_plan(run, choices or cases)])
+
+
+def run_client_suite(run: ClientRun, cases: Sequence[Case], target_label: str,
+                     choices: Sequence[Case] | None = None,
+                     started: Callable[[], None] | None = None) -> RunResult:
+    return run_suite(client_suite(run, cases, target_label, choices), run, started=started)
 
 
 @dataclass

@@ -60,7 +60,7 @@ from hypothesis.stateful import (
 from conformance.agent.driver import DriveAborted, NotTestable
 from conformance.agent.player import perform
 from conformance.agent.steps import Step
-from conformance.checks import Options, grade
+from conformance.checks import Options
 from conformance.fuzz import database, model_side
 from conformance.fuzz.grading import Failure, FuzzResult, merge_coverage, violations
 from conformance.fuzz.keeper import Interrupted
@@ -74,6 +74,7 @@ from conformance.fuzz.player import (
 from conformance.fuzz.prompts import prompt_specs
 from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
 from conformance.fuzz.shrink import shrink_steps
+from conformance.grading import grade_entries
 from conformance.results import Finding
 from conformance.strategies import model_scripts
 from conformance.transcript import Transcript
@@ -186,7 +187,7 @@ class AgentMachine(RuleBasedStateMachine):
 
     def _grade(self, *, schema: bool = False) -> list[Finding]:
         assert self.transcript is not None
-        return grade(self.transcript.entries, protocol=self.protocol,
+        return grade_entries(self.transcript.entries, protocol=self.protocol,
                          options=self.config.options,
                          schema_dir=self.config.schema_dir if schema else None)
 
@@ -387,7 +388,7 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
     for why in ctx.aborts:
         result.notes.append(why)
     for f in result.failures:
-        f.findings = violations(grade(f.transcript.entries, protocol=f.protocol,
+        f.findings = violations(grade_entries(f.transcript.entries, protocol=f.protocol,
                                           options=config.options, schema_dir=config.schema_dir),
                                 config.strict) or f.findings
         if config.keeper is None:  # else the command keeps it (keeper.final)
@@ -420,7 +421,7 @@ def replay_stored(ctx: _Context, config: AgentFuzzConfig, cwd: str) -> tuple[int
         replayed += 1
         if not played.playable:
             continue
-        bad = violations(grade(played.transcript.entries, protocol=protocol,
+        bad = violations(grade_entries(played.transcript.entries, protocol=protocol,
                                options=config.options, schema_dir=config.schema_dir),
                          config.strict)
         if bad:
@@ -527,7 +528,7 @@ def failure_of(played: Played, requirement: str, options: Options, strict: bool,
     """The failure a play shows for ``requirement`` (None if it does not break it)."""
     if not played.playable:
         return None
-    findings = grade(played.transcript.entries, protocol=played.protocol, options=options,
+    findings = grade_entries(played.transcript.entries, protocol=played.protocol, options=options,
                          schema_dir=schema_dir)
     bad = violations(findings, strict)
     match = [f for f in bad if f.requirement == requirement]

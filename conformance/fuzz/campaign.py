@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conformance.checks import Options, grade
+from conformance.checks import Options
 from conformance.fuzz.grading import Failure, FuzzResult, violations
 from conformance.fuzz.settings import Budget, Effort
+from conformance.grading import grade_entries
 
 if TYPE_CHECKING:
     from hypothesis import settings as HypothesisSettings
@@ -158,8 +159,9 @@ class Campaign:
 
             ctx = self.context()
             best = shrink_failure(failure, self.agent, self.cwd(), ctx.spawner)
-            best.findings = violations(grade(best.transcript.entries, protocol=best.protocol,
-                                             options=self.options, schema_dir=self.schema_dir),
+            best.findings = violations(grade_entries(best.transcript.entries,
+                                                     protocol=best.protocol, options=self.options,
+                                                     schema_dir=self.schema_dir),
                                        self.strict) or best.findings
             return best
         from conformance.fuzz.client_fuzz import confirm_cause, delete_steps

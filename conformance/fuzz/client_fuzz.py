@@ -24,10 +24,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from conformance.checks import Options, all_rules, grade
+from conformance.checks import Options, all_rules
 from conformance.controlstream import CAUSE_RULES
 from conformance.fuzz.grading import Failure, FuzzResult, violations
 from conformance.fuzz.settings import Budget, Effort
+from conformance.grading import grade_entries
 from conformance.masking import Masker
 from conformance.transcript import Transcript
 from conformance.usage import UsageError
@@ -196,7 +197,7 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
     # heuristics name is confirmed once, on the shrunk stream (confirm_cause).
     played = play_client_case(run, case, protocol, target.label,
                               controls=bool(stream.get("controls")))
-    findings = grade(played.transcript.entries, protocol=protocol, options=options,
+    findings = grade_entries(played.transcript.entries, protocol=protocol, options=options,
                          role="client", schema_dir=schema_dir)
     return StreamRun(played.transcript, findings, played.note)
 

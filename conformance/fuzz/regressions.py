@@ -285,9 +285,9 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
                  model: Any = None) -> Verdict:
     """Play the file's steps against ``target`` (a :class:`player.AgentTarget`), with
     ``model`` (a running model server) playing the file's model script."""
-    from conformance.checks import grade
     from conformance.fuzz.grading import violations
     from conformance.fuzz.model_side import play_with_model
+    from conformance.grading import grade_entries
 
     if reg.model is not None and model is None:
         return Verdict(reg, NOT_REPLAYED, note="the file has a model script: replay it with "
@@ -299,7 +299,7 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
                                          "case": f"replay:{reg.fingerprint}"})
         if not played.playable:
             return Verdict(reg, NOT_REPLAYED, note=played.note, transcript=played.transcript)
-        bad = violations(grade(played.transcript.entries, protocol=reg.protocol,
+        bad = violations(grade_entries(played.transcript.entries, protocol=reg.protocol,
                                    options=options, schema_dir=schema_dir), strict)
         same = [f for f in bad if f.requirement == reg.requirement]
         others = [f for f in bad if f.requirement != reg.requirement]
@@ -314,10 +314,10 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
 def regrade_offline(reg: Regression, *, options: Options, strict: bool,
                     schema_dir: Path | None = None) -> list[Finding]:
     """The file's own transcript graded again (what ``check`` does)."""
-    from conformance.checks import grade
     from conformance.fuzz.grading import violations
+    from conformance.grading import grade_entries
 
-    return violations(grade(reg.entries, protocol=reg.protocol, options=options,
+    return violations(grade_entries(reg.entries, protocol=reg.protocol, options=options,
                                 role=str(reg.header.get("role", "agent")),
                                 schema_dir=schema_dir), strict)
 

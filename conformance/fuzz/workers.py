@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.checks import grade
 from conformance.fuzz.grading import Failure, FuzzResult, merge_coverage, violations
 from conformance.fuzz.keeper import Interrupted
 from conformance.fuzz.settings import Effort
+from conformance.grading import grade_entries
 from conformance.results import Finding, Outcome, Reason
 from conformance.transcript import from_entries as transcript_of
 from conformance.transcript import load, write_atomic
@@ -114,9 +114,9 @@ def run_agent_workers(config: Any, effort: Effort, seed: int, argv: Sequence[str
         result.failures += [f for k, f in sorted(found.items()) if k not in done]
         result.failures.sort(key=lambda f: f.key)
         for f in result.failures:
-            f.findings = violations(grade(f.transcript.entries, protocol=f.protocol,
-                                          options=config.options, schema_dir=config.schema_dir),
-                                    config.strict) or f.findings
+            f.findings = violations(
+                grade_entries(f.transcript.entries, protocol=f.protocol, options=config.options,
+                              schema_dir=config.schema_dir), config.strict) or f.findings
     result.elapsed = time.monotonic() - started
     return result
 
@@ -224,8 +224,8 @@ def _merge(result: FuzzResult, reports: list[tuple[int, dict[str, Any] | None, s
 def _failure(item: dict[str, Any], config: Any) -> Failure | None:
     header, entries = load(Path(item["transcript"]))
     protocol = int(item["protocol"])
-    bad = violations(grade(entries, protocol=protocol, options=config.options,
-                           schema_dir=config.schema_dir), config.strict)
+    bad = violations(grade_entries(entries, protocol=protocol, options=config.options,
+                                   schema_dir=config.schema_dir), config.strict)
     same = [f for f in bad if f.requirement == item["requirement"]]
     if not same:
         return None

@@ -30,6 +30,8 @@ from conformance.cases import Case
 from conformance.checks import Options, all_rules
 from conformance.checks.proxy import REQUIREMENTS
 from conformance.client.script import TurnScript, build_reload, build_turn, check_case, new_ids
+from conformance.engine import Suite, first_target_info, run_suite
+from conformance.grading import conclude
 from conformance.lifecycle import (
     Ending,
     case_scope,
@@ -40,16 +42,10 @@ from conformance.lifecycle import (
     safe_name,
     save,
 )
-from conformance.proxy.grading import ROLE, grade_proxy_recorded, proxy_scope
+from conformance.proxy.grading import ROLE, proxy_scope
 from conformance.proxy.sides import agent_side
 from conformance.results import CaseResult, RunResult
-from conformance.runner import (
-    RunInterrupted,
-    Shortcut,
-    play_steps,
-    run_plan,
-    stop_driver,
-)
+from conformance.runner import play_steps, stop_driver
 from conformance.transcript import Transcript
 
 
@@ -104,37 +100,50 @@ def proxy_plan(run: ProxyRun, cases: Sequence[Case]) -> list[tuple[int, Case]]:
             if c.role == role and c.applies_to(p, run.options.profile.name)]
 
 
-def run_proxy_suite(run: ProxyRun, cases: Sequence[Case], target_label: str) -> ProxyResults:
+def proxy_suite(run: ProxyRun, cases: Sequence[Case], target_label: str,
+                choices: Sequence[Case] | None = None,
+                agent_cases: dict[str, CaseResult] | None = None) -> Suite:
+    """The proxy role as the engine runs it (:mod:`conformance.engine`); with ``--agent``,
+    each case's result for the real agent behind goes into ``agent_cases``."""
+    plan = proxy_plan(run, cases)
+    for _, case in plan:
+        if case.role == ROLE:
+            check_case(case)
+
+    def play(protocol: int, case: Case, signals: Any, cutoff: Cutoff) -> CaseResult:
+        proxy_cr, agent_cr = run_proxy_case(run, case, protocol, signals=signals, cutoff=cutoff)
+        if agent_cr is not None and agent_cases is not None:
+            agent_cases[proxy_cr.case] = agent_cr
+        return proxy_cr
+
+    return Suite(ROLE, target_label, plan, play,
+                 scope=lambda case: proxy_scope(run.options, run.strict, case),
+                 target=run.proxy, target_info=lambda result: {},  # initialize is the agent's
+                 selected=[c.id for c in cases],
+                 runnable=[c.id for _, c in proxy_plan(run, choices or cases)])
+
+
+def run_proxy_suite(run: ProxyRun, cases: Sequence[Case], target_label: str,
+                    choices: Sequence[Case] | None = None,
+                    started: Callable[[], None] | None = None) -> ProxyResults:
     proxy_template(run.proxy)
     profile = run.options.profile.name
-    out = ProxyResults(RunResult(__version__, target_label, "proxy", list(run.protocols),
+    agent_cases: dict[str, CaseResult] = {}
+    suite = proxy_suite(run, cases, target_label, choices, agent_cases)
+    out = ProxyResults(RunResult(__version__, target_label, ROLE, list(run.protocols),
                                  profile, run.strict))
     if run.agent:
         out.agent = RunResult(__version__, " ".join(run.agent), "agent", list(run.protocols),
                               profile, run.strict)
-    plan = proxy_plan(run, cases)
-    for _, case in plan:
-        if case.role == "proxy":
-            check_case(case)
-    agent_cases: dict[str, CaseResult] = {}
-
-    def play(protocol: int, case: Case, signals: Any, cutoff: Cutoff) -> CaseResult:
-        proxy_cr, agent_cr = run_proxy_case(run, case, protocol, signals=signals, cutoff=cutoff)
-        if agent_cr is not None:
-            agent_cases[proxy_cr.case] = agent_cr
-        return proxy_cr
-
-    signum = run_plan(out.proxy, plan, play, handle_signals=run.handle_signals,
-                      progress=run.progress, jobs=run.jobs, deadline=run.deadline,
-                      shortcut=Shortcut(run.keep_going))
-    if out.agent is not None:  # in the proxy's plan order, each beside its proxy case
-        out.agent.cases = [agent_cases[c.case] for c in out.proxy.cases if c.case in agent_cases]
-        out.agent.cut = out.proxy.cut
-        out.agent.target_info = next((dict(c.target_info) for c in out.agent.cases
-                                      if c.target_info.get("name")), {})
-    out.proxy.target_info = {}  # a proxy names no info of its own: initialize is the agent's
-    if signum:
-        raise RunInterrupted(out.proxy, signum)
+    try:
+        run_suite(suite, run, out.proxy, started)
+    finally:
+        if out.agent is not None:  # in the proxy's plan order, each beside its proxy case
+            out.agent.cases = [agent_cases[c.case] for c in out.proxy.cases
+                               if c.case in agent_cases]
+            conclude(out.agent, run.deadline)
+            out.agent.cut = out.proxy.cut
+            out.agent.target_info = first_target_info(out.agent)
     return out
 
 
@@ -280,8 +289,9 @@ def run_proxy_case(run: ProxyRun, case: Case, protocol: int, *, signals: Any = N
     cr = CaseResult(name, case.description, list(REQUIREMENTS), protocol)
     ended(cr, ending)
     cr.stderr_tail = drive.stderr
-    cr.findings = [f.with_case(name) for f in grade_proxy_recorded(
-        transcript.header, transcript.entries, agent_t.entries, schema_dir=run.schema_dir)]
+    cr.findings = [f.with_case(name) for f in grade_recorded(
+        transcript.header, transcript.entries, agent_side=agent_t.entries,
+        schema_dir=run.schema_dir)]
     cr.transcript_path = save(run.transcripts, transcript, name)
     agent_cr = None
     if run.agent:  # the real agent's own findings, graded on what it wrote before the proxy

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.pytest_plugin.state import STATE, transcripts_dir
+from conformance.pytest_plugin.state import STATE
 
 if TYPE_CHECKING:
     from conformance.cases import Case
@@ -83,32 +81,18 @@ class AcpCase(pytest.Item):
         self.extra_keyword_matches.update(case.requirements)  # -k MID-A-07
 
     def runtest(self) -> None:
-        from conformance.results import Outcome
+        """Report the case as the run engine decided it (``conformance.engine``): played in
+        plan order, or not run with its reason; a case that did not run to its end fails
+        when the engine says its version fails the run, and is skipped only when not."""
+        from conformance.results import Outcome, Reason
 
         state = self.config.stash[STATE]
-        run = dataclasses.replace(state.run, transcripts=transcripts_dir(self.config, state))
-        if state.deadline_at is not None and time.monotonic() >= state.deadline_at:
-            from conformance.runner import DEADLINE_NOTE, not_run
-
-            self.result = not_run(self.case, self.protocol, DEADLINE_NOTE, cut="deadline")
-            pytest.fail(f"{DEADLINE_NOTE} (--acp-deadline passed)", pytrace=False)
-        from conformance.agent.driver import Cutoff
-        from conformance.results import Reason
-
-        run = dataclasses.replace(run, deadline=self.config.getoption("acp_deadline"))
-        if state.role == "agent":
-            from conformance.runner import run_agent_case
-
-            cr = run_agent_case(run, self.case, self.protocol, cutoff=Cutoff(state.deadline_at))
-        else:
-            from conformance.client.runner import run_client_case
-
-            cr = run_client_case(run, self.case, self.protocol, state.label,
-                                 cutoff=Cutoff(state.deadline_at))
-        if cr.reason is Reason.CUT and cr.cut == "deadline":
-            self.result = cr
-            pytest.fail(f"{cr.case}: {cr.note}", pytrace=False)
+        wanted = {it.order for it in self.session.items if isinstance(it, AcpCase)}
+        engine = state.engine_for(self.config, wanted)
+        cr = engine.result_at(self.order)
         self.result = cr
+        if cr.cut == "deadline":  # cut in progress, or not run: the run did not test it all
+            pytest.fail(f"{cr.case}: {cr.note} (--acp-deadline passed)", pytrace=False)
         if cr.transcript_path:
             self.user_properties.append(("transcript", cr.transcript_path))
         if cr.stderr_tail.strip():
@@ -125,6 +109,10 @@ class AcpCase(pytest.Item):
         if verdict is not None and verdict.expected:
             listed = sorted({f.requirement for f in verdict.expected})
             pytest.xfail(f"baseline lists {len(verdict.expected)} failure(s): {', '.join(listed)}")
+        unfinished = "" if cr.completed else engine.unfinished(self.protocol)
+        if unfinished:  # the engine fails the run: this case is why, never a silent skip
+            pytest.fail(f"{cr.case}: {cr.note} ({cr.reason.value if cr.reason else 'aborted'})"
+                        f"; the run fails: {unfinished}", pytrace=False)
         if cr.reason is not None and cr.reason is not Reason.CUT:
             pytest.skip(f"{cr.reason.value}: {cr.note}")
 

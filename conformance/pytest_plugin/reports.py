@@ -38,6 +38,9 @@ class Reports:
             result.cases.append(cr)
             if not result.target_info and cr.target_info.get("name"):
                 result.target_info = dict(cr.target_info)
+        from conformance.grading import conclude
+
+        conclude(result, self.config.getoption("acp_deadline"))  # as the engine concludes
         return result
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

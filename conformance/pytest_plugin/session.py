@@ -62,9 +62,9 @@ class AgentSession:
         perform(self.driver, step)
 
     def findings(self, *select: str) -> list[Finding]:
-        from conformance.checks import grade
+        from conformance.grading import grade_entries
 
-        return grade(self.transcript.entries, protocol=self.protocol, options=self.options,
+        return grade_entries(self.transcript.entries, protocol=self.protocol, options=self.options,
                      select=list(select) or None)
 
     def failures(self, *select: str) -> list[Finding]:

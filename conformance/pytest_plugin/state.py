@@ -30,6 +30,31 @@ class State:
     baseline: Baseline | None
     transcripts: Path | None  # --acp-transcripts; None: under pytest's basetemp
     deadline_at: float | None = None  # --acp-deadline as a time.monotonic() value
+    suite: Any = None  # the role's engine.Suite over the selected cases
+    engine: Any = None  # the run engine, made when the first case item runs
+
+    def engine_for(self, config: pytest.Config, wanted: set[int] | None = None) -> Any:
+        """The run's engine (one per process, so per xdist worker), made on first use: the
+        items are played by it and report what it decided."""
+        if self.engine is None:
+            from conformance.engine import Engine
+
+            run = dataclasses.replace(self.run, transcripts=transcripts_dir(config, self),
+                                      deadline=config.getoption("acp_deadline"))
+            self.suite.play = self.role_play(run)
+            self.engine = Engine(self.suite, run)
+            self.engine.wanted = wanted
+        return self.engine
+
+    def role_play(self, run: Any) -> Any:
+        """How the role plays one case, with the run the items use (their transcripts)."""
+        if self.role == "agent":
+            from conformance.runner import agent_suite
+
+            return agent_suite(run, [c for _, c in self.plan], self.label).play
+        from conformance.client.runner import client_suite
+
+        return client_suite(run, [c for _, c in self.plan], self.label).play
 
 
 STATE = pytest.StashKey[State]()
@@ -41,6 +66,7 @@ def load_state(config: pytest.Config, role: str, command: str) -> State:
     from conformance.client.profile import ProfileError
     from conformance.client.runner import ClientSetupError
     from conformance.transport import TargetCommandError
+    from conformance.usage import UsageError
 
     opt = config.getoption
     try:
@@ -61,16 +87,20 @@ def load_state(config: pytest.Config, role: str, command: str) -> State:
         protocols = [1, 2] if opt("acp_protocol") == "both" else [int(opt("acp_protocol"))]
         options = _options(opt("acp_profile"))
         if role == "agent":
-            run, plan = _agent_run(command, protocols, options, env, opt, cases)
+            run, suite = _agent_run(command, protocols, options, env, opt, cases, all_cases)
         else:
-            run, plan = _client_run(command, protocols, options, env, opt, cases)
+            run, suite = _client_run(command, protocols, options, env, opt, cases, all_cases)
+        from conformance.engine import check_plan
+
+        check_plan(suite, protocols)  # a selection that plans nothing: a usage error
     except (casemod.CaseError, baselinemod.BaselineError, TargetCommandError, ValueError,
-            ProfileError, ClientSetupError) as exc:
+            ProfileError, ClientSetupError, UsageError) as exc:
         raise pytest.UsageError(f"acp-conformance: {exc}") from None
     transcripts = Path(opt("acp_transcripts")) if opt("acp_transcripts") else None
     deadline = opt("acp_deadline")
     deadline_at = time.monotonic() + deadline if deadline else None
-    return State(role, run, command, plan, all_cases, base, transcripts, deadline_at)
+    return State(role, run, command, suite.plan, all_cases, base, transcripts, deadline_at,
+                 suite=suite)
 
 
 def _masker(env: dict[str, str]) -> Any:
@@ -84,32 +114,27 @@ def _masker(env: dict[str, str]) -> Any:
 
 
 def _agent_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
-               opt: Any, cases: Sequence[Case]) -> tuple[Any, list[tuple[int, Case]]]:
-    from conformance.runner import AgentRun, agent_plan
+               opt: Any, cases: Sequence[Case], choices: Sequence[Case]) -> tuple[Any, Any]:
+    from conformance.runner import AgentRun, agent_suite
     from conformance.transport import split_command
 
     run = AgentRun(command=split_command(command), protocols=protocols, options=options,
                    timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env,
                    masker=_masker(env))
-    return run, agent_plan(run, cases)
+    return run, agent_suite(run, cases, command, choices)
 
 
 def _client_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
-                opt: Any, cases: Sequence[Case]) -> tuple[Any, list[tuple[int, Case]]]:
+                opt: Any, cases: Sequence[Case], choices: Sequence[Case]) -> tuple[Any, Any]:
     from conformance.client.profile import load
-    from conformance.client.runner import ClientRun, template_of
-    from conformance.client.script import check_case
+    from conformance.client.runner import ClientRun, client_suite, template_of
 
     profile = load(Path(opt("acp_client_profile"))) if opt("acp_client_profile") else None
     template_of(command, profile)  # a bad command is a usage error now, not in every item
     run = ClientRun(protocols=protocols, options=options, command=command, profile=profile,
                     timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env,
                     masker=_masker(env))
-    chosen = [c for c in cases if c.role == "client"]
-    for c in chosen:
-        check_case(c)
-    return run, [(p, c) for p in protocols for c in chosen
-                 if c.applies_to(p, options.profile.name)]
+    return run, client_suite(run, cases, command, choices)
 
 
 def _options(profile: str | None) -> Options:

@@ -235,6 +235,7 @@ class Statement:
     graded_against: dict[str, str] = field(default_factory=dict)  # see graded_against()
     # per protocol version: (MUST requirements the traffic exercised, those it did not)
     exercised: dict[int, tuple[list[str], list[str]]] = field(default_factory=dict)
+    partial: str = ""  # "partial: 2 of 8 MUST requirements exercised", or "" (see partial())
 
     def exercised_line(self, protocol: int) -> str:
         """"18 of 22 exercised; not exercised: MID-A-07, ..." for one version."""
@@ -248,7 +249,18 @@ class Statement:
 
     @property
     def verdict(self) -> str:
-        return "FAIL" if self.failed or not self.must_passed else "PASS"
+        """The headline: a claim about what was measured ("PASS, partial: 2 of 8 MUST
+        requirements exercised" when some MUST of the tested side went unexercised)."""
+        if self.failed or not self.must_passed:
+            return "FAIL"
+        return f"PASS, {self.partial}" if self.partial else "PASS"
+
+    @property
+    def must_headline(self) -> str:
+        """The MUST row's verdict: PASS only with every MUST exercised, else partial."""
+        if not self.must_passed:
+            return "FAIL"
+        return f"PASS, {self.partial}" if self.partial else "PASS"
 
     @staticmethod
     def summary(rows: Sequence[RequirementVerdict]) -> str:
@@ -294,6 +306,51 @@ def exercised_musts(result: RunResult) -> dict[int, tuple[list[str], list[str]]]
     return out
 
 
+def coverage(result: RunResult) -> dict[int, dict[str, Any]]:
+    """Per protocol version, the MUST requirements of the tested side the run exercised:
+    ``exercised`` and ``musts`` (counts), the IDs ``not_exercised``, and those left out of
+    ``musts`` because the target does not advertise what they need (``not_advertised``:
+    an agent's optional capability is the agent's choice, not a gap in the measurement;
+    a client the suite cannot reload or read without a profile is such a gap)."""
+    out: dict[int, dict[str, Any]] = {}
+    played = {c.protocol for c in result.cases}  # a version no case was planned in: no claim
+    for p, (done, missing) in exercised_musts(result).items():
+        if p not in played:
+            continue
+        advertised = []
+        if result.role != "client":
+            for r in missing:
+                rows = [f for c in result.cases if c.protocol == p for f in c.findings
+                        if f.base_requirement == r]
+                if rows and all(f.reason is Reason.NO_CAPABILITY for f in rows):
+                    advertised.append(r)
+        gaps = [r for r in missing if r not in advertised]
+        out[p] = {"exercised": len(done), "musts": len(done) + len(gaps),
+                  "not_exercised": gaps, "not_advertised": advertised}
+    return out
+
+
+def partial(result: RunResult) -> str:
+    """"partial: N of M MUST requirements exercised" when some MUST of the tested side
+    went unexercised in a version the run tested (per version when it tested several);
+    "" when every one was exercised."""
+    cov = {p: c for p, c in coverage(result).items() if c["musts"]}
+    if all(c["exercised"] == c["musts"] for c in cov.values()):
+        return ""
+    done = sum(c["exercised"] for c in cov.values())
+    total = sum(c["musts"] for c in cov.values())
+    each = (" (" + ", ".join(f"v{p} {c['exercised']} of {c['musts']}"
+                             for p, c in sorted(cov.items())) + ")") if len(cov) > 1 else ""
+    return f"partial: {done} of {total} MUST requirements exercised{each}"
+
+
+def headline(result: RunResult) -> str:
+    """The run's verdict as the reports say it: FAIL, PASS, or "PASS, partial: ..."."""
+    if result.failed:
+        return "FAIL"
+    return statement(result).verdict
+
+
 def statement(result: RunResult) -> Statement:
     from conformance import TOOL_NAME
 
@@ -313,7 +370,7 @@ def statement(result: RunResult) -> Statement:
         date=getattr(result, "date", None) or None,
         must=[v for v in rows if v.meta.is_must], should=[v for v in rows if v.meta.is_should],
         notes=notes, failed=result.failed, graded_against=graded_against(result),
-        exercised=exercised_musts(result))
+        exercised=exercised_musts(result), partial=partial(result))
 
 
 # -- traceability ------------------------------------------------------------------

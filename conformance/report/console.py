@@ -228,7 +228,9 @@ def console_summary(result: RunResult, *, colour: bool | None = None, verbose: b
         lines.append(f"{lead:<8} v{p} " + ", ".join(f"{n} {prose(o)}" for o, n in counts.items()))
     if not versions:
         lines.append("summary: no protocol version was tested")
-    lines.append("verdict: " + ("FAIL" if result.failed else "PASS"))
+    from conformance.report.catalogue import headline  # the claim of what was measured
+
+    lines.append("verdict: " + headline(result))
     return "\n".join(lines)
 
 

@@ -99,12 +99,14 @@ def _statement(st: Statement, verdict: str) -> str:
             if st.graded_against.get("schema_versions") else "")),
         ("Date", esc(st.date or "not recorded")),
         ("MUST", _badge(Outcome.PASS if st.must_passed else Outcome.FAIL,
-                        "pass" if st.must_passed else "fail") + " " + esc(st.summary(st.must))),
+                        "pass" if st.must_passed else "fail") + " "
+         + (esc(st.partial) + "; " if st.partial and st.must_passed else "")
+         + esc(st.summary(st.must))),
         *((f"MUST exercised, v{p}", esc(st.exercised_line(p), 600)) for p in st.protocols),
         ("SHOULD", esc(st.summary(st.should))),
     ]
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    cls = "pass" if verdict == "PASS" else "fail"
+    cls = "pass" if verdict.startswith("PASS") else "fail"
     notes = "".join(f"<li>{esc(n)}</li>" for n in st.notes)
     return (f'<section id="statement"><h2>Certification statement '
             f'<span class="verdict {cls}">{verdict}</span></h2>'

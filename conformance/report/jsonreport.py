@@ -11,8 +11,10 @@
      "cases": [{"case", "description", "protocol", "requirements", "outcome",
                 "note", "reason"?: code, "cut"?: str, "transcript", "stderr_tail"}],
      "summary": {"pass": n, "fail": n, "warn": n, "info": n, "not_applicable": n,
-                 "verdict": "pass"|"fail"},
+                 "verdict": "pass"|"fail", "headline": str, "partial": bool},
      "graded_against": {"catalogue", "spec_source", "schema_versions", "suite"},
+     "coverage": {"v1": {"exercised": n, "musts": n, "not_exercised": [id],
+                         "not_advertised": [id]}},
      "tck"?: {"MID-A-02": ["ACP-PATCH-203"], ...},
      "date"?: "YYYY-MM-DD", "cut"?: str, "unfinished"?: {"1": str}}
 
@@ -35,7 +37,10 @@ the run, for the certification statement) is the only date, and it is outside
 ``results``, so two runs of the same target compare equal apart from it.
 ``graded_against`` names the register's revision (``catalogue``), the profile's
 spec source and schema versions, and the suite's version, so two reports can be
-compared. ``cut`` says why a run ended before its plan (``--deadline``); ``unfinished`` names
+compared. ``summary.headline`` is the verdict as the statement says it: ``PASS,
+partial: N of M MUST requirements exercised`` when a MUST of the tested side was not
+exercised (``partial`` true); ``coverage`` gives those counts per version
+(docs/grading.md). ``cut`` says why a run ended before its plan (``--deadline``); ``unfinished`` names
 each version in which cases were played but none ran to its end (the run fails).
 A failing or warning row's ``evidence`` carries its case's ``transcript`` (when
 one was kept) and ``lines``: the wire lines of its entries, as
@@ -65,6 +70,10 @@ class ReportFormatError(Exception):
 def to_json(result: RunResult) -> dict[str, Any]:
     summary: dict[str, Any] = dict(result.counts())
     summary["verdict"] = "fail" if result.failed else "pass"
+    from conformance.report.catalogue import coverage, headline
+
+    summary["headline"] = headline(result)  # "PASS, partial: ..." when MUSTs went unexercised
+    summary["partial"] = summary["headline"].startswith("PASS, partial")
     findings = result.all_findings()
     out = {
         "format": FORMAT, "version": 1,
@@ -75,6 +84,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "cases": [case_to_json(c) for c in result.cases],
         "summary": summary,
         "graded_against": graded_against(result),
+        "coverage": {f"v{p}": c for p, c in coverage(result).items()},
     }
     tck = tck_ids(findings)
     if tck:

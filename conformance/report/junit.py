@@ -14,6 +14,7 @@ from conformance.transcript import write_atomic
 
 def to_xml(result: RunResult) -> str:
     suites = ET.Element("testsuites", name="acp-conformance")
+    _run_properties(suites, result)
     by_case: dict[str, list[Finding]] = defaultdict(list)
     for f in result.all_findings():
         by_case[f.case].append(f)
@@ -54,6 +55,20 @@ def to_xml(result: RunResult) -> str:
             err = ET.SubElement(suite, "system-err")
             err.text = xml_safe(c.stderr_tail)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _run_properties(suites: ET.Element, result: RunResult) -> None:
+    """The run's verdict and MUST coverage, as properties of a first, empty testsuite."""
+    from conformance.report.catalogue import coverage, headline
+
+    run = ET.SubElement(suites, "testsuite", name="acp-conformance", tests="0", failures="0",
+                        skipped="0")
+    props = ET.SubElement(run, "properties")
+    ET.SubElement(props, "property", name="verdict", value="fail" if result.failed else "pass")
+    ET.SubElement(props, "property", name="headline", value=xml_safe(headline(result)))
+    for p, c in coverage(result).items():
+        ET.SubElement(props, "property", name=f"coverage.v{p}",
+                      value=f"{c['exercised']} of {c['musts']} MUST requirements exercised")
 
 
 def write_junit(result: RunResult, path: Path) -> None:

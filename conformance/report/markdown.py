@@ -76,7 +76,7 @@ def certification_statement(st: Statement) -> str:
         f"| Spec source | {md(st.graded_against.get('spec_source'), 300)}"
         + (f" (schemas {md(st.graded_against['schema_versions'])})"
            if st.graded_against.get("schema_versions") else "") + " |",
-        f"| MUST requirements | **{'PASS' if st.must_passed else 'FAIL'}**: {must} |",
+        f"| MUST requirements | **{st.must_headline}**: {must} |",
         *(f"| MUST requirements exercised, v{p} | {md(st.exercised_line(p), 600)} |"
           for p in st.protocols),
         f"| SHOULD requirements | {st.summary(st.should)} |",

@@ -81,8 +81,8 @@ class ReferenceClient:
 
     # -- connection ---------------------------------------------------------
     def advertised_name(self) -> str:
-        """The reference's name, or a fixture's own (``conformance.reference.naming``)."""
-        from conformance.reference.naming import advertised_name
+        """The reference's name, or a fixture's own (``conformance.naming``)."""
+        from conformance.naming import advertised_name
 
         return advertised_name(type(self), ReferenceClient, CLIENT_NAME, "client")
 

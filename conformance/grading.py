@@ -1,0 +1,348 @@
+"""The one grading of a recorded case, for every role and every road to it.
+
+A case's transcript header records what the case grades (its :class:`Scope`) and how
+it ended (its :class:`Ending`); :func:`grade_recorded` grades the entries from those
+alone: one transcript (agent, client), or two (a proxy case: its client side, whose
+header this is, and its agent side). The live run (``lifecycle.play_case``, the proxy
+runner), ``acp-conformance check``, ``replay``, the pytest plugin's ``acp_session`` and
+both fuzzers call it, so each road folds the consequences of a client's fault and
+applies the case file's exclusions alike. :func:`grade_entries` is the same grading for
+entries with no header yet (a scope made of options, for the fuzzers' invariants).
+
+Pure: it imports the checkers, the results and the transcript format, nothing of
+processes (``tests/test_architecture.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from conformance.results import CaseResult, Finding, Outcome, Reason, RunResult, apply_strict
+from conformance.transcript import Entry
+
+if TYPE_CHECKING:
+    from conformance.checks import Options
+
+#: The rule that grades how a protocol version was agreed: graded even in a case the
+#: target could not take, since the negotiation itself is what its traffic shows.
+NEGOTIATION = ("TARGET/negotiation",)
+#: What ``check`` says of a transcript that records no scope (someone else's).
+DEFAULT_SCOPE_NOTE = ("no grading scope recorded in the transcript: graded every rule with "
+                      "the default options")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a case grades. Recorded in its transcript header (``scope``), so ``check``
+    grades a saved transcript exactly as the live run did.
+
+    The rule: a case grades every rule of its role whose inference its traffic
+    supports (``rules`` None); a case file may exclude a rule, with a reason, which
+    every report shows (``exclude``). ``rules`` narrows it only for callers that
+    grade one rule on purpose (the fuzzers' invariants)."""
+
+    role: str = "agent"
+    profile: str = ""  # "" : the default profile
+    strict: bool = False
+    strict_ids: bool = False
+    cross_turn_reuse: str = "fail"
+    exclude: tuple[tuple[str, str], ...] = ()  # (rule, the case file's reason)
+    rules: tuple[str, ...] | None = None  # None: every rule of the role
+    recorded: bool = True  # False: a transcript with no scope (graded by default, said so)
+
+    @classmethod
+    def of(cls, role: str, options: Options, strict: bool,
+           exclude: Iterable[tuple[str, str]] = ()) -> Scope:
+        return cls(role, options.profile.name, strict, options.strict_ids,
+                   options.cross_turn_reuse.value, tuple(exclude))
+
+    def options(self) -> Options:
+        from conformance import profiles
+        from conformance.checks import Options
+
+        profile = profiles.get(self.profile or profiles.DEFAULT_PROFILE)
+        return Options(profile=profile, cross_turn_reuse=Outcome(self.cross_turn_reuse),
+                       strict_ids=self.strict_ids)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"role": self.role, "profile": self.profile, "strict": self.strict,
+                "strict_ids": self.strict_ids, "cross_turn_reuse": self.cross_turn_reuse,
+                "exclude": dict(self.exclude),
+                "rules": list(self.rules) if self.rules is not None else "all"}
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> Scope:
+        """The scope a transcript records; the default one (``recorded`` False) without."""
+        role = str(header.get("role", "agent"))
+        data = header.get("scope")
+        if not isinstance(data, dict):
+            return cls(role, str(header.get("profile") or ""), header.get("strict") is True,
+                       recorded=False)
+        rules = data.get("rules")
+        excluded = data.get("exclude")
+        exclude: dict[Any, Any] = excluded if isinstance(excluded, dict) else {}
+        return cls(str(data.get("role", role)), str(data.get("profile") or ""),
+                   data.get("strict") is True, data.get("strict_ids") is True,
+                   "warn" if data.get("cross_turn_reuse") == "warn" else "fail",
+                   tuple((str(k), str(v)) for k, v in exclude.items()),
+                   tuple(str(r) for r in rules) if isinstance(rules, list) else None)
+
+
+@dataclass
+class Ending:
+    """How a case's drive ended: recorded in the header (``ended``) and on its CaseResult.
+
+    ``reason`` is set when the case is not graded (the target could not take it);
+    ``cut`` names what cut it (``deadline``, a signal), graded on what was recorded."""
+
+    note: str = ""
+    reason: Reason | None = None
+    fault: str = ""
+    every_case: bool = False
+    cut: str = ""
+    aborted: bool = False  # the target hung, exited or flooded (graded on what was recorded)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"note": self.note}
+        if self.reason is not None:
+            out["reason"] = self.reason.value
+        if self.cut:
+            out["cut"] = self.cut
+        if self.aborted:
+            out["aborted"] = True
+        return out
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> Ending:
+        data = header.get("ended")
+        if not isinstance(data, dict):
+            return cls()
+        try:
+            reason = Reason(data["reason"]) if data.get("reason") else None
+        except ValueError:
+            reason = Reason.NOT_TESTABLE  # a code from a later version: still not graded
+        return cls(str(data.get("note") or ""), reason, cut=str(data.get("cut") or ""),
+                   aborted=data.get("aborted") is True)
+
+
+def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
+                   agent_side: Iterable[Entry] | None = None, protocol: int | None = None,
+                   schema_dir: Path | None = None, strict: bool = False,
+                   options: Options | None = None) -> list[Finding]:
+    """Grade one case's transcript from what it records: its scope and how it ended.
+
+    The one grading a recorded case gets, live and offline (``check``), for every road.
+    ``agent_side`` is the second transcript of a proxy case (``entries`` its client
+    side). ``strict`` adds ``--strict`` to what was recorded; ``protocol`` overrides the
+    header's (``check --protocol``); ``options`` the grading options the scope records
+    (a caller that holds them already: the fuzzers)."""
+    from conformance.checks import grade
+
+    scope = Scope.from_header(header)
+    ending = Ending.from_header(header)
+    strict = strict or scope.strict
+    options = options or scope.options()
+    if scope.role == PROXY_ROLE:
+        return apply_strict(_grade_proxy(header, scope, ending, entries, agent_side or (),
+                                         protocol, schema_dir, options), strict)
+    protocol = int(header.get("protocol", 1)) if protocol is None else protocol
+    if ending.reason is not None:  # the case was not played: its rules say why
+        requirements = [str(r) for r in header.get("requirements") or []]
+        why = shown_note(ending.note, ending.reason)
+        rows = [Finding(r, Outcome.NOT_APPLICABLE, why, reason=ending.reason)
+                for r in requirements]
+        # An agent's case not played grades nothing but the fault of a failed negotiation
+        # (never a pass); a client's shows how it handled the version it was answered.
+        dropped = ((Outcome.NOT_APPLICABLE,) if scope.role == "client"
+                   else (Outcome.NOT_APPLICABLE, Outcome.PASS))
+        rows += [f for f in grade(entries, protocol=protocol, options=options,
+                                  select=list(NEGOTIATION), role=scope.role)
+                 if f.outcome not in dropped]
+        return apply_strict(rows, strict)
+    found = grade(entries, protocol=protocol, options=options,
+                  select=list(scope.rules) if scope.rules is not None else None,
+                  role=scope.role, schema_dir=schema_dir)
+    found = _excluded(fold_consequences(found), scope.exclude)
+    if ending.cut:  # what a cut case never reached is cut, not merely untested
+        found = [dataclasses.replace(f, reason=Reason.CUT)
+                 if f.reason is Reason.NOT_TESTABLE else f for f in found]
+    return apply_strict(found, strict)
+
+
+def grade_entries(entries: Iterable[Entry], *, protocol: int, options: Options | None = None,
+                  select: Iterable[str] | None = None, role: str = "agent",
+                  schema_dir: Path | None = None) -> list[Finding]:
+    """Entries recorded without a case header (a fuzz stream, a vendor's session) graded
+    as a recorded case whose scope is ``select`` (None: every rule of ``role``) under
+    ``options``: :func:`grade_recorded`, so they fold and grade as ``check`` would."""
+    from conformance.checks import Options as GradeOptions
+
+    options = options or GradeOptions()
+    scope = dataclasses.replace(Scope.of(role, options, False),
+                                rules=tuple(select) if select is not None else None)
+    header = {"role": role, "protocol": protocol, "scope": scope.to_json()}
+    return grade_recorded(header, entries, schema_dir=schema_dir, options=options)
+
+
+PROXY_ROLE = "proxy"
+AGENT_NEGOTIATION = "TARGET/negotiation/agent"  # checks.target.AgentNegotiation's rule
+
+
+def _grade_proxy(header: Mapping[str, Any], scope: Scope, ending: Ending,
+                 received: Iterable[Entry], sent: Iterable[Entry], protocol: int | None,
+                 schema_dir: Path | None, options: Options) -> list[Finding]:
+    """A proxy case: ``received`` is its client side (whose ``header`` this is), ``sent``
+    its agent side. A case the proxy could not take past the handshake grades the
+    handshake (MID-P-05: it may be the proxy's doing) and says why for the rest."""
+    from conformance.checks import ALWAYS, grade
+    from conformance.checks.proxy import REQUIREMENTS, grade_proxy
+
+    front = int(header.get("protocol", 1)) if protocol is None else protocol
+    behind = int(header.get("agent_protocol") or front)
+    adapter = header.get("adapter") is True
+    received, sent = list(received), list(sent)
+    rules = list(scope.rules) if scope.rules is not None else None
+    proxy_rules = None if rules is None else [r for r in rules
+                                               if r.split("/", 1)[0] in REQUIREMENTS]
+    others = list(ALWAYS["agent"]) if rules is None else [
+        r for r in rules if r.split("/", 1)[0] not in REQUIREMENTS]
+    if ending.reason is not None:
+        rows = [f for f in grade_proxy(sent, received, protocol=behind, adapter=adapter,
+                                       options=options, select=["MID-P-05"])
+                if f.outcome not in (Outcome.PASS, Outcome.NOT_APPLICABLE)]
+        why = shown_note(ending.note, ending.reason)
+        rows += [Finding(r, Outcome.NOT_APPLICABLE, why, reason=ending.reason)
+                 for r in header.get("requirements") or REQUIREMENTS
+                 if not any(f.requirement == r for f in rows)]
+        rows += [f for f in grade(received, protocol=front, options=options,
+                                  select=list(NEGOTIATION), role="agent")
+                 if f.outcome not in (Outcome.PASS, Outcome.NOT_APPLICABLE)]
+        return rows
+    found = grade_proxy(sent, received, protocol=behind, adapter=adapter, options=options,
+                        select=proxy_rules)
+    if others:
+        # A declared v2-to-v1 adapter passes on to its v1 side what v1 cannot express: that
+        # is MID-V2-10's to grade, not a version it answered and did not speak.
+        found += [f for f in grade(received, protocol=front, options=options, select=others,
+                                   role="agent", schema_dir=schema_dir)
+                  if not (adapter and f.requirement == AGENT_NEGOTIATION)]
+    if ending.cut:  # what a cut case never reached is cut, not merely untested
+        found = [dataclasses.replace(f, reason=Reason.CUT)
+                 if f.outcome is Outcome.NOT_APPLICABLE and f.reason in (None,
+                                                                        Reason.NOT_TESTABLE)
+                 else f for f in found]
+    return found
+
+
+#: What a target does when a fault has already broken it: it exits, hangs, leaves the
+#: probe unanswered. After a fault of another rule, these are its consequences.
+CONSEQUENCE_RULES = ("MID-C-08/exit", "MID-C-08/probe")
+CRASH_RULE = "MID-C-08/crash"  # a client that died on a stream: the fault itself
+
+
+def fold_consequences(findings: list[Finding]) -> list[Finding]:
+    """One fault, one finding: when a checker graded a client's crash as a fault (the
+    client died on a stream that tested message IDs: MID-C-08/crash, or a fail of a rule
+    about a malformed or missing ID whose evidence reaches the crash), the exit and the
+    unanswered probe of that same crash (MID-C-08/exit, MID-C-08/probe) are recorded on
+    that fail as its consequences, and their own rows say where they went: not further
+    fails. A client that just exits has one fault, the exit, and the probe it left
+    unanswered is the exit's consequence. A fail counts as the cause only when its
+    evidence reaches the crash (an entry at or after the consequence's first):
+    precedence alone names no cause, and a hang is never folded."""
+    from conformance.controlstream import CAUSE_RULES
+
+    causes = [f for f in findings if f.outcome is Outcome.FAIL and f.entries
+              and (f.base_requirement in CAUSE_RULES or f.requirement == CRASH_RULE)]
+    exits = [f for f in findings if f.requirement == "MID-C-08/exit"
+             and f.outcome is Outcome.FAIL and f.entries]
+    if not causes and not exits:
+        return findings
+    folded: dict[int, list[str]] = {}  # id(cause) -> consequences
+    out: list[Finding] = []
+    for f in findings:
+        cause = None
+        if f.requirement in CONSEQUENCE_RULES and f.outcome is Outcome.FAIL and f.entries:
+            cause = next((c for c in causes if max(c.entries) >= min(f.entries)), None)
+            if cause is None and f.requirement == "MID-C-08/probe" and not causes:
+                cause = next((c for c in exits if max(c.entries) >= min(f.entries)), None)
+        if cause is None:
+            out.append(f)
+            continue
+        folded.setdefault(id(cause), []).append(f"{f.requirement}: {f.message}")
+        out.append(Finding(f.requirement, Outcome.NOT_APPLICABLE,
+                           f"not testable: a consequence of the {cause.requirement} fault, "
+                           "reported with it", entries=f.entries, reason=Reason.NOT_TESTABLE))
+    return [dataclasses.replace(f, consequences=f.consequences + tuple(folded[id(f)]))
+            if id(f) in folded else f for f in out]
+
+
+def _excluded(findings: list[Finding], exclude: Sequence[tuple[str, str]]) -> list[Finding]:
+    """Each rule a case excludes becomes one not_applicable row with the case's reason."""
+    if not exclude:
+        return findings
+    out: list[Finding] = []
+    done: set[str] = set()
+    for f in findings:
+        why = next((w for r, w in exclude
+                    if f.requirement == r or f.requirement.startswith(r + "/")), None)
+        if why is None:
+            out.append(f)
+        elif f.requirement not in done:
+            done.add(f.requirement)
+            out.append(Finding(f.requirement, Outcome.NOT_APPLICABLE,
+                               f"excluded by the case: {why}", reason=Reason.EXCLUDED_BY_CASE))
+    return out
+
+
+def ended(cr: CaseResult, ending: Ending) -> None:
+    """Copy how a case ended onto its result."""
+    cr.note, cr.reason, cr.fault = ending.note, ending.reason, ending.fault
+    cr.every_case, cr.cut, cr.aborted = ending.every_case, ending.cut, ending.aborted
+    if ending.cut and cr.reason is None:
+        cr.reason = Reason.CUT
+
+def recorded_case(header: Mapping[str, Any], findings: Sequence[Finding], *, name: str,
+                  description: str, protocol: int, path: str | None = None) -> CaseResult:
+    """The result of a recorded case, as its header says it ended: what ``check`` reports
+    for a transcript, field for field what the live run reported for it."""
+    cr = CaseResult(name, description, [str(r) for r in header.get("requirements") or []],
+                    protocol, transcript_path=path)
+    ended(cr, Ending.from_header(header))
+    cr.findings = [f.with_case(name) for f in findings]
+    return cr
+
+
+def shown_note(note: str, reason: Reason) -> str:
+    """The message of a requirement a case did not grade: its note, said as not run or
+    not testable (for people; a program reads the reason code)."""
+    return note if reason is Reason.NOT_RUN else f"not testable: {note}"
+
+
+def conclude(result: RunResult, deadline: float | None = None) -> None:
+    """The run's own verdict past its findings: a run cut by ``--deadline`` (``deadline``
+    its seconds, when known) has not tested everything (``RunResult.cut``); a version in
+    which cases were played but none ran to its end (each ended by a target fault or a
+    refused request, or was not run after one) has tested nothing, and fails the run
+    (``RunResult.unfinished``). The same for a live run, ``check`` and the pytest plugin."""
+    cut = sum(c.reason is Reason.CUT and c.cut == "deadline" for c in result.cases)
+    not_run = sum(c.reason is Reason.NOT_RUN and c.cut == "deadline" for c in result.cases)
+    if cut or not_run:
+        limit = f" of {deadline:g} s" if deadline else ""
+        result.cut = (f"the run passed its --deadline{limit}: {cut} case(s) in progress cut "
+                      f"and graded, {not_run} not run")
+    by_version: dict[int, list[CaseResult]] = {}
+    for c in result.cases:
+        by_version.setdefault(c.protocol, []).append(c)
+    result.unfinished = {}
+    for p, cases in sorted(by_version.items()):
+        if any(c.completed for c in cases) or result.cut:
+            continue
+        if any(c.aborted or c.reason is Reason.NOT_RUN for c in cases):
+            first = next(c for c in cases if c.aborted or c.reason is Reason.NOT_RUN)
+            result.unfinished[p] = (f"no v{p} case ran to its end (first: {first.case}: "
+                                    f"{first.note})")
