@@ -26,6 +26,12 @@ class Profile:
     # message kind of their own ("session"); without them they are unknown update kinds.
     session_messages: bool = False
     draft_revision: str = ""  # the v2 draft text the profile's newest rules follow
+    # Catalogue Appendix K (profile acp-schema-1.21): the agent ends a requested replay with
+    # a replay_complete update, which closes the replay window (MID-V2-13, MID-V2-14);
+    # without it replay_complete is an unknown update kind, kept and never a failure.
+    replay_marker: bool = False
+    # ... and session/prompt carries an idempotencyKey that the driver sends (MID-V2-15).
+    idempotency_keys: bool = False
 
 
 PROFILES: dict[str, Profile] = {
@@ -49,6 +55,21 @@ PROFILES: dict[str, Profile] = {
         spec_source="github.com/agentclientprotocol/agent-client-protocol at "
                     "b7f0005493b98de32fabee3e9540e2b64da68535 (2026-08-22)",
         schema_versions="v1 1.21.0, v2 2.0.0-alpha.3"),
+    "acp-schema-1.21": Profile(
+        "acp-schema-1.21",
+        "Rust schema crate 1.21 (v2 Preview): everything acp-sdk-2.4.0 grades, plus the "
+        "replay_complete marker and session/prompt idempotency keys",
+        id_space="per-kind", interleave_allowed=True, response_message_id=True,
+        # no JSON schema of the 1.21 crate is published beside the SDK's; the SDK 2.4.0 v2
+        # schema accepts both additions (open PromptRequest, custom-or-future SessionUpdate)
+        schema_subdir="upstream-sdk-2.4.0/v2",
+        spec_source="crates.io agent-client-protocol-schema 1.21.x (v2 module) with "
+                    "agent-client-protocol 5.5.x, which calls v2 \"Preview\"; RFDs "
+                    "rfds/v2/session-replay-complete and rfds/v2/idempotency-keys",
+        schema_versions="v1 1.25.0 or later, v2 Preview",
+        replay_rules=True, session_messages=True, replay_marker=True, idempotency_keys=True,
+        draft_revision="catalogue Appendix K, read 2026-12-03: agent-client-protocol-schema "
+                       "1.18 to 1.21, agent-client-protocol 5.5, RFD pages under rfds/v2/"),
 }
 DEFAULT_PROFILE = "acp-sdk-2.4.0"
 

@@ -2,7 +2,7 @@
 
 Each broken agent in fixtures/agents/ breaks one rule; its manifest entry says
 which requirement the suite must report. The reference agent must pass with no
-fail and no warn, in v1 and v2, under both v2 profiles. Under the default profile
+fail and no warn, in v1 and v2, under every v2 profile. Under the default profile
 ``check`` then grades the run's transcripts to the same findings and exit status
 (offline.py).
 """
@@ -49,7 +49,7 @@ CASES = [(fx["name"], p, prof) for fx in MANIFEST["fixtures"] for p in fx["proto
 
 
 @pytest.mark.parametrize("protocol", [1, 2])
-@pytest.mark.parametrize("profile", ["acp-sdk-2.4.0", "acp-repo-2026-08-22"])
+@pytest.mark.parametrize("profile", ["acp-sdk-2.4.0", "acp-repo-2026-08-22", "acp-schema-1.21"])
 def test_reference_agent_passes(tmp_path: Path, protocol: int, profile: str) -> None:
     report = tmp_path / "report.json"
     proc = run_cli("--agent", REFERENCE, "--protocol", str(protocol), "--profile", profile,
@@ -125,8 +125,11 @@ def test_every_graded_rule_has_a_failing_fixture() -> None:
     rules = [r for r in all_rules().values() if r.role == "agent" and any(
         g in (Outcome.FAIL, Outcome.WARN) for vs in r.grades.by_profile.values()
         for g in vs.values())]
-    # Target faults (TARGET/*) and non-JSON-RPC lines are proven by fixtures/hostile.
-    missing = [r.id for r in rules if not r.id.startswith(("TARGET/", "MID-S-06/jsonrpc"))
+    # Target faults (TARGET/*) and non-JSON-RPC lines are proven by fixtures/hostile. A live
+    # chunk inside a replay window needs a resume while a prompt streams on the same
+    # connection, which no case drives yet: test_preview_checks.py proves it on transcripts.
+    proven_elsewhere = ("TARGET/", "MID-S-06/jsonrpc", "MID-V2-13/live-inside")
+    missing = [r.id for r in rules if not r.id.startswith(proven_elsewhere)
                and not any(
         r.id == t or r.id.startswith(t + "/") for t in tripped)]
     assert not missing, f"rules with no broken fixture: {missing}"

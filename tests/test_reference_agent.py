@@ -702,7 +702,9 @@ def test_v2_resume_replays_only_when_asked(client: Client) -> None:
     assert response["result"] == {}
     replayed = updates(before)
     assert {u["sessionUpdate"] for u in replayed} == {
-        "user_message", "agent_thought", "agent_message", "tool_call_update"}
+        "user_message", "agent_thought", "agent_message", "tool_call_update", "replay_complete"}
+    assert replayed[-1] == {"sessionUpdate": "replay_complete"}, "the marker ends the replay"
+    replayed = replayed[:-1]
     assert message_view(replayed) == message_view(live), "whole messages, original IDs"
     assert replayed[0]["content"] == text("First prompt.")
 
@@ -1064,6 +1066,20 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
     and len({echo_id([m]) for m in sc.flight if echo_id([m]) is not None}) == 2,
     "v2_queued_prompt_wrong_echo": lambda sc: _second_accepted_before_first_idle(sc)
     and len({echo_id([m]) for m in sc.flight if echo_id([m]) is not None}) == 1,
+    "restate_new_id": lambda sc: _restated(sc) and _agent_texts(sc)[0] == _agent_texts(sc)[1],
+    "restate_after_idless": lambda sc: chunk_ids(updates(sc.turns[0]), "agent_message_chunk")[:4]
+    == ["<absent>"] * 3 + [chunk_ids(updates(sc.turns[0]), "agent_message_chunk")[3]] != [
+        "<absent>"] * 4,
+    "restate_same_id_chunk": lambda sc: _doubled(_agent_texts(sc)[0]),
+    "v2_restate_upsert": lambda sc: chunk_ids(updates(sc.turns[0]), "agent_message_chunk")[0]
+    in chunk_ids(updates(sc.turns[0]), "agent_message"),
+    "v2_marker_missing": lambda sc: bool(sc.replay) and _markers(sc.replay) == 0,
+    "v2_marker_duplicate": lambda sc: _markers(sc.replay) == 2,
+    "v2_marker_unrequested": lambda sc: _markers(updates(sc.plain_resume)) == 1,
+    "v2_marker_child": lambda sc: len({m["params"]["sessionId"] for m in sc.restore_before
+                                       if m.get("method") == "session/update"}) == 2,
+    "v2_marker_after_response": lambda sc: _markers(sc.replay) == 0
+    and _markers(updates(sc.restore_after)) == 1,
 }
 
 
@@ -1075,6 +1091,25 @@ def _idle_before_response(turn: list[JsonObject]) -> bool:
         if m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle":
             return True
     return False
+
+
+def _agent_texts(sc: Scenario) -> list[str]:
+    """The texts of the first turn's agent messages (chunks appended, upserts replacing)."""
+    return [t for k, _, t in message_view(updates(sc.turns[0])) if k == "agent"]
+
+
+def _restated(sc: Scenario) -> bool:
+    texts = _agent_texts(sc)
+    return len(texts) != len(set(texts))
+
+
+def _doubled(value: str) -> bool:
+    half = len(value) // 2
+    return len(value) > 1 and value[:half] == value[half:]
+
+
+def _markers(items: list[JsonObject]) -> int:
+    return sum(1 for u in items if u["sessionUpdate"] == "replay_complete")
 
 
 def _second_accepted_before_first_idle(sc: Scenario) -> bool:
@@ -1106,7 +1141,9 @@ NEEDS = {
     "restore": {"collision_after_load", "duplicate_in_replay", "v2_echo_without_id",
                 "late_replay", "v2_replay_unrequested", "replay_regenerates_ids",
                 "swapped_replay_ids", "unstable_chunk_ids", "v2_replay_without_id",
-                "v2_replay_fresh_user_ids", "v2_chunk_replay_without_primer", "v2_chunk_replay"},
+                "v2_replay_fresh_user_ids", "v2_chunk_replay_without_primer", "v2_chunk_replay",
+                "v2_marker_missing", "v2_marker_duplicate", "v2_marker_unrequested",
+                "v2_marker_child", "v2_marker_after_response"},
 }
 
 

@@ -462,6 +462,8 @@ class ClientDriver:
             params["mcpServers"] = []
         elif replay == "start":
             params["replayFrom"] = {"type": "start"}
+        elif replay == "null":  # an explicit null: no replay either
+            params["replayFrom"] = None
         self.request("session/resume", params, waiting_for="the session/resume response")
         self.settle()
 

@@ -6,7 +6,7 @@ A step is plain JSON, and the same vocabulary as the agent cases' drive steps
 
     "start" | "restart" | "new_session" | "load" | "close_session"
     {"switch": {"session": 0}}            # make the n-th created session current
-    {"resume": {"replay": "start" | "none"}}
+    {"resume": {"replay": "start" | "none" | "null"}}   # "null": replayFrom: null
     {"prompt": {"text": "...", "blocks": [...], "legacy_message_id": "...",
                 "meta_message_id": "...", "cancel_after": 3}}   # or "cancel": true
 
@@ -136,7 +136,8 @@ def describe(step: Step, limit: int = 50) -> str:
         return "session/load (the current session)"
     if name == "resume":
         replay = args.get("replay", "none")
-        return "session/resume" + (" replayFrom start" if replay == "start" else " (no replay)")
+        return "session/resume" + (" replayFrom start" if replay == "start" else
+                                   " replayFrom null" if replay == "null" else " (no replay)")
     if name == "close_session":
         return "session/close"
     text = str(args.get("text", ""))

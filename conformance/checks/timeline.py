@@ -89,12 +89,16 @@ class Timeline:
     """
 
     def __init__(self, protocol: int = 1, *, repeats: bool = True,
-                 session_messages: bool = False) -> None:
+                 session_messages: bool = False, replay_marker: bool = False) -> None:
         self.default_protocol = protocol
         # The update kinds that are messages (with the "session" kind under a profile
         # that has inter-session messages: Profile.session_messages).
         self.kinds = model.message_kinds(session_messages)
         self.repeats = repeats  # False: no short path (tests compare both ways)
+        # Under a profile with the replay marker (Profile.replay_marker, catalogue K.3) a
+        # replay_complete on a session whose requested v2 replay is open closes the window:
+        # what follows, also before the resume response, is live.
+        self.replay_marker = replay_marker
         self.conns: dict[int, _Conn] = {}
         self.sessions: dict[str, _Session] = {}
         self.agent_info: dict[str, Any] = {}
@@ -288,6 +292,12 @@ class Timeline:
         if s.turn_open and (utype == "tool_call_update" or (
                 utype == "state_update" and update.get("state") == "running")):
             s.running = True
+        if (utype == "replay_complete" and self.replay_marker and conn.protocol >= 2
+                and s.replay == "session/resume" and s.replay_requested):
+            s.replay = None  # the response then opens no after-replay phase
+            yield ReplayEnd(entry.seq, entry.conn, sid, s.epoch, "session/resume", True, True,
+                            conn.protocol)
+            return
         if (utype == "state_update" and update.get("state") == "idle" and conn.protocol >= 2
                 and s.turn_open and s.open
                 and (s.turn_request is None or s.turn_request[0] == entry.conn)
@@ -416,7 +426,8 @@ def _key(request_id: Any) -> Any:
 
 
 def events(entries: Iterable[Entry], protocol: int = 1, *,
-           session_messages: bool = False) -> Iterator[Event]:
-    timeline = Timeline(protocol, session_messages=session_messages)
+           session_messages: bool = False, replay_marker: bool = False) -> Iterator[Event]:
+    timeline = Timeline(protocol, session_messages=session_messages,
+                        replay_marker=replay_marker)
     for entry in entries:
         yield from timeline.feed(entry)

@@ -46,8 +46,9 @@ def common_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--protocol", choices=["1", "2", "both"], default="both",
                    help="protocol version(s) to test (default: both, as negotiated)")
     g.add_argument("--profile", default=None,
-                   help="v2 rule profile: acp-sdk-2.4.0 (default, newest published rules) "
-                        "or acp-repo-2026-08-22")
+                   help="v2 rule profile: acp-sdk-2.4.0 (default, newest published rules), "
+                        "acp-repo-2026-08-22, or acp-schema-1.21 (the Rust schema crate's v2 "
+                        "Preview: replay marker, prompt idempotency keys)")
     g.add_argument("--strict", action="store_true", help="turn every warn into a fail")
     g.add_argument("--strict-ids", action="store_true",
                    help="grade MID-A-05/no-ids (a v1 agent that sends no IDs at all) warn "

@@ -16,7 +16,9 @@ connection):
   message ID>}``; the echo (``user_message``), ``state_update`` running/idle
   and the output arrive as updates. ``session/resume`` with
   ``replayFrom: {"type": "start"}`` replays the history as whole-message
-  upserts before its response.
+  upserts, then sends ``replay_complete``, then its response. A prompt that
+  repeats an earlier ``idempotencyKey`` of the session is answered with the
+  messageId the key's first attempt inserted, and inserts nothing.
 
 Message IDs are opaque ``msg_<32 random hex digits>`` strings, made in one place
 (:meth:`ReferenceAgent.new_message_id`), unique within the session, the same
@@ -222,7 +224,14 @@ class ReferenceAgent(Connection):
         """Replay (if asked) strictly before the load/resume response."""
         if replay:
             self.replay(session)
+            if self.v2:
+                self.send_replay_complete(session)
         self.respond(request_id, result)
+
+    def send_replay_complete(self, session: Session) -> None:
+        """v2: the replay end marker (v2 Preview, RFD session-replay-complete): after the
+        last replayed update, before the response."""
+        self.send_update(session, {"sessionUpdate": "replay_complete"})
 
     def handle_session_close(self, request_id: RequestId, params: JsonObject) -> JsonObject:
         session = self.open_session(params)
@@ -319,8 +328,15 @@ class ReferenceAgent(Connection):
         prompt = params.get("prompt")
         if not isinstance(prompt, list) or not all(isinstance(b, dict) for b in prompt):
             raise RpcError(INVALID_PARAMS, "Invalid params: prompt must be an array of blocks")
+        key = params.get("idempotencyKey") if self.v2 else None
+        if isinstance(key, str) and key in session.prompt_keys:
+            # A retry of a submission: its message's ID again, and nothing inserted.
+            self.respond(request_id, {"messageId": session.prompt_keys[key]})
+            return
         turn = Turn(session=session, request_id=request_id, prompt=prompt)
         turn.user_message_id = self.user_message_id(params)
+        if isinstance(key, str):
+            self.remember_prompt_key(session, key, turn.user_message_id)
         if session.title is None:
             session.title = turn.text[:60] or None
         self.turn = turn
@@ -334,6 +350,12 @@ class ReferenceAgent(Connection):
         finally:
             self.turn = None
         self.end_turn(turn, stop_reason)
+
+    def remember_prompt_key(self, session: Session, key: str, message_id: str) -> None:
+        """v2: the idempotencyKey's message, kept with the session (a retry may come to a
+        fresh process after a resume)."""
+        session.prompt_keys[key] = message_id
+        self.store.save(session)
 
     def prompt_response(self, turn: Turn, stop_reason: str | None) -> JsonObject:
         """v1: ``{"stopReason"}`` at the end of the turn. v2: on acceptance,

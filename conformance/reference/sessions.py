@@ -22,13 +22,15 @@ class Session:
 
     def __init__(self, session_id: str, cwd: str, protocol_version: int,
                  history: list[JsonObject] | None = None, title: str | None = None,
-                 updated_at: str = "") -> None:
+                 updated_at: str = "", prompt_keys: dict[str, str] | None = None) -> None:
         self.session_id = session_id
         self.cwd = cwd
         self.protocol_version = protocol_version
         self.history: list[JsonObject] = [] if history is None else history
         self.title = title
         self.updated_at = updated_at
+        # v2 session/prompt idempotencyKey -> the ID of the user message it inserted
+        self.prompt_keys: dict[str, str] = {} if prompt_keys is None else prompt_keys
 
     def to_json(self) -> JsonObject:
         return {
@@ -38,6 +40,7 @@ class Session:
             "title": self.title,
             "updatedAt": self.updated_at,
             "history": self.history,
+            "promptKeys": self.prompt_keys,
         }
 
     @classmethod
@@ -49,6 +52,7 @@ class Session:
             history=list(data.get("history", [])),
             title=data.get("title"),
             updated_at=data.get("updatedAt", ""),
+            prompt_keys=dict(data.get("promptKeys") or {}),
         )
 
 

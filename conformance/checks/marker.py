@@ -1,0 +1,241 @@
+"""The replay end marker (MID-V2-13, catalogue K.3), under a profile that has it.
+
+For a v2 ``session/resume`` with a non-null ``replayFrom`` the agent sends one
+``{"sessionUpdate": "replay_complete"}`` on the resumed session after its last
+replayed update and before the response, even when nothing is replayed; a child
+session it announces during the request gets its own marker before the response;
+no marker when ``replayFrom`` is omitted or null. Under a profile without the marker
+(``Profile.replay_marker``) ``replay_complete`` is an unknown update kind and these
+rules are not applicable (allowed by the profile).
+
+The checker follows the wire itself (requests, responses and updates per
+connection), so it sees a marker wherever it comes, also one the timeline does not
+take as the end of a window (the timeline closes the window at the marker:
+``timeline.Timeline.replay_marker``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance import model
+from conformance.checks.base import Checker, Rule, register
+from conformance.checks.events import ConnEnd, Frame
+from conformance.checks.wire import short
+from conformance.results import Reason
+
+MARKER = "replay_complete"
+MESSAGE_UPDATES = frozenset(model.message_kinds(True))
+
+
+@dataclass
+class _Resume:
+    conn: int
+    seq: int
+    session: str
+    requested: bool  # replayFrom set and not null
+    markers: dict[str, list[int]] = field(default_factory=dict)  # session -> marker seqs
+    children: dict[str, int] = field(default_factory=dict)  # new session -> its first update
+    live_ids: set[str] = field(default_factory=set)  # IDs streaming live when it was sent
+    replayed: bool = False  # an update of the resumed session that is not a live chunk came
+    upserted: set[str] = field(default_factory=set)  # IDs upserted with content in the window
+
+
+def _key(conn: int, request_id: Any) -> tuple[int, str, str]:
+    return conn, type(request_id).__name__, repr(request_id)
+
+
+@register
+class ReplayMarker(Checker):
+    # A repeat chunk continues a message already seen: it changes nothing here.
+    quiet_repeats = True
+    rules = (
+        Rule("MID-V2-13/missing", "a successful resume with replayFrom has a replay_complete "
+             "for its session before the response", versions=(2,),
+             untested="no successful session/resume with replayFrom"),
+        Rule("MID-V2-13/truncated", "a replay that ends without marker or success is "
+             "truncated (recorded)", versions=(2,),
+             untested="no session/resume with replayFrom failed or was cut"),
+        Rule("MID-V2-13/duplicate", "one replay_complete per session and request",
+             versions=(2,), untested="no session/resume with replayFrom"),
+        Rule("MID-V2-13/after-response", "no replay_complete after the response or for a "
+             "session with no resume in flight", versions=(2,),
+             untested="no session/resume with replayFrom"),
+        Rule("MID-V2-13/unrequested", "no replay_complete for a resume without replayFrom "
+             "(or with null)", versions=(2,),
+             untested="no session/resume without replayFrom"),
+        Rule("MID-V2-13/child", "a child session announced during the replay gets its own "
+             "marker before the response", versions=(2,),
+             untested="no session was announced during a replay"),
+        Rule("MID-V2-13/live-inside", "no chunk of a live message between the first replayed "
+             "update and the marker", versions=(2,),
+             untested="no resume with replayFrom during a streaming prompt"),
+        Rule("MID-V2-13/live-before-replay", "a live chunk before the first replayed update "
+             "(allowed: sent before the agent read the request; recorded)", versions=(2,),
+             untested="no resume with replayFrom during a streaming prompt"),
+    )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.on = self.profile.replay_marker
+        if not self.on:
+            for rule in self.rules:
+                self.not_applicable(
+                    rule.id, f"profile {self.profile.name} has no replay_complete marker (an "
+                    "unknown update kind there; catalogue K.2)", Reason.ALLOWED_BY_PROFILE)
+        self.pending: dict[tuple[int, str, str], _Resume] = {}
+        self.known: set[str] = set()  # sessions seen before
+        self.streaming: dict[str, set[str]] = {}  # session -> chunk IDs of its open prompt
+        self.answered: dict[str, int] = {}  # session -> seq of its last resume response
+
+    def _in_flight(self, conn: int, session: str) -> _Resume | None:
+        for r in self.pending.values():
+            if r.conn == conn and (r.session == session or session in r.children):
+                return r
+        return None
+
+    def on_frame(self, ev: Frame) -> None:
+        if not self.on or ev.protocol < 2:
+            return
+        e = ev.entry
+        msg = e.msg
+        if e.stream not in ("stdout", "stdin") or not isinstance(msg, dict):
+            return
+        if e.src == "client":
+            self._client(e.conn, e.seq, msg)
+        elif "method" not in msg and "id" in msg:
+            self._response(e.conn, e.seq, msg)
+        elif msg.get("method") == "session/update":
+            self._update(e.conn, e.seq, msg)
+
+    def _client(self, conn: int, seq: int, msg: dict[str, Any]) -> None:
+        params = model.as_object(msg.get("params"))
+        sid = params.get("sessionId")
+        if not isinstance(sid, str):
+            return
+        method = msg.get("method")
+        if method == "session/prompt":
+            self.streaming[sid] = set()
+        elif method == "session/resume" and "id" in msg:
+            requested = params.get("replayFrom") is not None
+            self.pending[_key(conn, msg["id"])] = _Resume(
+                conn, seq, sid, requested, live_ids=set(self.streaming.get(sid, ())))
+        self.known.add(sid)
+
+    def _update(self, conn: int, seq: int, msg: dict[str, Any]) -> None:
+        params = model.as_object(msg.get("params"))
+        sid, update = params.get("sessionId"), model.as_object(params.get("update"))
+        if not isinstance(sid, str):
+            return
+        utype = update.get("sessionUpdate")
+        rep = self._in_flight(conn, sid)
+        if rep is None and utype != MARKER:
+            child_of = next((r for r in self.pending.values() if r.conn == conn
+                             and r.requested and sid not in self.known), None)
+            if child_of is not None and utype in MESSAGE_UPDATES:
+                child_of.children.setdefault(sid, seq)
+                rep = child_of
+        if utype == MARKER:
+            self._marker(conn, seq, sid, rep)
+            return
+        mid = update.get("messageId")
+        if utype in MESSAGE_UPDATES and isinstance(mid, str):
+            if rep is None or rep.session != sid:
+                if model.is_chunk(str(utype)) and sid in self.streaming:
+                    self.streaming[sid].add(mid)
+            elif not rep.markers.get(sid):
+                self._window(rep, seq, str(utype), mid, update)
+        elif utype == "state_update" and update.get("state") == "idle":
+            self.streaming.pop(sid, None)
+        if rep is None:
+            self.known.add(sid)
+
+    def _window(self, rep: _Resume, seq: int, utype: str, mid: str,
+                update: dict[str, Any]) -> None:
+        """A message update of the resumed session before its marker."""
+        if model.is_chunk(utype) and mid in rep.live_ids and mid not in rep.upserted:
+            rule = "MID-V2-13/live-inside" if rep.replayed else "MID-V2-13/live-before-replay"
+            where = ("after the first replayed update and before the marker" if rep.replayed
+                     else "before the first replayed update")
+            self.found(rule, f"a chunk of the live message {short(mid)!r} arrives {where}: a "
+                       "client takes it as history", key=(rep.session, rep.seq, mid),
+                       entries=[rep.seq, seq], expected="live updates held back until the "
+                       "replay_complete marker", actual=utype)
+            return
+        rep.replayed = True
+        if not model.is_chunk(utype) and "content" in update:
+            rep.upserted.add(mid)
+
+    def _marker(self, conn: int, seq: int, sid: str, rep: _Resume | None) -> None:
+        if rep is None:
+            after = self.answered.get(sid)
+            why = ("after the session/resume response" if after is not None
+                   else "for a session with no session/resume in flight")
+            self.found("MID-V2-13/after-response", f"a replay_complete arrives {why}",
+                       key=(sid, seq), entries=([after] if after is not None else []) + [seq],
+                       expected="the marker before the resume response", actual=MARKER)
+            return
+        if not rep.requested:
+            self.found("MID-V2-13/unrequested", "a replay_complete arrives for a session/resume "
+                       "without replayFrom (or with null)", key=(rep.session, rep.seq),
+                       entries=[rep.seq, seq], expected="no marker: nothing was requested",
+                       actual=MARKER)
+            return
+        seen = rep.markers.setdefault(sid, [])
+        seen.append(seq)
+        if len(seen) == 2:
+            self.found("MID-V2-13/duplicate", f"two replay_complete updates for session "
+                       f"{short(sid)!r} in one session/resume", key=(rep.seq, sid),
+                       entries=[rep.seq, *seen], expected="one marker", actual="two or more")
+
+    def _response(self, conn: int, seq: int, msg: dict[str, Any]) -> None:
+        rep = self.pending.pop(_key(conn, msg["id"]), None)
+        if rep is None:
+            return
+        self.answered[rep.session] = seq
+        self.streaming.pop(rep.session, None)
+        if not rep.requested:
+            self.exercised("MID-V2-13/unrequested")
+            return
+        for rule in ("MID-V2-13/duplicate", "MID-V2-13/after-response"):
+            self.exercised(rule)
+        if rep.live_ids:
+            self.exercised("MID-V2-13/live-inside")
+            self.exercised("MID-V2-13/live-before-replay")
+        if "result" not in msg:
+            self._truncated(rep, seq, "the session/resume failed")
+            return
+        self.exercised("MID-V2-13/missing")
+        if not rep.markers.get(rep.session):
+            self.found("MID-V2-13/missing", f"the session/resume of {short(rep.session)!r} with "
+                       "replayFrom succeeds with no replay_complete before its response",
+                       key=(rep.session, rep.seq), entries=[rep.seq, seq],
+                       expected="one replay_complete on the resumed session before the response",
+                       actual="none")
+        for child, first in rep.children.items():
+            self.exercised("MID-V2-13/child")
+            if not rep.markers.get(child):
+                self.found("MID-V2-13/child", f"session {short(child)!r}, first seen during the "
+                           "replay, gets message updates but no replay_complete of its own "
+                           "before the response", key=(child, rep.seq),
+                           entries=[rep.seq, first, seq],
+                           expected="a replay_complete on the child's sessionId", actual="none")
+        for child in rep.children:
+            self.known.add(child)
+
+    def _truncated(self, rep: _Resume, seq: int, why: str) -> None:
+        self.exercised("MID-V2-13/truncated")
+        if rep.markers.get(rep.session):
+            return
+        self.found("MID-V2-13/truncated", f"{why} before a replay_complete: the replay of "
+                   f"{short(rep.session)!r} is truncated", key=(rep.session, rep.seq),
+                   entries=[rep.seq, seq], actual="no marker")
+
+    def on_conn_end(self, ev: ConnEnd) -> None:
+        if not self.on:
+            return
+        for key in [k for k, r in self.pending.items() if r.conn == ev.conn]:
+            rep = self.pending.pop(key)
+            if rep.requested:
+                self._truncated(rep, ev.seq, "the connection ended")

@@ -1,0 +1,218 @@
+"""Catalogue Appendix K on small hand-written transcripts: MID-A-10 (restated messages)
+and MID-V2-13 (the replay marker), both ways, with the profile gating and the marker
+closing the replay window. The live fixtures in fixtures/agents/ prove the same rules
+against running agents (test_agent_suite.py); these cover what a live drive cannot
+reach reliably (a resume while a prompt streams on the same connection)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from conformance.checks import Options, grade
+from conformance.profiles import get as get_profile
+from conformance.results import Outcome, Reason
+from conformance.transcript import Transcript
+
+PREVIEW = Options(profile=get_profile("acp-schema-1.21"))
+Line = tuple[str, dict[str, Any]]
+
+
+def transcript(protocol: int, lines: list[Line]) -> Transcript:
+    t = Transcript({"protocol": protocol})
+    for src, msg in lines:
+        t.add(0, src, "stdin" if src == "client" else "stdout", json.dumps(msg).encode())
+    return t
+
+
+def text(t: str) -> dict[str, str]:
+    return {"type": "text", "text": t}
+
+
+def upd(kind: str, mid: str | None = None, sid: str = "s", **rest: Any) -> Line:
+    u: dict[str, Any] = {"sessionUpdate": kind, **rest}
+    if mid is not None:
+        u["messageId"] = mid
+    return ("agent", {"jsonrpc": "2.0", "method": "session/update",
+                      "params": {"sessionId": sid, "update": u}})
+
+
+def req(rid: int, method: str, **params: Any) -> Line:
+    return ("client", {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+
+def res(rid: int, result: Any = None, error: bool = False) -> Line:
+    if error:
+        return ("agent", {"jsonrpc": "2.0", "id": rid,
+                          "error": {"code": -32603, "message": "boom"}})
+    return ("agent", {"jsonrpc": "2.0", "id": rid, "result": {} if result is None else result})
+
+
+def start(protocol: int) -> list[Line]:
+    return [req(0, "initialize", protocolVersion=protocol),
+            res(0, {"protocolVersion": protocol}), req(1, "session/new"),
+            res(1, {"sessionId": "s"})]
+
+
+def v2_turn(rid: int, body: list[Line]) -> list[Line]:
+    return [req(rid, "session/prompt", sessionId="s", prompt=[text("Hello")]),
+            res(rid, {"messageId": f"u{rid}"}),
+            upd("user_message", f"u{rid}", content=[text("Hello")]), *body,
+            upd("state_update", state="idle", stopReason="end_turn")]
+
+
+def v1_turn(rid: int, body: list[Line]) -> list[Line]:
+    return [req(rid, "session/prompt", sessionId="s", prompt=[text("Hello")]),
+            upd("user_message_chunk", "u", content=text("Hello")), *body,
+            res(rid, {"stopReason": "end_turn"})]
+
+
+def outcomes(lines: list[Line], protocol: int, select: list[str],
+             options: Options | None = None) -> dict[str, set[str]]:
+    found = grade(transcript(protocol, lines).entries, protocol=protocol,
+                  options=options or Options(), select=select)
+    out: dict[str, set[str]] = {}
+    for f in found:
+        out.setdefault(f.outcome.value, set()).add(f.requirement)
+    return out
+
+
+PARTS = ["Here is the ", "first reply", " to your prompt."]
+WHOLE = "".join(PARTS)
+
+
+def chunks(mid: str | None, parts: list[str] = PARTS) -> list[Line]:
+    return [upd("agent_message_chunk", mid, content=text(p)) for p in parts]
+
+
+@pytest.mark.parametrize("protocol,body,rule", [
+    (1, [*chunks("a"), upd("agent_message_chunk", "b", content=text(WHOLE))], "new-id"),
+    (2, [*chunks("a"), upd("agent_message", "b", content=[text(WHOLE)])], "new-id"),
+    (1, [*chunks(None), upd("agent_message_chunk", "b", content=text(WHOLE))], "id-flip"),
+    (1, [*chunks("a"), upd("agent_message_chunk", None, content=text(WHOLE))], "id-flip"),
+    (1, [*chunks("a"), upd("agent_message_chunk", "a", content=text(WHOLE))], "same-id-chunk"),
+    (2, [*chunks("a"), upd("agent_message_chunk", "a", content=text(WHOLE))], "same-id-chunk"),
+    # one new ID per chunk (MID-A-03/id-per-chunk) and a new one for the copy
+    (2, [*[upd("agent_message_chunk", f"c{n}", content=text(p)) for n, p in enumerate(PARTS)],
+         upd("agent_message", "c9", content=[text(WHOLE)])], "new-id"),
+    # other updates in between are allowed
+    (2, [*chunks("a"), upd("plan_update", planId="p", entries=[]),
+         upd("agent_message", "b", content=[text(" " + WHOLE + "\n")])], "new-id"),
+])
+def test_a_restatement_is_warned(protocol: int, body: list[Line], rule: str) -> None:
+    turn = v2_turn(2, body) if protocol == 2 else v1_turn(2, body)
+    found = outcomes(start(protocol) + turn, protocol, ["MID-A-10"])
+    assert found.get("warn") == {f"MID-A-10/{rule}"}, found
+
+
+@pytest.mark.parametrize("protocol,body", [
+    # the positive control: a v2 upsert with the run's ID replaces the content
+    (2, [*chunks("a"), upd("agent_message", "a", content=[text(WHOLE)])]),
+    # one chunk is not a run; a short text is never flagged
+    (1, [upd("agent_message_chunk", "a", content=text(WHOLE)),
+         upd("agent_message_chunk", "b", content=text(WHOLE))]),
+    (1, [*chunks("a", ["Done", "."]), upd("agent_message_chunk", "b", content=text("Done."))]),
+    # two real messages with the same text, each streamed
+    (1, [*chunks("a"), *chunks("b")]),
+    # a different text under a new ID
+    (2, [*chunks("a"), upd("agent_message", "b", content=[text("Something else entirely.")])]),
+])
+def test_no_restatement_passes(protocol: int, body: list[Line]) -> None:
+    turn = v2_turn(2, body) if protocol == 2 else v1_turn(2, body)
+    found = outcomes(start(protocol) + turn, protocol, ["MID-A-10"])
+    assert not {"warn", "fail"} & set(found), found
+    if protocol == 2 and body[-1][1]["params"]["update"]["sessionUpdate"] == "agent_message":
+        assert found.get("pass") == {"MID-A-10/new-id", "MID-A-10/id-flip",
+                                     "MID-A-10/same-id-chunk"}, found  # really judged
+
+
+def resume(rid: int, *, replay: str | None = "start", omit: bool = False) -> Line:
+    params: dict[str, Any] = {"sessionId": "s", "cwd": "/"}
+    if not omit:
+        params["replayFrom"] = None if replay is None else {"type": replay}
+    return req(rid, "session/resume", **params)
+
+
+REPLAYED = [upd("user_message", "u2", content=[text("Hello")]),
+            upd("agent_message", "a", content=[text(WHOLE)])]
+MARKER = upd("replay_complete")
+
+
+@pytest.mark.parametrize("window,rule,outcome", [
+    ([*REPLAYED, MARKER, res(5)], None, None),
+    ([MARKER, res(5)], None, None),  # nothing to replay: the marker still comes
+    ([*REPLAYED, res(5)], "missing", "fail"),
+    ([*REPLAYED, MARKER, MARKER, res(5)], "duplicate", "fail"),
+    ([*REPLAYED, res(5), MARKER], "after-response missing", "fail"),
+    ([*REPLAYED, res(5, error=True)], "truncated", "info"),
+    ([*REPLAYED, upd("agent_message", "k", sid="child", content=[text("sub")]), MARKER,
+      res(5)], "child", "fail"),
+    ([*REPLAYED, upd("agent_message", "k", sid="child", content=[text("sub")]), MARKER,
+      upd("replay_complete", sid="child"), res(5)], None, None),
+])
+def test_the_replay_marker(window: list[Line], rule: str | None, outcome: str | None) -> None:
+    lines = start(2) + v2_turn(2, chunks("a")) + [resume(5), *window]
+    found = outcomes(lines, 2, ["MID-V2-13"], PREVIEW)
+    bad = {o: rs for o, rs in found.items() if o in ("fail", "warn", "info")}
+    assert bad == ({} if rule is None else {outcome: {f"MID-V2-13/{r}" for r in rule.split()}}), found
+    if rule is None:
+        assert "MID-V2-13/missing" in found["pass"]
+
+
+@pytest.mark.parametrize("how", [{"omit": True}, {"replay": None}])
+def test_a_marker_without_replay_from_is_unrequested(how: dict[str, Any]) -> None:
+    lines = start(2) + v2_turn(2, chunks("a")) + [resume(5, **how), MARKER, res(5)]
+    found = outcomes(lines, 2, ["MID-V2-13"], PREVIEW)
+    assert found.get("fail") == {"MID-V2-13/unrequested"}, found
+    without = start(2) + v2_turn(2, chunks("a")) + [resume(5, **how), res(5)]
+    assert "fail" not in outcomes(without, 2, ["MID-V2-13"], PREVIEW)
+
+
+def test_the_older_profiles_do_not_apply_the_marker() -> None:
+    lines = start(2) + v2_turn(2, chunks("a")) + [resume(5), *REPLAYED, res(5), MARKER]
+    for name in ("acp-sdk-2.4.0", "acp-repo-2026-08-22"):
+        found = grade(transcript(2, lines).entries, protocol=2,
+                      options=Options(profile=get_profile(name)), select=["MID-V2-13"])
+        assert {f.outcome for f in found} == {Outcome.NOT_APPLICABLE}
+        assert {f.reason for f in found} == {Reason.ALLOWED_BY_PROFILE}
+        # replay_complete is an unknown update kind there: kept, never a failure
+        every = grade(transcript(2, lines).entries, protocol=2,
+                      options=Options(profile=get_profile(name)))
+        assert not [f for f in every if f.outcome in (Outcome.FAIL, Outcome.WARN)], every
+
+
+def test_the_marker_closes_the_replay_window() -> None:
+    """Under acp-schema-1.21 an update after the marker is live, also before the response:
+    it is not a replayed message after the response (MID-V2-06/after-response) nor one
+    without a primer (MID-V2-12). Without the profile the response closes the window."""
+    after = upd("agent_message", "live", content=[text("A live note.")])
+    late = upd("agent_message", "late", content=[text("Later.")])
+    lines = start(2) + v2_turn(2, chunks("a")) + [resume(5), *REPLAYED, MARKER, after,
+                                                   res(5), late]
+    preview = outcomes(lines, 2, ["MID-V2-06"], PREVIEW)
+    assert "fail" not in preview, preview
+    older = outcomes(lines, 2, ["MID-V2-06"], Options(profile=get_profile("acp-sdk-2.4.0")))
+    assert older.get("fail") == {"MID-V2-06/after-response"}, older
+
+
+def test_a_live_chunk_inside_the_replay_window() -> None:
+    """A resume while a prompt streams on the same connection: a chunk of the live
+    message after the first replayed update and before the marker warns; before the
+    first replayed update it is recorded (info); after an upsert of its ID it passes."""
+    streaming = start(2) + [req(2, "session/prompt", sessionId="s", prompt=[text("Hi")]),
+                            res(2, {"messageId": "u2"}),
+                            upd("user_message", "u2", content=[text("Hi")]),
+                            upd("agent_message_chunk", "live", content=text("Part 1; "))]
+    live = upd("agent_message_chunk", "live", content=text("part 2; "))
+    inside = streaming + [resume(5), *REPLAYED, live, MARKER, res(5)]
+    assert outcomes(inside, 2, ["MID-V2-13"], PREVIEW).get("warn") == {
+        "MID-V2-13/live-inside"}
+    before = streaming + [resume(5), live, *REPLAYED, MARKER, res(5)]
+    found = outcomes(before, 2, ["MID-V2-13"], PREVIEW)
+    assert found.get("info") == {"MID-V2-13/live-before-replay"} and "warn" not in found
+    primed = streaming + [resume(5), *REPLAYED,
+                          upd("agent_message", "live", content=[text("Part 1; ")]), live,
+                          MARKER, res(5)]
+    assert not {"warn", "fail"} & set(outcomes(primed, 2, ["MID-V2-13"], PREVIEW))
