@@ -318,7 +318,7 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
             f.transcript.save(path)
             saved_paths[i] = str(path)
         if f.key in result.unshrunk:
-            out("  not shrunk to the end: the run was stopped while it shrank")
+            out("  not shrunk to the end: the run was stopped before shrinking ended")
         # in place of what was stored when it was found
         saved = ns.keeper.final(f, shrunk=f.key not in result.unshrunk)
         if saved is not None:
