@@ -75,7 +75,7 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
                    help="a Hypothesis example database shared with other runs, workers and "
                         "machines: a directory, redis://host:port/db (the redis extra) or "
                         "github:OWNER/REPO[/ARTIFACT] (a CI job's uploaded database, read-only, "
-                        "with writes to .hypothesis/examples under --out); its counterexamples "
+                        "with writes to hypothesis/examples in the --out folder); its counterexamples "
                         "are replayed first, new ones are added")
     r.add_argument("--emit-case", type=Path, default=None, metavar="FILE.yaml",
                    help="also write each shrunk counterexample as a case of one case file "
