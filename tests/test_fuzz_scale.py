@@ -285,7 +285,7 @@ def test_sigterm_while_shrinking_keeps_the_counterexample(tmp_path: Path) -> Non
     [header] = regression_headers(regs)  # the smallest so far, in place of the unshrunk
     assert header["finding"]["requirement"] == "MID-S-01/type"  # type: ignore[index]
     assert header["shrunk"] is False  # stopped while it shrank, and says so
-    assert "not shrunk to the end: the run was stopped while it shrank" in stdout
+    assert "not shrunk to the end: the run was stopped before shrinking ended" in stdout
     assert len(header["steps"]) <= len(unshrunk["steps"])  # type: ignore[arg-type]
     data = load_json(report)
     assert data["summary"]["verdict"] == "fail" and data["fuzz"]["workers"] == 1
@@ -308,3 +308,53 @@ def test_the_shrink_budget_bounds_shrinking(tmp_path: Path) -> None:
     assert time.monotonic() - started < 60
     [header] = regression_headers(regs)
     assert "shrunk" not in header
+
+
+def test_sigterm_stops_the_workers_and_keeps_one_file(tmp_path: Path) -> None:
+    """SIGTERM to a ``--workers 2`` run while the workers generate: each worker stops and
+    reports what it holds, the run saves one file per broken rule (the workers' unshrunk
+    files replaced), prints it, writes the report, and no agent process is left."""
+    regs, report = tmp_path / "regs", tmp_path / "r.json"
+    env, mark = cli_env(), str(tmp_path)
+    env["ACP_SLOW_SECONDS"] = "1"
+    env["ACP_TEST_MARK"] = mark  # inherited by the workers and their agents
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "conformance", "fuzz", "--agent", agent("_slow_numeric_id"),
+         "--protocol", "1", "--max-examples", "40", "--seed", "1", "--workers", "2",
+         "--regressions", str(regs), "--out", str(tmp_path / "out"), "--json", str(report)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(regs.glob("*.jsonl")):
+            time.sleep(0.1)  # a worker found it and stored it at once
+        assert list(regs.glob("*.jsonl")), "no worker stored a failure"
+        assert len(_marked(mark)) > 3  # the run, its workers and their agents: seen alive
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
+    assert "Traceback" not in stderr and "interrupted by SIGTERM" in stderr
+    assert "FAIL MID-S-01/type (v1)" in stdout
+    [header] = regression_headers(regs)
+    assert header["finding"]["requirement"] == "MID-S-01/type"  # type: ignore[index]
+    assert not [p for p in regs.iterdir() if not p.name.endswith(".jsonl")]
+    data = load_json(report)
+    assert data["fuzz"]["workers"] == 2 and data["summary"]["verdict"] == "fail"
+    time.sleep(1)  # the workers' last retired agents are ended in the background
+    assert not _marked(mark), "agent processes outlived the run"
+
+
+def _marked(mark: str) -> list[int]:
+    """Processes whose environment holds ``ACP_TEST_MARK=mark`` (this test's only)."""
+    needle = f"ACP_TEST_MARK={mark}".encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

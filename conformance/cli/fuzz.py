@@ -75,7 +75,7 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
                    help="a Hypothesis example database shared with other runs, workers and "
                         "machines: a directory, redis://host:port/db (the redis extra) or "
                         "github:OWNER/REPO[/ARTIFACT] (a CI job's uploaded database, read-only, "
-                        "with writes to .hypothesis/examples under --out); its counterexamples "
+                        "with writes to hypothesis/examples in the --out folder); its counterexamples "
                         "are replayed first, new ones are added")
     r.add_argument("--emit-case", type=Path, default=None, metavar="FILE.yaml",
                    help="also write each shrunk counterexample as a case of one case file "
@@ -318,7 +318,7 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
             f.transcript.save(path)
             saved_paths[i] = str(path)
         if f.key in result.unshrunk:
-            out("  not shrunk to the end: the run was stopped while it shrank")
+            out("  not shrunk to the end: the run was stopped before shrinking ended")
         # in place of what was stored when it was found
         saved = ns.keeper.final(f, shrunk=f.key not in result.unshrunk)
         if saved is not None:
