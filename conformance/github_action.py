@@ -11,9 +11,10 @@ installed, so it uses the standard library only:
 * ``run``: run the suite with the action's inputs (``INPUT_*`` environment
   variables: an agent, a client, or a proxy in front of the suite's agent double or of
   the agent), write JSON, JUnit, HTML, Markdown and the transcripts into the output
-  folder, let the suite annotate each failing rule (``--github-annotations``), append the Markdown summary to ``$GITHUB_STEP_SUMMARY``, and set the step
-  outputs ``verdict`` (pass, fail or error), ``json``, ``junit``, ``html`` and
-  ``markdown``. The step exits with the suite's exit status.
+  folder, let the suite annotate each failing rule (``--github-annotations``), append
+  the Markdown summary to ``$GITHUB_STEP_SUMMARY``, and set the step outputs
+  ``verdict`` (pass, fail or error), ``json``, ``junit``, ``html`` and ``markdown``.
+  The step exits with the suite's exit status.
 """
 
 from __future__ import annotations

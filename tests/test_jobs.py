@@ -80,6 +80,12 @@ def report(path: Path) -> dict[str, Any]:
     for r in data["results"]:  # how far a timed turn got moves its entry numbers
         if r["case"].startswith(TIMED) and "entries" in (r.get("evidence") or {}):
             r["evidence"]["entries"] = "N"
+        evidence = r.get("evidence") or {}
+        if evidence.get("transcript"):  # each run's own folder
+            evidence["transcript"] = Path(evidence["transcript"]).name
+        if "lines" in evidence:  # the target's session IDs and pids differ from run to run
+            evidence["lines"] = [re.sub(r"sess_[0-9a-f]{32}|\"pid\": \d+", "X", line)
+                                 for line in evidence["lines"]]
     return dict(data)
 
 

@@ -27,8 +27,9 @@ def test_client_html_without_transcripts_shows_the_wire(tmp_path: Path) -> None:
     html = tmp_path / "report.html"
     proc = run_cli("--client", REFERENCE_CLIENT, "--client-profile", CLIENT_PROFILE,
                    "--case", "client-grouping", "--protocol", "1", "--html", str(html),
-                   "--json", str(tmp_path / "r.json"))
+                   "--json", str(tmp_path / "r.json"), "--no-transcripts")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not (tmp_path / "transcripts").exists()  # kept beside the reports unless told not
     page = html.read_text(encoding="utf-8")
     assert "no transcript was saved for this case" not in page
     assert "session/prompt" in page  # the wire lines are on the page

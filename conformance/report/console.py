@@ -159,7 +159,7 @@ def _failures(result: RunResult, rows: dict[str, dict[int, list[Finding]]],
                          + (f" of {first.case}" if first.case else ""))
         if transcripts.get(first.case):
             lines.append(f"    transcript: {safe(transcripts[first.case])}")
-        lines += [f"    {line}" for line in first.wire]  # the lines, safe when attached
+        lines += [f"    {safe(line, 300)}" for line in first.wire]  # the lines it points at
     return lines
 
 

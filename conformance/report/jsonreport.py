@@ -34,7 +34,8 @@ register does.
 
 No wall-clock times appear in it: the optional top-level ``date`` (the day of
 the run, for the certification statement) is the only date, and it is outside
-``results``, so two runs of the same target compare equal apart from it.
+``results``, so two runs of the same target compare equal apart from it (and
+from what the target itself varies, such as the session IDs in ``evidence.lines``).
 ``graded_against`` names the register's revision (``catalogue``), the profile's
 spec source and schema versions, and the suite's version, so two reports can be
 compared. ``summary.headline`` is the verdict as the statement says it: ``PASS,

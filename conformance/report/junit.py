@@ -11,6 +11,9 @@ from conformance.report.text import xml_safe
 from conformance.results import SEVERITY, Finding, Outcome, RunResult
 from conformance.transcript import write_atomic
 
+EVIDENCE_OF = 2  # findings of a row whose transcript and wire lines the body carries
+BODY_LIMIT = 16000  # characters of a failure body (the evidence of two findings fits)
+
 
 def to_xml(result: RunResult) -> str:
     suites = ET.Element("testsuites", name="acp-conformance")
@@ -34,11 +37,12 @@ def to_xml(result: RunResult) -> str:
                 f"[{f.outcome.value}] {f.shown_message} entries={list(f.entries)}"
                 + (f" expected={f.expected!r}" if f.expected is not None else "")
                 + (f" actual={f.actual!r}" if f.actual is not None else "")
-                + "".join(f"\n  {line}" for line in evidence_text(f)) for f in fs)
+                + "".join(f"\n  {line}" for line in evidence_text(f) if i < EVIDENCE_OF)
+                for i, f in enumerate(fs))
             if worst.outcome is Outcome.FAIL:
                 failures += 1
                 el = ET.SubElement(tc, "failure", message=xml_safe(worst.shown_message, 500))
-                el.text = xml_safe(text)
+                el.text = xml_safe(text, BODY_LIMIT)
             elif worst.outcome is Outcome.NOT_APPLICABLE:
                 skipped += 1
                 if worst.reason is not None:  # the code, for a consumer that must not parse
@@ -47,7 +51,7 @@ def to_xml(result: RunResult) -> str:
                 ET.SubElement(tc, "skipped", message=xml_safe(worst.message, 500))
             elif worst.outcome in (Outcome.WARN, Outcome.INFO):
                 out = ET.SubElement(tc, "system-out")
-                out.text = xml_safe(text)
+                out.text = xml_safe(text, BODY_LIMIT)
         suite.set("tests", str(len(rows)))
         suite.set("failures", str(failures))
         suite.set("skipped", str(skipped))
