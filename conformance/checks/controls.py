@@ -155,13 +155,14 @@ class Differential:
     def crashed(self, probe: str) -> bool:
         return probe in self.crashes
 
-    def _crash(self, probe: str, view: ControlView | None, why: str) -> None:
+    def _crash(self, probe: str, view: ControlView | None, why: str,
+               at: tuple[int, ...] = ()) -> None:
         crash = self.crashes.pop(probe, None)
         if crash is None:
             return
-        if view is None:  # the control killed it too, or was never shown
+        if view is None:  # the control killed it too (at its entries ``at``), or was not shown
             self.checker.found("MID-C-08/crash", f"{crash.message}; " + (
-                why or "no control stream tells why"), entries=crash.entries,
+                why or "no control stream tells why"), entries=crash.entries + at,
                 expected="the client alive, showing the turn", actual=crash.tail,
                 protocol=crash.protocol)
             return
@@ -182,9 +183,11 @@ class Differential:
     def exercise(self, rule: str, protocol: int) -> None:
         self.exercised.add((rule, protocol))
 
-    def control(self, probe: str, view: ControlView | None, why: str = "") -> None:
-        """The control of turn ``probe`` was shown (``view``), or not (None, with ``why``)."""
-        self._crash(probe, view, why)
+    def control(self, probe: str, view: ControlView | None, why: str = "",
+                at: tuple[int, ...] = ()) -> None:
+        """The control of turn ``probe`` was shown (``view``), or not (None, with ``why``;
+        ``at``: the entries where the client died on it)."""
+        self._crash(probe, view, why, at)
         for h in self.held.pop(probe, []):
             same = shown_same(h.issue.test, view) if view is not None else None
             if same is False:

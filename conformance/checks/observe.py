@@ -179,15 +179,21 @@ class ShownMessages(Checker):
         control_of, control = str(data.get("control_of") or ""), str(data.get("control") or "")
         if data.get("exited"):
             why = str(data.get("why") or "the client exited")
+            # The control of a probe the client died on: its own death decides that crash
+            # (MID-C-08/crash, once), it is no second fault.
+            decides = bool(control_of) and self.diff.crashed(control_of)
             if control_of:
-                self.diff.control(control_of, None, f"{why} during the control stream")
-            tested = sorted(specific - {"MID-C-02/order", "MID-C-02/split", "MID-V2-04/meta"})
+                self.diff.control(control_of, None, f"{why} during the control stream",
+                                  at=(e.seq,))
+            tested = sorted(specific - {"MID-C-02/order", "MID-C-02/split", "MID-V2-04/meta",
+                                        "MID-C-03/prompt-twice"})
             causes = [r for r in tested if has_cause(r)]
             if causes and control and not control_of:  # its control decides the cause
                 self.diff.hold_crash(str(data.get("turn")), Crash(
                     causes, f"{why} after a stream that tests {', '.join(tested)}",
                     (e.seq,), data.get("tail", ""), protocol))
-            elif tested:  # it died on message-ID input: that is the fault (its exit follows)
+            elif tested and not decides:  # it died on message-ID input: the fault (its exit
+                # follows)
                 self.found("MID-C-08/crash", f"{why} after a stream that tests "
                            f"{', '.join(tested)}", entries=[e.seq],
                            expected="the client alive, showing the turn",
