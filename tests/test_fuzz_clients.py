@@ -130,3 +130,28 @@ def test_a_fuzzed_cause_its_control_confirms_is_kept_and_replays(tmp_path: Path)
     fixed = replay_client(reg, args(client_adapter=REFERENCE_ADAPTER), options=Options(),
                           strict=True)
     assert (still.status, fixed.status) == (regressions.STILL_FAILING, regressions.FIXED)
+
+
+@pytest.mark.parametrize("name,rule", [("exit_on_null_id", "MID-C-04"),
+                                       ("exit_on_second_message", "MID-C-08/crash")])
+def test_a_fuzzed_crash_is_put_down_to_its_stream_by_its_control(name: str, rule: str) -> None:
+    """A client that dies on a stream is shown the stream's control: when it survives
+    that, the crash is the fault of the rule the stream tests (with the exit and the
+    unanswered probe as its consequences); when the control kills it too, it is
+    MID-C-08/crash."""
+    target = ClientTarget(name, adapter=adapter(name))
+    stream = {**client_fuzz.stream_of(1, [{"agent": "Alpha. ", "id": "a1"},
+                                          {"agent": "Beta. ", "id": None},
+                                          {"agent": "Gamma. ", "id": "a2"}])}
+    crash = client_fuzz.play_stream(target, 1, stream, options=Options())
+    first = [f for f in crash.findings if f.outcome.value == "fail"]
+    assert {f.requirement for f in first} >= {"MID-C-08/crash"}, first
+    failure = client_fuzz.Failure(next(f for f in first if f.requirement == "MID-C-08/crash"),
+                                  1, [], crash.transcript, first, role="client", stream=stream)
+    confirmed = client_fuzz.confirm_cause(failure, target, Options(), True, None)
+    assert confirmed.stream["controls"] is True
+    assert confirmed.requirement == rule, [(f.requirement, f.message) for f in confirmed.findings]
+    if rule != "MID-C-08/crash":
+        assert "its control (the same turn with ordinary IDs) was shown" in \
+            confirmed.finding.message
+        assert any(c.startswith("MID-C-08/exit") for c in confirmed.finding.consequences)

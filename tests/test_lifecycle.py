@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO_ROOT, run_cli
 
 REFERENCE_AGENT = f"{sys.executable} -m conformance.reference.agent"
@@ -106,8 +107,14 @@ def test_a_dead_target_collects_no_pass(tmp_path: Path) -> None:
     assert all(r.get("reason") for r in report["results"] if r["outcome"] == "not_applicable")
 
 
-def test_a_crash_graded_as_a_fault_carries_its_consequences(tmp_path: Path) -> None:
-    client = REPO_ROOT / "fixtures" / "clients" / "exit_on_null_id.py"
+@pytest.mark.parametrize("fixture,cause,fails", [
+    # the control (ordinary IDs) kills it too: the crash itself is the fault
+    ("exit_on_second_message", "MID-C-08/crash", 1),
+    # the control is shown: the null ID killed it (graded under both of its names)
+    ("exit_on_null_id", "MID-C-04", 2)])
+def test_a_crash_graded_as_a_fault_carries_its_consequences(tmp_path: Path, fixture: str,
+                                                            cause: str, fails: int) -> None:
+    client = REPO_ROOT / "fixtures" / "clients" / f"{fixture}.py"
     out = tmp_path / "r.json"
     proc = run_cli("--client", f"{sys.executable} {client} --agent-cmd {{agent}}",
                    "--client-profile", CLIENT_PROFILE, "--protocol", "1",
@@ -117,14 +124,18 @@ def test_a_crash_graded_as_a_fault_carries_its_consequences(tmp_path: Path) -> N
     by_rule: dict[str, list[dict[str, object]]] = {}
     for r in report["results"]:
         by_rule.setdefault(r["requirement"], []).append(r)
-    cause = [r for r in by_rule["MID-C-08/crash"] if r["outcome"] == "fail"]
-    assert len(cause) == 1, by_rule["MID-C-08/crash"]
-    assert "MID-C-04" in str(cause[0]["message"])  # it names the rules the stream tested
-    assert any("MID-C-08/exit" in c for c in cause[0]["consequences"])  # type: ignore[union-attr]
-    for rule in ("MID-C-08/exit", "MID-C-08/probe"):
-        assert [r["outcome"] for r in by_rule[rule]] == ["not_applicable"], by_rule[rule]
-        assert "consequence of the MID-C-08/crash fault" in str(by_rule[rule][0]["message"])
-    assert report["summary"]["fail"] == 1  # the crash, once: no MID-C-04, no exit, no probe
+    found = [r for r in by_rule[cause] if r["outcome"] == "fail"]
+    assert len(found) == 1, by_rule[cause]
+    assert "MID-C-04" in str(found[0]["message"])  # it names the rules the stream tested
+    assert any("MID-C-08/exit" in c for c in found[0]["consequences"])  # type: ignore[union-attr]
+    for rule in ("MID-C-08/exit", "MID-C-08/probe"):  # each exit (probe, control) folded
+        assert {r["outcome"] for r in by_rule[rule]} == {"not_applicable"}, by_rule[rule]
+        assert all(f"consequence of the {cause} fault" in str(r["message"])
+                   for r in by_rule[rule])
+    if cause != "MID-C-08/crash":  # the crash row says where the fault went, never "pass"
+        assert [r["outcome"] for r in by_rule["MID-C-08/crash"]] == ["not_applicable"]
+        assert "the fault is graded there" in str(by_rule["MID-C-08/crash"][0]["message"])
+    assert report["summary"]["fail"] == fails  # one fault: no exit, no probe
 
 
 def test_reasons_and_what_was_graded_against_reach_every_report(tmp_path: Path) -> None:

@@ -288,8 +288,8 @@ def test_an_agent_with_only_a_common_tool_name_gets_its_tool_turn(tmp_path: Path
     """Real agents declare list_files, read_file, search_files, grep, terminal or bash
     and nothing of the older list: each is called, with safe arguments, so the
     text-tool-text turn is played."""
-    rc, report, out = conformance(tmp_path, "--model-server", "--agent-env",
-                                  f"LLM_AGENT_TOOLS=write_file,{tool}")
+    rc, _report, out = conformance(tmp_path, "--model-server", "--agent-env",
+                                   f"LLM_AGENT_TOOLS=write_file,{tool}")
     assert rc == 0, out
     assert "declared no tool" not in out
     header = json.loads((tmp_path / "t" / "ids-across-turns@v1.jsonl").read_text(
@@ -301,8 +301,8 @@ def test_an_agent_with_only_a_common_tool_name_gets_its_tool_turn(tmp_path: Path
 
 
 def test_a_run_says_once_that_the_agent_declared_no_usable_tool(tmp_path: Path) -> None:
-    rc, report, out = conformance(tmp_path, "--model-server", "--agent-env",
-                                  "LLM_AGENT_TOOLS=write_file")
+    rc, _report, out = conformance(tmp_path, "--model-server", "--agent-env",
+                                   "LLM_AGENT_TOOLS=write_file")
     assert rc == 0, out
     lines = [line for line in out.splitlines() if "declared no tool" in line]
     assert len(lines) == 1, out  # three turns without a tool: said once

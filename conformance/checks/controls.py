@@ -20,6 +20,13 @@ A probe issue with a cause is held until its control is shown, then:
   content: fail);
 * no control was shown (the case ended first): no cause can be named either.
 
+A client that dies on a probe stream is decided the same way (the suite starts it
+again and shows it the control): when the control is shown, the crash is the
+fault of the rule the stream tests (its exit and unanswered probe are folded
+into that fail as consequences, ``lifecycle.fold_consequences``); when the
+control kills it too, or no control is shown, the crash is ``MID-C-08/crash``,
+whatever the IDs.
+
 Pure: the observation checker (:mod:`conformance.checks.observe`) feeds it.
 """
 
@@ -112,6 +119,17 @@ def shown_same(test: tuple[str, ...], view: ControlView) -> bool | None:
 
 
 @dataclass
+class Crash:
+    """A client's exit on a probe stream, held until its control is shown."""
+
+    causes: list[str]  # the cause-specific rules the stream tests
+    message: str  # "<why> after a stream that tests ..."
+    entries: tuple[int, ...]
+    tail: Any
+    protocol: int
+
+
+@dataclass
 class _Held:
     issue: Issue
     entries: tuple[int, ...]
@@ -128,6 +146,36 @@ class Differential:
     exercised: set[tuple[str, int]] = field(default_factory=set)
     unattributable: set[str] = field(default_factory=set)
     reported: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
+    crashes: dict[str, Crash] = field(default_factory=dict)  # probe turn -> its crash
+    crash_attributed: bool = False  # a crash was put down to the rule its stream tests
+
+    def hold_crash(self, probe: str, crash: Crash) -> None:
+        self.crashes[probe] = crash
+
+    def crashed(self, probe: str) -> bool:
+        return probe in self.crashes
+
+    def _crash(self, probe: str, view: ControlView | None, why: str,
+               at: tuple[int, ...] = ()) -> None:
+        crash = self.crashes.pop(probe, None)
+        if crash is None:
+            return
+        if view is None:  # the control killed it too (at its entries ``at``), or was not shown
+            self.checker.found("MID-C-08/crash", f"{crash.message}; " + (
+                why or "no control stream tells why"), entries=crash.entries + at,
+                expected="the client alive, showing the turn", actual=crash.tail,
+                protocol=crash.protocol)
+            return
+        self.crash_attributed = True
+        for rule in crash.causes:
+            self.checker.found(rule, f"{crash.message}; its control (the same turn with "
+                               "ordinary IDs) was shown: the stream's IDs killed it",
+                               entries=crash.entries, expected="the client alive, showing "
+                               "the turn", actual=crash.tail, protocol=crash.protocol)
+        self.checker.not_applicable(
+            "MID-C-08/crash", f"not testable: the client died on a stream that tests "
+            f"{', '.join(crash.causes)} and showed its control: the fault is graded there",
+            Reason.NOT_ATTRIBUTABLE)
 
     def hold(self, probe: str, issue: Issue, entries: tuple[int, ...], protocol: int) -> None:
         self.held.setdefault(probe, []).append(_Held(issue, entries, protocol))
@@ -135,8 +183,11 @@ class Differential:
     def exercise(self, rule: str, protocol: int) -> None:
         self.exercised.add((rule, protocol))
 
-    def control(self, probe: str, view: ControlView | None, why: str = "") -> None:
-        """The control of turn ``probe`` was shown (``view``), or not (None, with ``why``)."""
+    def control(self, probe: str, view: ControlView | None, why: str = "",
+                at: tuple[int, ...] = ()) -> None:
+        """The control of turn ``probe`` was shown (``view``), or not (None, with ``why``;
+        ``at``: the entries where the client died on it)."""
+        self._crash(probe, view, why, at)
         for h in self.held.pop(probe, []):
             same = shown_same(h.issue.test, view) if view is not None else None
             if same is False:
@@ -166,6 +217,8 @@ class Differential:
                                actual=h.issue.actual, protocol=h.protocol)
 
     def finish(self) -> None:
+        for name in list(self.crashes):
+            self._crash(name, None, "the case ended before the control stream was shown")
         for name in list(self.held):
             self.control(name, None, "the case ended before the control stream was shown")
         for rule, protocol in sorted(self.exercised):

@@ -24,7 +24,7 @@ from typing import Any
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
 from conformance.checks.compare import Issue, compare
-from conformance.checks.controls import Differential, control_view, has_cause
+from conformance.checks.controls import Crash, Differential, control_view, has_cause
 from conformance.checks.events import Frame, MessageEvent, OtherUpdate, ReplayStart, TurnStart
 from conformance.checks.reducer import UNSET, Reducer, hazardous, locate, related, shown_from
 from conformance.results import Reason
@@ -70,8 +70,7 @@ class ShownMessages(Checker):
         _rule("MID-C-03/split", "chunks of one ID stay one message, even across a tool call"),
         _rule("MID-C-03/content", "each message shows exactly its chunks, in order, once"),
         _rule("MID-C-03/prompt-twice", "the prompt the client shows and the agent's v1 live "
-              "echo of it are shown once (how the two are reconciled is the client's)",
-              versions=(1,)),
+              "echo of it are shown once (how the two are reconciled is the client's)"),
         _rule("MID-C-03/order", "messages are shown in order of first appearance "
               "(not normative)"),
         _rule("MID-C-04", "a null messageId and an omitted one render the same (v1)",
@@ -180,16 +179,28 @@ class ShownMessages(Checker):
         control_of, control = str(data.get("control_of") or ""), str(data.get("control") or "")
         if data.get("exited"):
             why = str(data.get("why") or "the client exited")
+            # The control of a probe the client died on: its own death decides that crash
+            # (MID-C-08/crash, once), it is no second fault.
+            decides = bool(control_of) and self.diff.crashed(control_of)
             if control_of:
-                self.diff.control(control_of, None, f"{why} during the control stream")
-            tested = sorted(specific - {"MID-C-02/order", "MID-C-02/split", "MID-V2-04/meta"})
-            if tested:  # it died on message-ID input: that is the fault (its exit follows)
+                self.diff.control(control_of, None, f"{why} during the control stream",
+                                  at=(e.seq,))
+            tested = sorted(specific - {"MID-C-02/order", "MID-C-02/split", "MID-V2-04/meta",
+                                        "MID-C-03/prompt-twice"})
+            causes = [r for r in tested if has_cause(r)]
+            if causes and control and not control_of:  # its control decides the cause
+                self.diff.hold_crash(str(data.get("turn")), Crash(
+                    causes, f"{why} after a stream that tests {', '.join(tested)}",
+                    (e.seq,), data.get("tail", ""), protocol))
+            elif tested and not decides:  # it died on message-ID input: the fault (its exit
+                # follows)
                 self.found("MID-C-08/crash", f"{why} after a stream that tests "
                            f"{', '.join(tested)}", entries=[e.seq],
                            expected="the client alive, showing the turn",
                            actual=data.get("tail", ""), protocol=protocol)
             return  # else the exit (or hang) is the fault, graded where it is seen
-        self.exercised("MID-C-08/crash", protocol)
+        if not (control_of and self.diff.crashed(control_of)):
+            self.exercised("MID-C-08/crash", protocol)
         kinds = data.get("kinds") or ("user", "agent", "thought")
         if control_of:  # evidence for its probe's findings, not graded on its own
             visible = [x for x in expected if x.kind in kinds and x.blocks]
@@ -227,6 +238,9 @@ class ShownMessages(Checker):
 
     def finish(self) -> None:
         self.diff.finish()
+        if self.diff.crash_attributed:
+            # The client did die: "it survives every stream" passes for no earlier turn.
+            self._seen.pop("MID-C-08/crash", None)
         if self.observed:  # what was exercised or found keeps its row; the rest says why
             for rule in self.rules:
                 self.not_applicable(rule.id, f"not testable: {NOT_REACHED}", Reason.NOT_TESTABLE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,9 @@ def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str,
             progress.close()
             if model is not None:
                 model.stop()
+                notice = model.tool_notice()
+                if notice:  # once per run: its tool turns were played without a tool
+                    print(notice, file=sys.stderr, flush=True)
         return report_run(ns, result, baseline=baseline, cases=all_cases, scratch=bool(tmp),
                           masker=masker)
 

@@ -316,7 +316,11 @@ class ClientDrive:
                     turn = build_turn(case, step["play"], protocol, self.ids,
                                       controls=self.controls)
                     self.current[0] = turn
-                    client.play(turn)
+                    try:
+                        client.play(turn)
+                    except ClientAborted as exc:
+                        self._control_after_exit(turn, step["play"], exc)
+                        raise
                     self.history.append(turn)
                     if _asked_lower(client, protocol):
                         return  # one turn shows what the client does next; it is recorded
@@ -330,6 +334,22 @@ class ClientDrive:
         except ClientAborted as exc:
             exc.fault = f"{exc.kind} at {where}" if exc.kind else ""
             raise
+
+    def _control_after_exit(self, turn: TurnScript, name: str, exc: ClientAborted) -> None:
+        """A client that exited on a probe stream is started again and shown the stream's
+        control (the same turn with ordinary IDs): whether it survives that decides the
+        crash's cause (checks/controls.py). The case still ends with the exit."""
+        if (not turn.control or isinstance(exc, ClientCut)
+                or not exc.kind.startswith(("exited", "raised"))):
+            return  # a hang, a flood, a cut: no crash to decide
+        client = self.client
+        try:
+            client.stop()
+            client.start()
+            self.current[0] = build_control(self.case, name, self.protocol, self.ids)
+            client.play(self.current[0])
+        except ClientAborted:
+            pass  # the control's own ending is in its observation: it decides the crash
 
     def stop(self, hurry: bool) -> None:
         if self.client is not None:

@@ -198,7 +198,7 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
     played = play_client_case(run, case, protocol, target.label,
                               controls=bool(stream.get("controls")))
     findings = grade_entries(played.transcript.entries, protocol=protocol, options=options,
-                         role="client", schema_dir=schema_dir)
+                              role="client", schema_dir=schema_dir)
     return StreamRun(played.transcript, findings, played.note)
 
 
@@ -346,8 +346,10 @@ def delete_steps(failure: Failure, target: ClientTarget, options: Options, stric
 
 def names_a_cause(requirement: str) -> bool:
     """A rule whose finding says why the client is wrong, or the generic one it falls back
-    to (MID-C-03: a control can show the cause was an ID property after all)."""
-    return requirement.split("/", 1)[0] in (*CAUSE_RULES, "MID-C-03")
+    to (MID-C-03: a control can show the cause was an ID property after all), or a crash
+    (MID-C-08/crash: a control shown fine puts it down to the rule the stream tests)."""
+    return (requirement.split("/", 1)[0] in (*CAUSE_RULES, "MID-C-03")
+            or requirement == "MID-C-08/crash")
 
 
 def confirm_cause(failure: Failure, target: ClientTarget, options: Options, strict: bool,
@@ -372,8 +374,9 @@ def confirm_cause(failure: Failure, target: ClientTarget, options: Options, stri
         return failure
     same = [f for f in bad if f.requirement == failure.requirement]
     generic = [f for f in bad if f.requirement.startswith("MID-C-03")]  # not attributable
-    confirmed = Failure((same or generic or bad)[0], failure.protocol, [], run.transcript, bad,
-                        role="client", stream=stream)
+    causes = [f for f in bad if names_a_cause(f.requirement)]  # a crash its control decided
+    confirmed = Failure((same or generic or causes or bad)[0], failure.protocol, [],
+                        run.transcript, bad, role="client", stream=stream)
     confirmed.shrink_attempts = failure.shrink_attempts
     return confirmed
 
@@ -463,8 +466,10 @@ def replay_client(reg: Any, choice: ClientChoice, *, options: Options, strict: b
         run = play_stream(target, reg.protocol, reg.stream, options=options,
                           schema_dir=schema_dir)
         bad = violations(run.findings, strict)
-        same = [f for f in bad if f.requirement == reg.requirement]
-        others = [f for f in bad if f.requirement != reg.requirement]
+        # A fault now reported as another's consequence (an exit after a crash) still fails.
+        same = [f for f in bad if f.requirement == reg.requirement
+                or any(c.startswith(reg.requirement + ":") for c in f.consequences)]
+        others = [f for f in bad if f not in same]
         last = regressions.Verdict(reg, regressions.STILL_FAILING if same else regressions.FIXED,
                                    same, others, run.note, run.transcript)
         if same:

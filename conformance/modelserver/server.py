@@ -74,7 +74,10 @@ class ModelServer:
         self._idle = threading.Condition(self._lock)
         self._streaming = 0  # responses being streamed right now
         self.faults: list[str] = []  # errors of the server's own (one line each, also printed)
-        self.notices: list[str] = []  # what a run should know, said once each (also printed)
+        # Whether a scripted tool call was played, and what the agent declared when one was
+        # left out for want of a harmless tool (see tool_notice).
+        self.tool_played = False
+        self.no_tool: list[str] | None = None
         # client port -> route name, for requests that name no route in their path
         self.resolver: Callable[[int], str | None] | None = None
         self._httpd = Server(("127.0.0.1", 0), Handler)
@@ -167,20 +170,18 @@ class ModelServer:
             self.faults.append(line)
         print(line, file=sys.stderr, flush=True)
 
-    def _no_tool(self, declared: dict[str, Any]) -> None:
-        """Say once per server (one run) that a scripted tool call was left out because the
-        agent declared no tool the server calls harmlessly."""
-        names = ", ".join(sorted(declared)[:12]) or "none"
-        line = self.masker.text(
+    def tool_notice(self) -> str | None:
+        """The one line a run says when the agent never got a scripted tool call because it
+        declared no tool the server calls harmlessly (None: a tool call was played, or
+        none was left out)."""
+        if self.tool_played or self.no_tool is None:
+            return None
+        names = ", ".join(self.no_tool[:12]) or "none"
+        return self.masker.text(
             "acp-conformance: model server: the agent declared no tool the model can call "
             f"harmlessly (declared: {names}; known: "
-            f"{', '.join(n for n, _ in HARMLESS_TOOLS)}), so its turns have no tool call and "
-            "the text-tool-text turn of MID-A-02 and MID-A-03 is not played")
-        with self._lock:
-            if self.notices:
-                return
-            self.notices.append(line)
-        print(line, file=sys.stderr, flush=True)
+            f"{', '.join(n for n, _ in HARMLESS_TOOLS)}), so its turns had no tool call and "
+            "the text-tool-text turn of MID-A-02 and MID-A-03 was not played")
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no response is being streamed; False if one still is after ``timeout``."""
@@ -233,8 +234,11 @@ class ModelServer:
                 chosen = choose_tool(req.tools, part.choose, part.arguments)
                 if chosen is None:
                     notes["tool_skipped"] = "the agent declared no harmless tool"
-                    self._no_tool(req.tools)
+                    with self._lock:
+                        if self.no_tool is None:
+                            self.no_tool = sorted(req.tools)
                     continue
+                self.tool_played = True
                 name, args = chosen
                 call_id = item_id
                 if shape.per_item_ids:

@@ -285,11 +285,13 @@ class TargetProcess(Reading):
             if not recorded:
                 self.transcript.add(self.conn, "harness", "harness", event="exit", data={
                     "returncode": rc, "signal": sig, "killed_by_suite": self._killed,
-                    "ended_by": ended_by, "grace": grace, "exit_seconds": exit_seconds,
-                    "output_held": self.output_held,
+                    "ended_by": ended_by, "grace": grace, "output_held": self.output_held,
                     "stderr_bytes": self.stderr_bytes, "stderr_kept": self.stderr_kept,
                     "unrecorded_lines": self.unrecorded_lines,
-                    "unrecorded_bytes": self.unrecorded_bytes})
+                    "unrecorded_bytes": self.unrecorded_bytes,
+                    # how long a slow exit took (a clean one is not timed: transcripts of
+                    # two runs of the same target stay equal)
+                    **({"exit_seconds": exit_seconds} if self._killed else {})})
         self.exit_info = ExitInfo(rc, sig, self._killed, ended_by)  # last: close is complete
         _LIVE.discard(self)
         return self.exit_info
