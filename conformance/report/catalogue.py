@@ -327,14 +327,20 @@ def coverage(result: RunResult) -> dict[int, dict[str, Any]]:
         gaps = [r for r in missing if r not in advertised]
         out[p] = {"exercised": len(done), "musts": len(done) + len(gaps),
                   "not_exercised": gaps, "not_advertised": advertised}
+        if all(c.reason is Reason.VERSION_UNSUPPORTED for c in result.cases if c.protocol == p):
+            out[p]["version_unsupported"] = True
     return out
 
 
 def partial(result: RunResult) -> str:
     """"partial: N of M MUST requirements exercised" when some MUST of the tested side
     went unexercised in a version the run tested (per version when it tested several);
-    "" when every one was exercised."""
+    "" when every one was exercised. A version the target does not speak (every case
+    ``version_unsupported``: the console says so) is left out, unless it is every version
+    of the run: then nothing was measured, and the headline says so."""
     cov = {p: c for p, c in coverage(result).items() if c["musts"]}
+    spoken = {p: c for p, c in cov.items() if not c.get("version_unsupported")}
+    cov = spoken or cov  # a version the target does not speak is said apart, unless it is all
     if all(c["exercised"] == c["musts"] for c in cov.values()):
         return ""
     done = sum(c["exercised"] for c in cov.values())

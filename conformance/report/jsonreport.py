@@ -13,7 +13,7 @@
                  "verdict": "pass"|"fail", "headline": str, "partial": bool},
      "graded_against": {"catalogue", "spec_source", "schema_versions", "suite"},
      "coverage": {"v1": {"exercised": n, "musts": n, "not_exercised": [id],
-                         "not_advertised": [id]}},
+                         "not_advertised": [id], "version_unsupported"?: true}},
      "tck"?: {"MID-A-02": ["ACP-PATCH-203"], ...},
      "date"?: "YYYY-MM-DD", "cut"?: str, "unfinished"?: {"1": str}}
 
@@ -39,8 +39,9 @@ spec source and schema versions, and the suite's version, so two reports can be
 compared. ``summary.headline`` is the verdict as the statement says it: ``PASS,
 partial: N of M MUST requirements exercised`` when a MUST of the tested side was not
 exercised (``partial`` true); ``coverage`` gives those counts per version
-(docs/grading.md). ``cut`` says why a run ended before its plan (``--deadline``); ``unfinished`` names
-each version in which cases were played but none ran to its end (the run fails).
+(docs/grading.md). ``cut`` says why a run ended before its plan (``--deadline``);
+``unfinished`` names each version in which cases were played but none ran to its end
+(the run fails).
 ``from_json`` reads the file back into a RunResult, so every other report can
 be rebuilt from it (``acp-conformance report --from FILE``).
 """
