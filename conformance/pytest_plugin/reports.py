@@ -83,7 +83,7 @@ class Reports:
             + ", ".join(f"{counts[k]} {k}" for k in ("fail", "warn", "info", "pass") if counts[k]))
         for why in result.unfinished.values():  # as the command line says it
             say(f"not tested: {why}")
-        from conformance.report.catalogue import headline
+        from conformance.report.coverage import headline
 
         say(f"verdict: {headline(result)}")  # the claim of what was measured, as everywhere
         if state.baseline is not None:

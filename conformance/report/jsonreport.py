@@ -67,7 +67,7 @@ class ReportFormatError(Exception):
 def to_json(result: RunResult) -> dict[str, Any]:
     summary: dict[str, Any] = dict(result.counts())
     summary["verdict"] = "fail" if result.failed else "pass"
-    from conformance.report.catalogue import coverage, headline
+    from conformance.report.coverage import coverage, headline
 
     summary["headline"] = headline(result)  # "PASS, partial: ..." when MUSTs went unexercised
     summary["partial"] = summary["headline"].startswith("PASS, partial")
