@@ -254,3 +254,20 @@ def test_a_fuzz_counterexample_gets_the_same_rows_from_fuzz_check_and_replay(
     assert replayed.status == regressions.STILL_FAILING
     assert {(f.requirement, f.outcome.value) for f in replayed.findings} == {
         (failure.requirement, "fail")}
+
+
+def test_a_case_not_run_beside_one_that_ran_is_a_skip_and_the_run_passes_on_every_road(
+        tmp_path: Path, pytester: pytest.Pytester) -> None:
+    """The other side of the engine's conclusion: a refused session/load ends its case as
+    not run, but another case of the version ran to its end, so the run passes on every
+    road and the pytest item of the refused case is a skip with its reason."""
+    agent = f"{sys.executable} {REFUSES} --refuse session/load"
+    roads = every_road(tmp_path, pytester, ["--agent", agent], ["--acp-agent", agent],
+                       ["--case", "load-fresh-process", "--case", "ids-across-turns",
+                        "--protocol", "1"])
+    assert_one_verdict(roads, "pass")
+    cases = {c["case"]: c for c in roads["cli"][1]["cases"]}
+    assert cases["load-fresh-process@v1"]["reason"] == "not_run", cases
+    assert "reason" not in cases["ids-across-turns@v1"]
+    outcome = roads["pytest"][2]
+    outcome.assert_outcomes(passed=1, skipped=1)
