@@ -113,7 +113,7 @@ class Shortcut:
         self.last: dict[int, CaseResult] = {}  # the previous case of each version
 
     def skip(self, case: Case, protocol: int) -> CaseResult | None:
-        """The result that stands in for ``case``, or None when it is to be run."""
+        """The not-run result of ``case``, or None when it is to be run."""
         if protocol not in self.stopped:
             return None
         note, reason = self.stopped[protocol]
@@ -211,7 +211,7 @@ class Engine:
 
     # -- one case ------------------------------------------------------------------
 
-    def stand_in(self, case: Case, protocol: int, started: bool) -> CaseResult | None:
+    def not_run(self, case: Case, protocol: int, started: bool) -> CaseResult | None:
         """The result for a case that is not to be run (a settled version; for a case not
         ``started`` yet, the deadline), or None."""
         cr = self.shortcut.skip(case, protocol)
@@ -225,7 +225,7 @@ class Engine:
 
     def _one(self, i: int, signals: Signals | None) -> CaseResult:
         protocol, case = self.suite.plan[i]
-        cr = self.stand_in(case, protocol, False)
+        cr = self.not_run(case, protocol, False)
         if cr is None:
             if self.run.progress:
                 self.run.progress(i, len(self.suite.plan), f"{case.id} v{protocol}")
@@ -250,7 +250,7 @@ class Engine:
 
                 play_concurrently(self.result, plan, self.suite.play, jobs=run.jobs,
                                   signals=signals, run_cut=self.run_cut,
-                                  progress=run.progress, stand_in=self.stand_in,
+                                  progress=run.progress, not_run=self.not_run,
                                   record=self.record)
         return signals.signum
 

@@ -6,7 +6,7 @@ depend on which case finished first: the results are recorded strictly in plan
 order, and the decision to play a case at all (a protocol version settled by a
 repeated fault, the run's deadline) is taken from the cases before it in plan
 order. A case started before such a decision was known is cut and its result
-dropped: its stand-in is what a serial run would have recorded.
+dropped: its not-run result is what a serial run would have recorded.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from conformance.agent.driver import Cutoff
 from conformance.cases import Case
 from conformance.results import CaseResult, RunResult
 
-NOT_NEEDED = "not needed"  # the Cutoff reason of a case whose result a stand-in replaces
+NOT_NEEDED = "not needed"  # the Cutoff reason of a case a not-run result replaces
 _TICK = 0.25  # seconds between looks at the signals and the progress display
 
 
@@ -31,12 +31,12 @@ class _Slot:
         self.cutoff: Cutoff | None = None  # set when a worker starts it
         self.result: CaseResult | None = None
         self.error: BaseException | None = None
-        self.skipped = False  # a worker passed it over: the recorder decides its stand-in
+        self.skipped = False  # a worker passed it over: the recorder decides its not-run result
         self.done = False
-        self.dropped = False  # a stand-in replaced its result
+        self.dropped = False  # a not-run result replaced its result
 
     def drop(self) -> None:
-        """A stand-in replaces this case: cut it, and remove what it wrote (a serial run
+        """A not-run result replaces this case: cut it, and remove what it wrote (a serial run
         would not have played it)."""
         self.dropped = True
         if self.cutoff is not None and not self.done:
@@ -53,11 +53,11 @@ def play_concurrently(result: RunResult, plan: Sequence[tuple[int, Case]],
                       play: Callable[[int, Case, Any, Cutoff], CaseResult], *, jobs: int,
                       signals: Any, run_cut: Cutoff,
                       progress: Callable[[int, int, str], None] | None,
-                      stand_in: Callable[[Case, int, bool], CaseResult | None],
+                      not_run: Callable[[Case, int, bool], CaseResult | None],
                       record: Callable[[CaseResult], None]) -> None:
     """Play ``plan`` with ``jobs`` workers; ``record`` each result in plan order.
 
-    ``stand_in(case, protocol, started)`` gives the result of a case that is not
+    ``not_run(case, protocol, started)`` gives the result of a case that is not
     to be run, judged from what was recorded before it (and, for a case not
     ``started``, from the clock); it is asked again when the case's turn to be
     recorded comes, so a late decision from the cases before it still wins.
@@ -72,7 +72,7 @@ def play_concurrently(result: RunResult, plan: Sequence[tuple[int, Case]],
                 slot = next(pending, None)
                 if slot is None:
                     return
-                if signals.signum or stand_in(slot.case, slot.protocol, False) is not None:
+                if signals.signum or not_run(slot.case, slot.protocol, False) is not None:
                     slot.skipped = slot.done = True
                     lock.notify_all()
                     continue
@@ -93,7 +93,7 @@ def play_concurrently(result: RunResult, plan: Sequence[tuple[int, Case]],
         t.start()
     try:
         for i, slot in enumerate(slots):
-            cr = _await(slot, i, slots, lock, signals, progress, stand_in)
+            cr = _await(slot, i, slots, lock, signals, progress, not_run)
             if cr is None:
                 break
             with lock:
@@ -111,11 +111,11 @@ def play_concurrently(result: RunResult, plan: Sequence[tuple[int, Case]],
 
 def _await(slot: _Slot, i: int, slots: list[_Slot], lock: threading.Condition, signals: Any,
            progress: Callable[[int, int, str], None] | None,
-           stand_in: Callable[[Case, int, bool], CaseResult | None]) -> CaseResult | None:
+           not_run: Callable[[Case, int, bool], CaseResult | None]) -> CaseResult | None:
     """The result to record for ``slots[i]``, once it is known; None: the run stops here."""
     with lock:
         while True:
-            instead = stand_in(slot.case, slot.protocol, slot.cutoff is not None)
+            instead = not_run(slot.case, slot.protocol, slot.cutoff is not None)
             if instead is not None:
                 slot.drop()
                 return instead

@@ -217,3 +217,57 @@ def test_an_empty_selection_is_a_usage_error_on_every_road(
     result = plugin(pytester, "--acp-agent", REFERENCE, *plugin_selection)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*nothing to run: no agent case*these would run: --case *"])
+
+
+def test_a_fuzz_counterexample_gets_the_same_rows_from_fuzz_check_and_replay(
+        tmp_path: Path) -> None:
+    """The fuzzer grades its streams with the one grading of a recorded case: the fails it
+    reports for a saved counterexample are the fails `check` finds in the saved file, and
+    `replay` of it fails on the same rule."""
+    from conformance.checks import Options
+    from conformance.fuzz import regressions
+    from conformance.fuzz.client_fuzz import (
+        ClientChoice,
+        ClientTarget,
+        replay_client,
+        run_client_fuzz,
+    )
+    from conformance.fuzz.settings import get_effort
+
+    client = f"{REPO_ROOT / 'fixtures' / 'clients' / 'sorted_by_id'}.py:make_client"
+    result = run_client_fuzz(ClientTarget("sorted_by_id", adapter=client), get_effort("ci"),
+                             seed=3, strict=True, max_failures=1)
+    [failure] = result.failures
+    fuzz_rows = {(f.requirement, f.outcome.value) for f in failure.findings}
+    saved = regressions.save(
+        tmp_path, fingerprint_=regressions.failure_fingerprint(failure),
+        header=regressions.regression_header(failure, result, Options(), True),
+        entries=failure.transcript.entries)
+    code, checked, out = cli_json(tmp_path, "check", "check", str(saved.path), "--strict")
+    assert code == 1, out
+    check_rows = {(r["requirement"], r["outcome"]) for r in checked["results"]
+                  if r["outcome"] == "fail"}
+    assert fuzz_rows == check_rows, (fuzz_rows, check_rows)
+    replayed = replay_client(regressions.read(saved.path),
+                             ClientChoice(None, client, timeout=5.0), options=Options(),
+                             strict=True)
+    assert replayed.status == regressions.STILL_FAILING
+    assert {(f.requirement, f.outcome.value) for f in replayed.findings} == {
+        (failure.requirement, "fail")}
+
+
+def test_a_case_not_run_beside_one_that_ran_is_a_skip_and_the_run_passes_on_every_road(
+        tmp_path: Path, pytester: pytest.Pytester) -> None:
+    """The other side of the engine's conclusion: a refused session/load ends its case as
+    not run, but another case of the version ran to its end, so the run passes on every
+    road and the pytest item of the refused case is a skip with its reason."""
+    agent = f"{sys.executable} {REFUSES} --refuse session/load"
+    roads = every_road(tmp_path, pytester, ["--agent", agent], ["--acp-agent", agent],
+                       ["--case", "load-fresh-process", "--case", "ids-across-turns",
+                        "--protocol", "1"])
+    assert_one_verdict(roads, "pass")
+    cases = {c["case"]: c for c in roads["cli"][1]["cases"]}
+    assert cases["load-fresh-process@v1"]["reason"] == "not_run", cases
+    assert "reason" not in cases["ids-across-turns@v1"]
+    outcome = roads["pytest"][2]
+    outcome.assert_outcomes(passed=1, skipped=1)

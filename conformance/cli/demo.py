@@ -58,15 +58,24 @@ def broken_client() -> tuple[str, Any]:
 
 def cmd_demo(ns: argparse.Namespace) -> int:
     masker = build_masker(ns)  # one for both suites: a secret is masked alike in both
+    from conformance.engine import NothingToRun
+
     broken = getattr(ns, "broken", False)
-    if broken:
-        print("Running the agent suite against a bundled broken agent (its message IDs come "
-              "from a counter that restarts at every prompt).\n")
-        status = cmd_agent(ns, broken_agent_command(), "acp-conformance broken agent", masker)
-    else:
-        print("Running the agent suite against the bundled reference agent.\n")
-        status = cmd_agent(ns, reference_agent_command(), "acp-conformance reference agent",
-                           masker)
+    empty: list[NothingToRun] = []  # a --case of one side only: the other side says so
+    try:
+        if broken:
+            print("Running the agent suite against a bundled broken agent (its message IDs "
+                  "come from a counter that restarts at every prompt).\n")
+            status = cmd_agent(ns, broken_agent_command(), "acp-conformance broken agent",
+                               masker)
+        else:
+            print("Running the agent suite against the bundled reference agent.\n")
+            status = cmd_agent(ns, reference_agent_command(),
+                               "acp-conformance reference agent", masker)
+    except NothingToRun as exc:
+        print(f"not run: {exc}")
+        empty.append(exc)
+        status = 0
     if status > EXIT_INTERNAL:  # interrupted (128 + signal): the client suite does not start
         return status
     from conformance.client.runner import reference_client
@@ -85,7 +94,12 @@ def cmd_demo(ns: argparse.Namespace) -> int:
               "(through a pty).\n")
         command, profile = reference_client()
         label = "acp-conformance reference client"
-    status = max(status, cmd_client(ns, command, label, profile, masker))
+    try:
+        status = max(status, cmd_client(ns, command, label, profile, masker))
+    except NothingToRun as exc:
+        if empty:  # neither side has a case to run: a usage error, as for one side
+            raise
+        print(f"not run: {exc}")
     if status <= EXIT_INTERNAL:
         print("\n" + (BROKEN_NEXT if broken else NEXT))
     return status

@@ -64,7 +64,7 @@ def open_directory(directory: Path, *, flag: str = "--hypothesis-db") -> Any:
 
 def _redis(url: str, where: str) -> Any:
     try:
-        import redis
+        import redis  # type: ignore[import-not-found,unused-ignore]  # the redis extra
         from hypothesis.extra.redis import RedisExampleDatabase
     except ImportError:
         raise ValueError(f"{where}: a Redis database needs the redis extra "

@@ -81,6 +81,11 @@ class Reports:
         terminalreporter.section("acp-conformance")
         say(f"{len(result.cases)} case(s) against {state.label}: "
             + ", ".join(f"{counts[k]} {k}" for k in ("fail", "warn", "info", "pass") if counts[k]))
+        for why in result.unfinished.values():  # as the command line says it
+            say(f"not tested: {why}")
+        from conformance.report.coverage import headline
+
+        say(f"verdict: {headline(result)}")  # the claim of what was measured, as everywhere
         if state.baseline is not None:
             for line in state.baseline.evaluate(result.cases).lines():
                 say(line)

@@ -248,17 +248,8 @@ class Statement:
         return not any(v.outcome is Outcome.FAIL for v in self.must)
 
     @property
-    def verdict(self) -> str:
-        """The headline: a claim about what was measured ("PASS, partial: 2 of 8 MUST
-        requirements exercised" when some MUST of the tested side went unexercised)."""
+    def verdict(self) -> str:  # the headline: no more than what was measured (coverage.py)
         if self.failed or not self.must_passed:
-            return "FAIL"
-        return f"PASS, {self.partial}" if self.partial else "PASS"
-
-    @property
-    def must_headline(self) -> str:
-        """The MUST row's verdict: PASS only with every MUST exercised, else partial."""
-        if not self.must_passed:
             return "FAIL"
         return f"PASS, {self.partial}" if self.partial else "PASS"
 
@@ -292,67 +283,28 @@ def graded_against(result: RunResult) -> dict[str, str]:
 def exercised_musts(result: RunResult) -> dict[int, tuple[list[str], list[str]]]:
     """Per protocol version of the run: the MUST requirements of the tested side that
     some case of that version graded on traffic (pass, fail, warn or info), and the
-    ones no case exercised (not testable, not run, or not reached). Excluded sides and
-    requirements of the other version are left out."""
+    ones no case exercised (not testable, not run, or not reached). Excluded sides,
+    requirements of the other version and those no rule of the side grades in that
+    version (*no direct check*: no traffic can exercise them) are left out."""
+    from conformance.checks import all_rules
+
     roles = set(result.role.split("/"))
     out: dict[int, tuple[list[str], list[str]]] = {}
     for p in result.protocols:
         graded = {f.base_requirement for c in result.cases if c.protocol == p
                   for f in c.findings if f.outcome is not Outcome.NOT_APPLICABLE}
+        ruled = graded | {r.id.split("/", 1)[0] for r in all_rules().values()
+                          if r.role in roles and p in r.versions}
         musts = [m.id for m in requirements().values() if m.level in MUST_LEVELS
-                 and p in m.versions and roles & set(m.parties)
+                 and p in m.versions and roles & set(m.parties) and m.id in ruled
                  and not all(r in m.excluded for r in roles & set(m.parties))]
         out[p] = ([r for r in musts if r in graded], [r for r in musts if r not in graded])
     return out
 
 
-def coverage(result: RunResult) -> dict[int, dict[str, Any]]:
-    """Per protocol version, the MUST requirements of the tested side the run exercised:
-    ``exercised`` and ``musts`` (counts), the IDs ``not_exercised``, and those left out of
-    ``musts`` because the target does not advertise what they need (``not_advertised``:
-    an agent's optional capability is the agent's choice, not a gap in the measurement;
-    a client the suite cannot reload or read without a profile is such a gap)."""
-    out: dict[int, dict[str, Any]] = {}
-    played = {c.protocol for c in result.cases}  # a version no case was planned in: no claim
-    for p, (done, missing) in exercised_musts(result).items():
-        if p not in played:
-            continue
-        advertised = []
-        if result.role != "client":
-            for r in missing:
-                rows = [f for c in result.cases if c.protocol == p for f in c.findings
-                        if f.base_requirement == r]
-                if rows and all(f.reason is Reason.NO_CAPABILITY for f in rows):
-                    advertised.append(r)
-        gaps = [r for r in missing if r not in advertised]
-        out[p] = {"exercised": len(done), "musts": len(done) + len(gaps),
-                  "not_exercised": gaps, "not_advertised": advertised}
-    return out
-
-
-def partial(result: RunResult) -> str:
-    """"partial: N of M MUST requirements exercised" when some MUST of the tested side
-    went unexercised in a version the run tested (per version when it tested several);
-    "" when every one was exercised."""
-    cov = {p: c for p, c in coverage(result).items() if c["musts"]}
-    if all(c["exercised"] == c["musts"] for c in cov.values()):
-        return ""
-    done = sum(c["exercised"] for c in cov.values())
-    total = sum(c["musts"] for c in cov.values())
-    each = (" (" + ", ".join(f"v{p} {c['exercised']} of {c['musts']}"
-                             for p, c in sorted(cov.items())) + ")") if len(cov) > 1 else ""
-    return f"partial: {done} of {total} MUST requirements exercised{each}"
-
-
-def headline(result: RunResult) -> str:
-    """The run's verdict as the reports say it: FAIL, PASS, or "PASS, partial: ..."."""
-    if result.failed:
-        return "FAIL"
-    return statement(result).verdict
-
-
 def statement(result: RunResult) -> Statement:
     from conformance import TOOL_NAME
+    from conformance.report.coverage import partial
 
     rows = requirement_verdicts(result, include_unrun=True)
     info = result.target_info or {}

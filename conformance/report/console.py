@@ -228,7 +228,7 @@ def console_summary(result: RunResult, *, colour: bool | None = None, verbose: b
         lines.append(f"{lead:<8} v{p} " + ", ".join(f"{n} {prose(o)}" for o, n in counts.items()))
     if not versions:
         lines.append("summary: no protocol version was tested")
-    from conformance.report.catalogue import headline  # the claim of what was measured
+    from conformance.report.coverage import headline  # the claim of what was measured
 
     lines.append("verdict: " + headline(result))
     return "\n".join(lines)

@@ -14,7 +14,7 @@
                  "verdict": "pass"|"fail", "headline": str, "partial": bool},
      "graded_against": {"catalogue", "spec_source", "schema_versions", "suite"},
      "coverage": {"v1": {"exercised": n, "musts": n, "not_exercised": [id],
-                         "not_advertised": [id]}},
+                         "not_advertised": [id], "version_unsupported"?: true}},
      "tck"?: {"MID-A-02": ["ACP-PATCH-203"], ...},
      "date"?: "YYYY-MM-DD", "cut"?: str, "unfinished"?: {"1": str}}
 
@@ -71,7 +71,7 @@ class ReportFormatError(Exception):
 def to_json(result: RunResult) -> dict[str, Any]:
     summary: dict[str, Any] = dict(result.counts())
     summary["verdict"] = "fail" if result.failed else "pass"
-    from conformance.report.catalogue import coverage, headline
+    from conformance.report.coverage import coverage, headline
 
     summary["headline"] = headline(result)  # "PASS, partial: ..." when MUSTs went unexercised
     summary["partial"] = summary["headline"].startswith("PASS, partial")

@@ -63,7 +63,7 @@ def to_xml(result: RunResult) -> str:
 
 def _run_properties(suites: ET.Element, result: RunResult) -> None:
     """The run's verdict and MUST coverage, as properties of a first, empty testsuite."""
-    from conformance.report.catalogue import coverage, headline
+    from conformance.report.coverage import coverage, headline
 
     run = ET.SubElement(suites, "testsuite", name="acp-conformance", tests="0", failures="0",
                         skipped="0")

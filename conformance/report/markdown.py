@@ -57,6 +57,13 @@ def _rows(rows: Sequence[RequirementVerdict]) -> list[str]:
     return out
 
 
+def _must(st: Statement) -> str:
+    """The MUST row: PASS only with every MUST exercised (else partial), or FAIL."""
+    if not st.must_passed:
+        return "FAIL"
+    return f"PASS, {st.partial}" if st.partial else "PASS"
+
+
 def certification_statement(st: Statement) -> str:
     name = " ".join(x for x in (st.target_name, st.target_version) if x)
     must = st.summary(st.must)
@@ -76,7 +83,7 @@ def certification_statement(st: Statement) -> str:
         f"| Spec source | {md(st.graded_against.get('spec_source'), 300)}"
         + (f" (schemas {md(st.graded_against['schema_versions'])})"
            if st.graded_against.get("schema_versions") else "") + " |",
-        f"| MUST requirements | **{st.must_headline}**: {must} |",
+        f"| MUST requirements | **{_must(st)}**: {must} |",
         *(f"| MUST requirements exercised, v{p} | {md(st.exercised_line(p), 600)} |"
           for p in st.protocols),
         f"| SHOULD requirements | {st.summary(st.should)} |",

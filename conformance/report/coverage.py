@@ -1,0 +1,65 @@
+"""What a run measured: the MUST requirements of the tested side it exercised per
+protocol version (``coverage``), and the headline that claims no more than that
+(``headline``: ``FAIL``, ``PASS``, or ``PASS, partial: N of M MUST requirements
+exercised``). The statement, the console, JSON, JUnit, HTML and the Action's step
+summary all say the same (docs/grading.md, "The headline and the coverage figure").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.report.catalogue import exercised_musts
+from conformance.results import Reason, RunResult
+
+
+def coverage(result: RunResult) -> dict[int, dict[str, Any]]:
+    """Per protocol version, the MUST requirements of the tested side the run exercised:
+    ``exercised`` and ``musts`` (counts), the IDs ``not_exercised``, and those left out of
+    ``musts`` because the target does not advertise what they need (``not_advertised``:
+    an agent's optional capability is the agent's choice, not a gap in the measurement;
+    a client the suite cannot reload or read without a profile is such a gap)."""
+    out: dict[int, dict[str, Any]] = {}
+    played = {c.protocol for c in result.cases}  # a version no case was planned in: no claim
+    for p, (done, missing) in exercised_musts(result).items():
+        if p not in played:
+            continue
+        advertised = []
+        if result.role != "client":
+            for r in missing:
+                rows = [f for c in result.cases if c.protocol == p for f in c.findings
+                        if f.base_requirement == r]
+                if rows and all(f.reason is Reason.NO_CAPABILITY for f in rows):
+                    advertised.append(r)
+        gaps = [r for r in missing if r not in advertised]
+        out[p] = {"exercised": len(done), "musts": len(done) + len(gaps),
+                  "not_exercised": gaps, "not_advertised": advertised}
+        if all(c.reason is Reason.VERSION_UNSUPPORTED for c in result.cases if c.protocol == p):
+            out[p]["version_unsupported"] = True
+    return out
+
+
+def partial(result: RunResult) -> str:
+    """"partial: N of M MUST requirements exercised" when some MUST of the tested side
+    went unexercised in a version the run tested (per version when it tested several);
+    "" when every one was exercised. A version the target does not speak (every case
+    ``version_unsupported``: the console says so) is left out, unless it is every version
+    of the run: then nothing was measured, and the headline says so."""
+    cov = {p: c for p, c in coverage(result).items() if c["musts"]}
+    spoken = {p: c for p, c in cov.items() if not c.get("version_unsupported")}
+    cov = spoken or cov  # a version the target does not speak is said apart, unless it is all
+    if all(c["exercised"] == c["musts"] for c in cov.values()):
+        return ""
+    done = sum(c["exercised"] for c in cov.values())
+    total = sum(c["musts"] for c in cov.values())
+    each = (" (" + ", ".join(f"v{p} {c['exercised']} of {c['musts']}"
+                             for p, c in sorted(cov.items())) + ")") if len(cov) > 1 else ""
+    return f"partial: {done} of {total} MUST requirements exercised{each}"
+
+
+def headline(result: RunResult) -> str:
+    """The run's verdict as the reports say it: FAIL, PASS, or "PASS, partial: ..."."""
+    if result.failed:
+        return "FAIL"
+    gap = partial(result)
+    return f"PASS, {gap}" if gap else "PASS"
