@@ -32,10 +32,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from conformance import __version__
-from conformance.agent.driver import Cutoff
 from conformance.cases import Case
 from conformance.grading import Scope, conclude
-from conformance.lifecycle import DEADLINE_NOTE, Ending, new_transcript, not_run, save
+from conformance.lifecycle import DEADLINE_NOTE, Cutoff, Ending, new_transcript, not_run, save
 from conformance.masking import Masker
 from conformance.results import CaseResult, Reason, RunResult
 from conformance.usage import UsageError

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -54,6 +55,27 @@ DEADLINE_NOTE = "not run: deadline"
 #: The note of a case in progress cut by --deadline (graded on what was recorded).
 CUT_NOTE = "aborted: cut by --deadline"
 
+
+
+class Cutoff:
+    """When a case must stop, whatever the target does: a clock time (``--deadline``),
+    or a reason set from another thread. A case's Cutoff may have the run's as parent."""
+
+    def __init__(self, at: float | None = None, parent: Cutoff | None = None) -> None:
+        self.at = at  # time.monotonic() value; None: no deadline
+        self.parent = parent
+        self._reason = ""
+
+    def cut(self, reason: str) -> None:
+        self._reason = self._reason or reason
+
+    def reason(self) -> str:
+        """Why the case must stop now ("" while it may go on)."""
+        if self._reason:
+            return self._reason
+        if self.at is not None and time.monotonic() >= self.at:
+            return "deadline"
+        return self.parent.reason() if self.parent is not None else ""
 
 class CaseStop(Exception):
     """A drive ended before its last step (raised by a role's drive, caught by play_case)."""

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.agent.driver import Cutoff
 from conformance.cases import Case
+from conformance.lifecycle import Cutoff
 from conformance.results import CaseResult, RunResult
 
 NOT_NEEDED = "not needed"  # the Cutoff reason of a case a not-run result replaces

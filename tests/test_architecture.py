@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "conformance"
-PROCESS_SIDE = ("conformance.transport", "conformance.agent", "conformance.runner",
+PROCESS_SIDE = ("conformance.transport", "conformance.agent", "conformance.agent.runner",
                 "conformance.client", "conformance.fuzz", "conformance.modelserver",
                 "conformance.reference", "conformance.cli", "conformance.pytest_plugin",
                 "conformance.progress", "conformance.proxy")
@@ -84,11 +84,11 @@ def test_the_import_reader_sees_relative_function_level_and_from_imports() -> No
               "import json\n"
               "def f():\n"
               "    from conformance.client import observe\n"
-              "    import conformance.runner\n")
+              "    import conformance.agent.runner\n")
     assert imports_in(source, "conformance.checks.base") == {
         "conformance.checks", "conformance.checks.timeline", "conformance.results",
         "conformance.results.Outcome", "conformance.client", "conformance.client.observe",
-        "conformance.runner"}
+        "conformance.agent.runner"}
     assert imports_in("from . import wire\n", "conformance.checks", is_package=True) == {
         "conformance.checks", "conformance.checks.wire"}
     # Every form of importing the CLI, and a name that only starts like it.
@@ -107,10 +107,10 @@ def test_the_import_reader_sees_relative_function_level_and_from_imports() -> No
 
 def test_reachability_finds_the_process_side_where_it_is() -> None:
     """The check below can fail: the runner reaches the transport, through the driver too."""
-    paths = reachable("conformance.runner")
+    paths = reachable("conformance.agent.runner")
     assert "conformance.transport" in paths
     assert "conformance.checks.timeline" in paths  # through the package of checks
-    assert paths["conformance.runner"] == "conformance.runner"
+    assert paths["conformance.agent.runner"] == "conformance.agent.runner"
 
 
 @pytest.mark.parametrize("name", [m for m in MODULES if within(m, (GRADING,))])

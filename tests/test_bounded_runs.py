@@ -274,9 +274,9 @@ def test_a_fault_of_the_server_is_one_line(capfd: pytest.CaptureFixture[str],
 
 def test_a_requirement_only_cases_not_run_would_grade_is_not_run_in_the_statement() -> None:
     from conformance import cases as casemod
+    from conformance.agent.runner import not_run
     from conformance.report.catalogue import statement
     from conformance.results import RunResult
-    from conformance.runner import not_run
 
     [case] = [c for c in casemod.load_dir(None) if c.id == "load-fresh-process"]
     result = RunResult("0", "agent", "agent", [1], "acp-sdk-2.4.0", False)

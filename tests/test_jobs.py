@@ -129,8 +129,8 @@ def test_a_repeated_fault_is_settled_alike_when_cases_overlap(tmp_path: Path) ->
 
 def test_progress_shows_the_cases_in_flight() -> None:
     from conformance import cases as casemod
+    from conformance.agent.runner import AgentRun, run_agent_suite
     from conformance.checks import Options
-    from conformance.runner import AgentRun, run_agent_suite
 
     seen: list[str] = []
     run = AgentRun(command=[sys.executable, str(REPO_ROOT / "fixtures" / "hostile" / "agents"

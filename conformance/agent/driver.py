@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import TOOL_NAME, __version__, model
-from conformance.lifecycle import CaseAborted, CaseCut, CaseNotPlayable
+from conformance.lifecycle import CaseAborted, CaseCut, CaseNotPlayable, Cutoff
 from conformance.results import Reason
 from conformance.transcript import Entry, Transcript
 from conformance.transport import DEFAULT_GRACE, TargetExited, TargetProcess, TargetTimeout
@@ -69,27 +69,6 @@ class SameForEveryCase(DriveAborted):
 class DriveCut(DriveAborted, CaseCut):
     """The case was cut from outside (``--deadline``, a signal, or a run that no longer
     needs it); ``reason`` says which. Not the target's fault."""
-
-
-class Cutoff:
-    """When a case must stop, whatever the target does: a clock time (``--deadline``),
-    or a reason set from another thread. A case's Cutoff may have the run's as parent."""
-
-    def __init__(self, at: float | None = None, parent: Cutoff | None = None) -> None:
-        self.at = at  # time.monotonic() value; None: no deadline
-        self.parent = parent
-        self._reason = ""
-
-    def cut(self, reason: str) -> None:
-        self._reason = self._reason or reason
-
-    def reason(self) -> str:
-        """Why the case must stop now ("" while it may go on)."""
-        if self._reason:
-            return self._reason
-        if self.at is not None and time.monotonic() >= self.at:
-            return "deadline"
-        return self.parent.reason() if self.parent is not None else ""
 
 
 class NotTestable(CaseNotPlayable):

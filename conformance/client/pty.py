@@ -28,12 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.agent.driver import CUT_POLL, TURN_TIMEOUT_FACTOR, Cutoff
+from conformance.agent.driver import CUT_POLL, TURN_TIMEOUT_FACTOR
 from conformance.client.channel import SuiteSide
 from conformance.client.double_engine import DoubleTally
 from conformance.client.profile import Profile, parse_messages, screen_lines, strip_ansi
 from conformance.client.script import TurnScript
-from conformance.lifecycle import CaseAborted, CaseCut
+from conformance.lifecycle import CaseAborted, CaseCut, Cutoff
 from conformance.transcript import Transcript
 
 DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024  # bytes a client may print while the suite waits once

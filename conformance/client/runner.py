@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from conformance import model
-from conformance.agent.driver import Cutoff
 from conformance.cases import Case
 from conformance.checks import Options
 from conformance.client.profile import Profile
@@ -43,6 +42,7 @@ from conformance.client.script import (
 from conformance.engine import Suite, run_suite
 from conformance.lifecycle import (
     CaseNotPlayable,
+    Cutoff,
     Ending,
     case_scope,
     drive_case,

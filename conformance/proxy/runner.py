@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from conformance import __version__
-from conformance.agent.driver import ClientDriver, Cutoff
+from conformance.agent.driver import ClientDriver
 from conformance.agent.player import StepDriver, perform
+from conformance.agent.runner import play_steps, stop_driver
 from conformance.cases import Case
 from conformance.checks import Options, all_rules
 from conformance.checks.proxy import REQUIREMENTS
@@ -33,6 +34,7 @@ from conformance.client.script import TurnScript, build_reload, build_turn, chec
 from conformance.engine import Suite, first_target_info, run_suite
 from conformance.grading import conclude
 from conformance.lifecycle import (
+    Cutoff,
     Ending,
     case_scope,
     drive_case,
@@ -45,7 +47,6 @@ from conformance.lifecycle import (
 from conformance.proxy.grading import ROLE, proxy_scope
 from conformance.proxy.sides import agent_side
 from conformance.results import CaseResult, RunResult
-from conformance.runner import play_steps, stop_driver
 from conformance.transcript import Transcript
 
 

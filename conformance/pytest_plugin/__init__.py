@@ -13,7 +13,7 @@ transcript file, so items can run in any order on any worker.
 Vendors who write their own tests get ``acp_session``: a driven session with
 the suite's client driver, graded by the suite's checkers.
 
-The plugin is a thin shell over ``conformance.runner`` and
+The plugin is a thin shell over ``conformance.agent.runner`` and
 ``conformance.client.runner``; it is inert unless ``--acp-agent`` or
 ``--acp-client`` is given. It registers the ``pytest11`` entry point
 ``acp_conformance``. This module holds the hooks; ``state`` reads the options

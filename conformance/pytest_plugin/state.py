@@ -49,7 +49,7 @@ class State:
     def role_play(self, run: Any) -> Any:
         """How the role plays one case, with the run the items use (their transcripts)."""
         if self.role == "agent":
-            from conformance.runner import agent_suite
+            from conformance.agent.runner import agent_suite
 
             return agent_suite(run, [c for _, c in self.plan], self.label).play
         from conformance.client.runner import client_suite
@@ -115,7 +115,7 @@ def _masker(env: dict[str, str]) -> Any:
 
 def _agent_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
                opt: Any, cases: Sequence[Case], choices: Sequence[Case]) -> tuple[Any, Any]:
-    from conformance.runner import AgentRun, agent_suite
+    from conformance.agent.runner import AgentRun, agent_suite
     from conformance.transport import split_command
 
     run = AgentRun(command=split_command(command), protocols=protocols, options=options,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.agent.driver import Cutoff, RequestRefused, _RpcError
+from conformance.agent.driver import RequestRefused, _RpcError
 from conformance.agent.player import StepDriver, perform
 from conformance.cases import Case
 from conformance.checks import Options
@@ -27,6 +27,7 @@ from conformance.lifecycle import (
     CUT_NOTE,
     DEADLINE_NOTE,
     INTERRUPT_GRACE,
+    Cutoff,
     Ending,
     case_scope,
     new_transcript,
