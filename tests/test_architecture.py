@@ -224,3 +224,11 @@ def test_one_suite_loop_and_one_grading_of_a_recorded_case() -> None:
     rx = re.compile(r"(?<![.\w])grade\(")
     assert rx.search("x = grade(entries)") and rx.search("[f for f in grade(e)]")
     assert not rx.search("self.grade(x)") and not rx.search("grade_entries(x)")
+
+
+def test_the_architecture_map_fits_one_screen() -> None:
+    """ARCHITECTURE.md is a map, not a manual (docs/ has the detail): one screen."""
+    text = (PACKAGE.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert len(text.split()) <= 500 and len(text.splitlines()) <= 50
+    for room in ("engine.py", "grading.py", "agent/", "client/", "proxy/", "checks/"):
+        assert room in text
