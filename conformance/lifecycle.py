@@ -121,10 +121,10 @@ class CaseNotPlayable(CaseStop):
 
 
 class Drive(Protocol):
-    """What a role supplies: play the case's steps, then stop everything it started."""
+    """What a role supplies: drive the case's steps, then stop everything it started."""
 
-    def play(self) -> None:
-        """Play every step; raise a :class:`CaseStop` to end the case early."""
+    def drive(self) -> None:
+        """Drive every step (no grading: that is play_case's); raise a :class:`CaseStop` to end the case early."""
 
     def stop(self, hurry: bool) -> None:
         """End the target (at once when ``hurry``: a signal or a cut) and what it started."""
@@ -152,14 +152,14 @@ def case_scope(role: str, options: Options, strict: bool, case: Any) -> Scope:
 
 def drive_case(drive: Drive, transcript: Transcript, *, signals: Any = None,
                deadline: float | None = None) -> Ending:
-    """Play ``drive`` and say how it ended: the ladder every role shares."""
+    """Drive the case (``drive.drive``) and say how it ended: the ladder every role shares."""
     ending = Ending()
     interrupted = cut = False
     try:
         try:
             if signals is not None:
                 signals.driving = True
-            drive.play()
+            drive.drive()
         finally:
             if signals is not None:
                 signals.driving = False

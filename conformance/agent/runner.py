@@ -151,7 +151,7 @@ class AgentDrive:
                                    cutoff=cutoff)
         self.stderr = ""
 
-    def play(self) -> None:
+    def drive(self) -> None:
         play_steps(self.driver, self.case.drive, perform)
 
     def stop(self, hurry: bool) -> None:

@@ -289,7 +289,7 @@ class ClientDrive:
                                 env=run.env, cwd=workdir, max_output=run.max_output,
                                 turn_timeout=run.turn_timeout, cutoff=self.cutoff)
 
-    def play(self) -> None:
+    def drive(self) -> None:
         why = self._cannot_reload()
         if why is not None:  # known before starting: nothing is played
             raise CaseNotPlayable(why, Reason.NO_CAPABILITY)

@@ -241,7 +241,7 @@ class ProxyDrive:
         self.driver.check_spoken_version = not run.adapts
         self.stderr = ""
 
-    def play(self) -> None:
+    def drive(self) -> None:
         if self.case.role == ROLE:
             play_steps(self.driver, self.case.drive, lambda d, s: _perform_proxy_step(
                 d, s, self.turns, d.protocol))
