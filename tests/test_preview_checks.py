@@ -7,9 +7,12 @@ reach reliably (a resume while a prompt streams on the same connection)."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import load_json, run_cli
 
 from conformance.checks import Options, grade
 from conformance.profiles import get as get_profile
@@ -17,6 +20,7 @@ from conformance.results import Outcome, Reason
 from conformance.transcript import Transcript
 
 PREVIEW = Options(profile=get_profile("acp-schema-1.21"))
+REFERENCE = f"{sys.executable} -m conformance.reference.agent"
 Line = tuple[str, dict[str, Any]]
 
 
@@ -216,3 +220,82 @@ def test_a_live_chunk_inside_the_replay_window() -> None:
                           upd("agent_message", "live", content=[text("Part 1; ")]), live,
                           MARKER, res(5)]
     assert not {"warn", "fail"} & set(outcomes(primed, 2, ["MID-V2-13"], PREVIEW))
+
+
+KEYED = Options(profile=get_profile("acp-schema-1.21"))
+
+
+def keyed(rid: int, key: str, words: str = "Hello") -> Line:
+    return req(rid, "session/prompt", sessionId="s", prompt=[text(words)], idempotencyKey=key)
+
+
+def echo(mid: str, words: str = "Hello") -> Line:
+    return upd("user_message", mid, content=[text(words)])
+
+
+IDLE = upd("state_update", state="idle", stopReason="end_turn")
+FIRST = [keyed(2, "k1"), res(2, {"messageId": "u1"}), echo("u1"), IDLE]
+
+
+@pytest.mark.parametrize("after,found", [
+    ([keyed(3, "k1"), res(3, {"messageId": "u1"})], {}),
+    ([keyed(3, "k1"), res(3, {"messageId": "u9"})], {"fail": {"MID-V2-15/same-id"}}),
+    ([keyed(3, "k1"), res(3, error=True)], {"fail": {"MID-V2-15/same-id"}}),
+    ([keyed(3, "k1"), res(3, {"messageId": "u1"}), echo("u7")],
+     {"fail": {"MID-V2-15/one-insert"}}),
+    ([keyed(3, "k1"), res(3, {"messageId": "u1"}), echo("u1")],
+     {"info": {"MID-V2-15/repeated-echo"}}),
+    ([keyed(3, "k1", "Other"), res(3, {"messageId": "u1"})], {"info": {"MID-V2-15/conflict"}}),
+    ([keyed(3, "k2"), res(3, {"messageId": "u1"}), echo("u1"), IDLE],
+     {"fail": {"MID-V2-15/distinct-keys"}}),
+    ([keyed(3, "k2"), res(3, {"messageId": "u2"}), echo("u2"), IDLE], {}),
+    ([keyed(3, "k1"), res(3, {"messageId": "u1"}), resume(4), echo("u1"), echo("u5"),
+      upd("replay_complete"), res(4)], {"fail": {"MID-V2-15/one-replay"}}),
+    ([keyed(3, "k1"), res(3, {"messageId": "u1"}), resume(4), echo("u1"),
+      upd("replay_complete"), res(4)], {}),
+])
+def test_prompt_retries(after: list[Line], found: dict[str, set[str]]) -> None:
+    got = outcomes(start(2) + FIRST + after, 2, ["MID-V2-15"], KEYED)
+    assert {o: r for o, r in got.items() if o in ("fail", "warn", "info")} == found, got
+
+
+def test_a_valid_key_rejected_and_a_retry_while_pending() -> None:
+    rejected = start(2) + [keyed(2, "k1"), ("agent", {"jsonrpc": "2.0", "id": 2, "error": {
+        "code": -32602, "message": "unknown field idempotencyKey"}})]
+    assert outcomes(rejected, 2, ["MID-V2-15"], KEYED).get("fail") == {
+        "MID-V2-15/rejected-key"}
+    pending = start(2) + [keyed(2, "k1"), keyed(3, "k1"), res(3, error=True),
+                          res(2, {"messageId": "u1"}), echo("u1"), IDLE]
+    assert outcomes(pending, 2, ["MID-V2-15"], KEYED).get("info") == {
+        "MID-V2-15/pending-error"}
+    for name in ("acp-sdk-2.4.0", "acp-repo-2026-08-22"):
+        found = grade(transcript(2, rejected).entries, protocol=2,
+                      options=Options(profile=get_profile(name)), select=["MID-V2-15"])
+        assert {f.reason for f in found} == {Reason.ALLOWED_BY_PROFILE}
+
+
+@pytest.mark.parametrize("profile,keyed", [("acp-sdk-2.4.0", False), ("acp-schema-1.21", True)])
+def test_the_driver_sends_a_key_only_under_the_new_profile(tmp_path: Path, profile: str,
+                                                           keyed: bool) -> None:
+    """The real command line against the reference agent: under acp-schema-1.21 every v2
+    prompt carries a fresh idempotencyKey and the replay ends with replay_complete; under
+    the default profile no prompt carries one and the marker rules are not applicable."""
+    report = tmp_path / "report.json"
+    proc = run_cli("--agent", REFERENCE, "--protocol", "2", "--profile", profile,
+                   "--case", "identical-prompts", "--case", "replayed-user-ids",
+                   "--json", str(report), "--transcripts", str(tmp_path / "t"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    keys = []
+    for path in (tmp_path / "t").glob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+            msg = json.loads(line).get("msg")
+            if isinstance(msg, dict) and msg.get("method") == "session/prompt":
+                keys.append(msg["params"].get("idempotencyKey"))
+    assert keys and (all(isinstance(k, str) for k in keys) if keyed else
+                     all(k is None for k in keys))
+    assert len(set(keys)) == (len(keys) if keyed else 1)
+    rows = [r for r in load_json(report)["results"] if r["requirement"].startswith("MID-V2-13")]
+    if keyed:
+        assert any(r["outcome"] == "pass" for r in rows)
+    else:
+        assert {r.get("reason") for r in rows} == {"allowed_by_profile"}
