@@ -299,3 +299,18 @@ def test_the_driver_sends_a_key_only_under_the_new_profile(tmp_path: Path, profi
         assert any(r["outcome"] == "pass" for r in rows)
     else:
         assert {r.get("reason") for r in rows} == {"allowed_by_profile"}
+
+
+@pytest.mark.parametrize("capabilities,found", [
+    ({"session": {"rewind": {}}}, {"info": {"MID-V2-16/advertised"}}),
+    ({"session": {"fork": {"messageId": True}}}, {"info": {"MID-V2-16/advertised"}}),
+    ({"session": {"fork": {}}}, {}),
+    ({"session": {}}, {}),
+])
+def test_id_addressed_methods_are_recorded(capabilities: dict[str, Any],
+                                           found: dict[str, set[str]]) -> None:
+    lines = [req(0, "initialize", protocolVersion=2),
+             res(0, {"protocolVersion": 2, "capabilities": capabilities})]
+    for options in (Options(), PREVIEW):
+        got = outcomes(lines, 2, ["MID-V2-16"], options)
+        assert {o: r for o, r in got.items() if o != "not_applicable"} == found, got

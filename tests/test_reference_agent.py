@@ -1100,6 +1100,9 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
     "v2_key_replays_twice": lambda sc: [t for k, _, t in message_view(sc.replay)
                                         if k == "user"].count(KEYED_TEXT) == 3,
     "v2_key_by_text": lambda sc: len(sc.keyed) == 3 and _keyed_ids(sc)[1] == _keyed_ids(sc)[0],
+    "replay_drops_ids": lambda sc: sc.protocol == 1 and bool(sc.replay) and all(
+        "messageId" not in u for u in sc.replay if u["sessionUpdate"] == "agent_thought_chunk")
+    and all("messageId" in u for u in sc.live if u["sessionUpdate"] == "agent_thought_chunk"),
 }
 
 
@@ -1153,7 +1156,8 @@ NEEDS = {
                 "swapped_replay_ids", "unstable_chunk_ids", "v2_replay_without_id",
                 "v2_replay_fresh_user_ids", "v2_chunk_replay_without_primer", "v2_chunk_replay",
                 "v2_marker_missing", "v2_marker_duplicate", "v2_marker_unrequested",
-                "v2_marker_child", "v2_marker_after_response", "v2_key_replays_twice"},
+                "v2_marker_child", "v2_marker_after_response", "v2_key_replays_twice",
+                "replay_drops_ids"},
     "keys": {"v2_key_ignored", "v2_key_new_id", "v2_key_reinserts", "v2_key_replays_twice",
              "v2_key_by_text"},
 }
