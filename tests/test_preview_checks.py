@@ -314,3 +314,41 @@ def test_id_addressed_methods_are_recorded(capabilities: dict[str, Any],
     for options in (Options(), PREVIEW):
         got = outcomes(lines, 2, ["MID-V2-16"], options)
         assert {o: r for o, r in got.items() if o != "not_applicable"} == found, got
+
+
+@pytest.mark.parametrize("marker", [False, True])
+def test_the_agent_double_ends_a_v2_replay_with_the_marker_under_the_profile(
+        marker: bool) -> None:
+    from conformance.client.double_engine import DoubleEngine
+    from conformance.client.script import TurnScript
+
+    replay = tuple({"sessionUpdate": "agent_message", "messageId": f"r{i}",
+                    "content": [text(f"replayed {i}")]} for i in range(2))
+    reload = TurnScript("reload", "", False, (), replay=replay, reload=True)
+    engine = DoubleEngine(protocol=2, next_turn=lambda: reload, load_session=True)
+    engine.replay_marker = marker
+    engine.feed({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                 "params": {"protocolVersion": 2}})
+    engine.take()
+    engine.feed({"jsonrpc": "2.0", "id": 4, "method": "session/resume",
+                 "params": {"sessionId": "sess-1", "cwd": "/", "replayFrom": {"type": "start"}}})
+    lines = [item for kind, item in engine.take() if kind == "line"]
+    kinds = [m["params"]["update"]["sessionUpdate"] if m.get("method") else "response"
+             for m in lines]
+    assert kinds == ["agent_message", "agent_message",
+                     *(["replay_complete"] if marker else []), "response"]
+
+
+@pytest.mark.parametrize("profile,marker", [("acp-sdk-2.4.0", False), ("acp-schema-1.21", True)])
+def test_the_client_suite_replays_with_the_marker_under_the_new_profile(
+        tmp_path: Path, profile: str, marker: bool) -> None:
+    """The reference client (in-process adapter) passes the reload cases under both
+    profiles; only under acp-schema-1.21 do the double's replays end with the marker."""
+    report = tmp_path / "report.json"
+    proc = run_cli("--client-adapter", "conformance.client.reference:make_client",
+                   "--profile", profile, "--protocol", "2", "--case", "client-reload*",
+                   "--json", str(report), "--transcripts", str(tmp_path / "t"),
+                   "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    texts = [p.read_text(encoding="utf-8") for p in (tmp_path / "t").glob("*.jsonl")]
+    assert texts and any("replay_complete" in t for t in texts) == marker
