@@ -352,3 +352,19 @@ def test_the_client_suite_replays_with_the_marker_under_the_new_profile(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     texts = [p.read_text(encoding="utf-8") for p in (tmp_path / "t").glob("*.jsonl")]
     assert texts and any("replay_complete" in t for t in texts) == marker
+
+
+@pytest.mark.parametrize("agent,verdict", [("fixtures/agents/v2_key_new_id.py", 1), (None, 0)])
+def test_the_fuzzer_retries_a_prompt_whose_response_was_lost(tmp_path: Path, agent: str | None,
+                                                             verdict: int) -> None:
+    """Under acp-schema-1.21 the agent fuzzer's "response lost" step retries the last
+    prompt with its idempotencyKey: it finds an agent that answers a retry with a new ID,
+    and nothing on the reference agent (seed-fixed)."""
+    command = (f"{sys.executable} {agent}" if agent else REFERENCE)
+    report = tmp_path / "report.json"
+    proc = run_cli("fuzz", "--agent", command, "--protocol", "2", "--profile", "acp-schema-1.21",
+                   "--max-examples", "40", "--seed", "7", "--no-save", "--timeout", "5",
+                   "--out", str(tmp_path / "out"), "--json", str(report), timeout=400)
+    assert proc.returncode == verdict, proc.stdout[-2000:] + proc.stderr
+    failed = {r["requirement"] for r in load_json(report)["results"] if r["outcome"] == "fail"}
+    assert failed == ({"MID-V2-15/same-id"} if verdict else set())

@@ -242,6 +242,14 @@ class AgentMachine(RuleBasedStateMachine):
         strategy = prompt_specs(kinds=self._block_kinds(), cancel=cancel)
         self._do({"prompt": data.draw(strategy, label="prompt")})
 
+    @precondition(lambda self: self.live and self.protocol == 2 and self.book.current_open()
+                  and self.driver.idempotency_keys and self.driver.last_prompt is not None)
+    @rule()
+    def response_lost(self) -> None:
+        """The last prompt's response was lost: the client retries it with the same
+        idempotencyKey (profile acp-schema-1.21, MID-V2-15)."""
+        self._do({"prompt": {"text": "", "retry": True}})
+
     @precondition(lambda self: self.live and len(self.book.ids) > 1)
     @rule(data=st.data())
     def switch(self, data: st.DataObject) -> None:
