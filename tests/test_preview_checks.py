@@ -120,6 +120,9 @@ def test_a_restatement_is_warned(protocol: int, body: list[Line], rule: str) -> 
     (1, [*chunks("a", ["Done", "."]), upd("agent_message_chunk", "b", content=text("Done."))]),
     # two real messages with the same text, each streamed
     (1, [*chunks("a"), *chunks("b")]),
+    # an upsert under one ID of an ID-per-chunk run: MID-A-03/id-per-chunk's fault, not this
+    (2, [*[upd("agent_message_chunk", f"c{n}", content=text(p)) for n, p in enumerate(PARTS)],
+         upd("agent_message", "c0", content=[text(WHOLE)])]),
     # a different text under a new ID
     (2, [*chunks("a"), upd("agent_message", "b", content=[text("Something else entirely.")])]),
 ])
