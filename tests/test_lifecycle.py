@@ -243,14 +243,16 @@ def test_a_case_file_exclusion_is_not_applicable_with_its_reason(tmp_path: Path)
     assert gap["outcome"] == "not_applicable" and gap["reason"] == "excluded_by_case", gap
     assert GAP_WHY in str(gap["message"])
     no_ids = rows_of(report, "MID-A-05/")
-    assert set(no_ids) == {"MID-A-05/no-ids", "MID-A-05/partial-kinds"}  # a whole requirement
+    assert set(no_ids) == {"MID-A-05/no-ids", "MID-A-05/partial-kinds",  # a whole requirement
+                           "MID-A-05/replay-without-ids"}
     for row in no_ids.values():
         assert row["outcome"] == "not_applicable" and row["reason"] == "excluded_by_case", row
         assert NO_IDS_WHY in str(row["message"])
     siblings = rows_of(report, "MID-A-03/")  # the exclusion is of one sub-rule only
     assert siblings["MID-A-03/id-per-chunk"]["outcome"] == "pass"
     excluded = {r for r, row in rows_of(report, "").items() if row.get("reason") == "excluded_by_case"}
-    assert excluded == {"MID-A-03/gap", "MID-A-05/no-ids", "MID-A-05/partial-kinds"}
+    assert excluded == {"MID-A-03/gap", "MID-A-05/no-ids", "MID-A-05/partial-kinds",
+                        "MID-A-05/replay-without-ids"}
     assert GAP_WHY in md.read_text(encoding="utf-8")  # every report shows the sentence
     scope = header(saved / "two-turns-excluding@v1.jsonl")["scope"]
     assert scope["exclude"] == {"MID-A-03/gap": GAP_WHY, "MID-A-05": NO_IDS_WHY}  # type: ignore[index]

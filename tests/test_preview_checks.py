@@ -7,9 +7,12 @@ reach reliably (a resume while a prompt streams on the same connection)."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import load_json, run_cli
 
 from conformance.checks import Options, grade
 from conformance.profiles import get as get_profile
@@ -17,6 +20,7 @@ from conformance.results import Outcome, Reason
 from conformance.transcript import Transcript
 
 PREVIEW = Options(profile=get_profile("acp-schema-1.21"))
+REFERENCE = f"{sys.executable} -m conformance.reference.agent"
 Line = tuple[str, dict[str, Any]]
 
 
@@ -116,6 +120,9 @@ def test_a_restatement_is_warned(protocol: int, body: list[Line], rule: str) -> 
     (1, [*chunks("a", ["Done", "."]), upd("agent_message_chunk", "b", content=text("Done."))]),
     # two real messages with the same text, each streamed
     (1, [*chunks("a"), *chunks("b")]),
+    # an upsert under one ID of an ID-per-chunk run: MID-A-03/id-per-chunk's fault, not this
+    (2, [*[upd("agent_message_chunk", f"c{n}", content=text(p)) for n, p in enumerate(PARTS)],
+         upd("agent_message", "c0", content=[text(WHOLE)])]),
     # a different text under a new ID
     (2, [*chunks("a"), upd("agent_message", "b", content=[text("Something else entirely.")])]),
 ])
@@ -216,3 +223,151 @@ def test_a_live_chunk_inside_the_replay_window() -> None:
                           upd("agent_message", "live", content=[text("Part 1; ")]), live,
                           MARKER, res(5)]
     assert not {"warn", "fail"} & set(outcomes(primed, 2, ["MID-V2-13"], PREVIEW))
+
+
+KEYED = Options(profile=get_profile("acp-schema-1.21"))
+
+
+def keyed(rid: int, key: str, words: str = "Hello") -> Line:
+    return req(rid, "session/prompt", sessionId="s", prompt=[text(words)], idempotencyKey=key)
+
+
+def echo(mid: str, words: str = "Hello") -> Line:
+    return upd("user_message", mid, content=[text(words)])
+
+
+IDLE = upd("state_update", state="idle", stopReason="end_turn")
+FIRST = [keyed(2, "k1"), res(2, {"messageId": "u1"}), echo("u1"), IDLE]
+
+
+@pytest.mark.parametrize("after,found", [
+    ([keyed(3, "k1"), res(3, {"messageId": "u1"})], {}),
+    ([keyed(3, "k1"), res(3, {"messageId": "u9"})], {"fail": {"MID-V2-15/same-id"}}),
+    ([keyed(3, "k1"), res(3, error=True)], {"fail": {"MID-V2-15/same-id"}}),
+    ([keyed(3, "k1"), res(3, {"messageId": "u1"}), echo("u7")],
+     {"fail": {"MID-V2-15/one-insert"}}),
+    ([keyed(3, "k1"), res(3, {"messageId": "u1"}), echo("u1")],
+     {"info": {"MID-V2-15/repeated-echo"}}),
+    ([keyed(3, "k1", "Other"), res(3, {"messageId": "u1"})], {"info": {"MID-V2-15/conflict"}}),
+    ([keyed(3, "k2"), res(3, {"messageId": "u1"}), echo("u1"), IDLE],
+     {"fail": {"MID-V2-15/distinct-keys"}}),
+    ([keyed(3, "k2"), res(3, {"messageId": "u2"}), echo("u2"), IDLE], {}),
+    ([keyed(3, "k1"), res(3, {"messageId": "u1"}), resume(4), echo("u1"), echo("u5"),
+      upd("replay_complete"), res(4)], {"fail": {"MID-V2-15/one-replay"}}),
+    ([keyed(3, "k1"), res(3, {"messageId": "u1"}), resume(4), echo("u1"),
+      upd("replay_complete"), res(4)], {}),
+])
+def test_prompt_retries(after: list[Line], found: dict[str, set[str]]) -> None:
+    got = outcomes(start(2) + FIRST + after, 2, ["MID-V2-15"], KEYED)
+    assert {o: r for o, r in got.items() if o in ("fail", "warn", "info")} == found, got
+
+
+def test_a_valid_key_rejected_and_a_retry_while_pending() -> None:
+    rejected = start(2) + [keyed(2, "k1"), ("agent", {"jsonrpc": "2.0", "id": 2, "error": {
+        "code": -32602, "message": "unknown field idempotencyKey"}})]
+    assert outcomes(rejected, 2, ["MID-V2-15"], KEYED).get("fail") == {
+        "MID-V2-15/rejected-key"}
+    pending = start(2) + [keyed(2, "k1"), keyed(3, "k1"), res(3, error=True),
+                          res(2, {"messageId": "u1"}), echo("u1"), IDLE]
+    assert outcomes(pending, 2, ["MID-V2-15"], KEYED).get("info") == {
+        "MID-V2-15/pending-error"}
+    for name in ("acp-sdk-2.4.0", "acp-repo-2026-08-22"):
+        found = grade(transcript(2, rejected).entries, protocol=2,
+                      options=Options(profile=get_profile(name)), select=["MID-V2-15"])
+        assert {f.reason for f in found} == {Reason.ALLOWED_BY_PROFILE}
+
+
+@pytest.mark.parametrize("profile,keyed", [("acp-sdk-2.4.0", False), ("acp-schema-1.21", True)])
+def test_the_driver_sends_a_key_only_under_the_new_profile(tmp_path: Path, profile: str,
+                                                           keyed: bool) -> None:
+    """The real command line against the reference agent: under acp-schema-1.21 every v2
+    prompt carries a fresh idempotencyKey and the replay ends with replay_complete; under
+    the default profile no prompt carries one and the marker rules are not applicable."""
+    report = tmp_path / "report.json"
+    proc = run_cli("--agent", REFERENCE, "--protocol", "2", "--profile", profile,
+                   "--case", "identical-prompts", "--case", "replayed-user-ids",
+                   "--json", str(report), "--transcripts", str(tmp_path / "t"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    keys = []
+    for path in (tmp_path / "t").glob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+            msg = json.loads(line).get("msg")
+            if isinstance(msg, dict) and msg.get("method") == "session/prompt":
+                keys.append(msg["params"].get("idempotencyKey"))
+    assert keys and (all(isinstance(k, str) for k in keys) if keyed else
+                     all(k is None for k in keys))
+    assert len(set(keys)) == (len(keys) if keyed else 1)
+    rows = [r for r in load_json(report)["results"] if r["requirement"].startswith("MID-V2-13")]
+    if keyed:
+        assert any(r["outcome"] == "pass" for r in rows)
+    else:
+        assert {r.get("reason") for r in rows} == {"allowed_by_profile"}
+
+
+@pytest.mark.parametrize("capabilities,found", [
+    ({"session": {"rewind": {}}}, {"info": {"MID-V2-16/advertised"}}),
+    ({"session": {"fork": {"messageId": True}}}, {"info": {"MID-V2-16/advertised"}}),
+    ({"session": {"fork": {}}}, {}),
+    ({"session": {}}, {}),
+])
+def test_id_addressed_methods_are_recorded(capabilities: dict[str, Any],
+                                           found: dict[str, set[str]]) -> None:
+    lines = [req(0, "initialize", protocolVersion=2),
+             res(0, {"protocolVersion": 2, "capabilities": capabilities})]
+    for options in (Options(), PREVIEW):
+        got = outcomes(lines, 2, ["MID-V2-16"], options)
+        assert {o: r for o, r in got.items() if o != "not_applicable"} == found, got
+
+
+@pytest.mark.parametrize("marker", [False, True])
+def test_the_agent_double_ends_a_v2_replay_with_the_marker_under_the_profile(
+        marker: bool) -> None:
+    from conformance.client.double_engine import DoubleEngine
+    from conformance.client.script import TurnScript
+
+    replay = tuple({"sessionUpdate": "agent_message", "messageId": f"r{i}",
+                    "content": [text(f"replayed {i}")]} for i in range(2))
+    reload = TurnScript("reload", "", False, (), replay=replay, reload=True)
+    engine = DoubleEngine(protocol=2, next_turn=lambda: reload, load_session=True)
+    engine.replay_marker = marker
+    engine.feed({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                 "params": {"protocolVersion": 2}})
+    engine.take()
+    engine.feed({"jsonrpc": "2.0", "id": 4, "method": "session/resume",
+                 "params": {"sessionId": "sess-1", "cwd": "/", "replayFrom": {"type": "start"}}})
+    lines = [item for kind, item in engine.take() if kind == "line"]
+    kinds = [m["params"]["update"]["sessionUpdate"] if m.get("method") else "response"
+             for m in lines]
+    assert kinds == ["agent_message", "agent_message",
+                     *(["replay_complete"] if marker else []), "response"]
+
+
+@pytest.mark.parametrize("profile,marker", [("acp-sdk-2.4.0", False), ("acp-schema-1.21", True)])
+def test_the_client_suite_replays_with_the_marker_under_the_new_profile(
+        tmp_path: Path, profile: str, marker: bool) -> None:
+    """The reference client (in-process adapter) passes the reload cases under both
+    profiles; only under acp-schema-1.21 do the double's replays end with the marker."""
+    report = tmp_path / "report.json"
+    proc = run_cli("--client-adapter", "conformance.client.reference:make_client",
+                   "--profile", profile, "--protocol", "2", "--case", "client-reload*",
+                   "--json", str(report), "--transcripts", str(tmp_path / "t"),
+                   "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    texts = [p.read_text(encoding="utf-8") for p in (tmp_path / "t").glob("*.jsonl")]
+    assert texts and any("replay_complete" in t for t in texts) == marker
+
+
+@pytest.mark.parametrize("agent,verdict", [("fixtures/agents/v2_key_new_id.py", 1), (None, 0)])
+def test_the_fuzzer_retries_a_prompt_whose_response_was_lost(tmp_path: Path, agent: str | None,
+                                                             verdict: int) -> None:
+    """Under acp-schema-1.21 the agent fuzzer's "response lost" step retries the last
+    prompt with its idempotencyKey: it finds an agent that answers a retry with a new ID,
+    and nothing on the reference agent (seed-fixed)."""
+    command = (f"{sys.executable} {agent}" if agent else REFERENCE)
+    report = tmp_path / "report.json"
+    proc = run_cli("fuzz", "--agent", command, "--protocol", "2", "--profile", "acp-schema-1.21",
+                   "--max-examples", "40", "--seed", "7", "--no-save", "--timeout", "5",
+                   "--out", str(tmp_path / "out"), "--json", str(report), timeout=400)
+    assert proc.returncode == verdict, proc.stdout[-2000:] + proc.stderr
+    failed = {r["requirement"] for r in load_json(report)["results"] if r["outcome"] == "fail"}
+    assert failed == ({"MID-V2-15/same-id"} if verdict else set())

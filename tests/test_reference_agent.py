@@ -827,6 +827,10 @@ class Scenario:
     init: JsonObject = field(default_factory=dict)  # the first initialize result
     flight: list[JsonObject] = field(default_factory=list)  # v2: two prompts in flight
     flight_requests: tuple[int, int] = (0, 0)
+    # v2 (catalogue K.4): a keyed prompt, the same text under a second key, then a retry of
+    # the first key: the three responses, and what arrived from the retry on
+    keyed: list[JsonObject] = field(default_factory=list)
+    after_retry: list[JsonObject] = field(default_factory=list)
 
     @property
     def live(self) -> list[JsonObject]:
@@ -862,7 +866,7 @@ def first_agent_ids_per_turn(items: list[JsonObject]) -> list[Any]:
 def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: bool,
                  schemas: dict[int, list[Schema]] | None = None,
                  phases: frozenset[str] = frozenset({"cancel", "quiet", "same", "flight",
-                                                     "restore"}),
+                                                     "keys", "restore"}),
                  ) -> Scenario:
     """Two turns always; then, if in ``phases``, the cancelled "long" turn
     ("cancel"), a "long" turn cancelled at its echo in a second session ("quiet"),
@@ -923,6 +927,17 @@ def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: boo
             sc.flight = seen
             sc.flight_requests = (first, second)
             sc.turns.append(seen)
+        if "keys" in phases and protocol == 2:  # idempotencyKey: two submissions, a retry
+            keyed = {"sessionId": session_id, "prompt": text(KEYED_TEXT)}
+            for key in ("key-one", "key-two"):
+                seen, response = run_turn(a, session_id, text(KEYED_TEXT),
+                                          extra={"idempotencyKey": key})
+                sc.keyed.append(response)
+                sc.turns.append(seen)
+            before, response = a.call("session/prompt", {**keyed, "idempotencyKey": "key-one"})
+            sc.keyed.append(response)
+            after, _ = a.call("session/list", {})
+            sc.after_retry = before + after
         a.close()
 
         if "restore" in phases:
@@ -941,6 +956,19 @@ def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: boo
     sc.init = client.initialized[0] if client.initialized else {}
     sc.batches = [m for agent in client.started for m in agent.log if isinstance(m, list)]
     return sc
+
+
+KEYED_TEXT = "A keyed prompt."
+
+
+def _keyed_ids(sc: Scenario) -> list[Any]:
+    """The messageIds of the first keyed prompt, the second key's, and the retry's."""
+    return [r.get("result", {}).get("messageId") for r in sc.keyed]
+
+
+def _retry_echoes(sc: Scenario) -> list[Any]:
+    return [u.get("messageId") for u in updates(sc.after_retry)
+            if u["sessionUpdate"].startswith("user_message")]
 
 
 def _same_id_batch(sc: Scenario) -> bool:
@@ -1080,6 +1108,18 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
                                        if m.get("method") == "session/update"}) == 2,
     "v2_marker_after_response": lambda sc: _markers(sc.replay) == 0
     and _markers(updates(sc.restore_after)) == 1,
+    "v2_key_ignored": lambda sc: len(sc.keyed) == 3 and _keyed_ids(sc)[2] != _keyed_ids(sc)[0]
+    and _keyed_ids(sc)[2] in _retry_echoes(sc),
+    "v2_key_new_id": lambda sc: len(sc.keyed) == 3 and _keyed_ids(sc)[2] != _keyed_ids(sc)[0]
+    and not _retry_echoes(sc),
+    "v2_key_reinserts": lambda sc: len(sc.keyed) == 3 and _keyed_ids(sc)[2] == _keyed_ids(sc)[0]
+    and bool(_retry_echoes(sc)),
+    "v2_key_replays_twice": lambda sc: [t for k, _, t in message_view(sc.replay)
+                                        if k == "user"].count(KEYED_TEXT) == 3,
+    "v2_key_by_text": lambda sc: len(sc.keyed) == 3 and _keyed_ids(sc)[1] == _keyed_ids(sc)[0],
+    "replay_drops_ids": lambda sc: sc.protocol == 1 and bool(sc.replay) and all(
+        "messageId" not in u for u in sc.replay if u["sessionUpdate"] == "agent_thought_chunk")
+    and all("messageId" in u for u in sc.live if u["sessionUpdate"] == "agent_thought_chunk"),
 }
 
 
@@ -1143,7 +1183,10 @@ NEEDS = {
                 "swapped_replay_ids", "unstable_chunk_ids", "v2_replay_without_id",
                 "v2_replay_fresh_user_ids", "v2_chunk_replay_without_primer", "v2_chunk_replay",
                 "v2_marker_missing", "v2_marker_duplicate", "v2_marker_unrequested",
-                "v2_marker_child", "v2_marker_after_response"},
+                "v2_marker_child", "v2_marker_after_response", "v2_key_replays_twice",
+                "replay_drops_ids"},
+    "keys": {"v2_key_ignored", "v2_key_new_id", "v2_key_reinserts", "v2_key_replays_twice",
+             "v2_key_by_text"},
 }
 
 
@@ -1179,7 +1222,7 @@ FIXTURE_RUNS = [(name, p) for name, entry in FIXTURES.items() for p in entry["pr
                          ids=[f"{n}-v{p}" for n, p in FIXTURE_RUNS])
 def test_fixture_shows_its_fault_on_the_wire(tmp_path: Path, name: str, protocol: int) -> None:
     argv = [sys.executable, str(FIXTURE_DIR / f"{name}.py")]
-    phases = frozenset(p for p in ("cancel", "quiet", "same", "flight", "restore")
+    phases = frozenset(p for p in ("cancel", "quiet", "same", "flight", "keys", "restore")
                        if name in NEEDS[p])
     sc = run_scenario(argv, tmp_path / "state", protocol, strict=False, phases=phases)
     assert SMOKE[name](sc), f"{name} did not show its fault in v{protocol}"

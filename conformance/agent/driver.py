@@ -16,6 +16,7 @@ and pass in; they belong with the waits that raise and honour them.
 from __future__ import annotations
 
 import itertools
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any
 
 from conformance import TOOL_NAME, __version__, model
 from conformance.lifecycle import CaseAborted, CaseCut, CaseNotPlayable, Cutoff
+from conformance.profiles import PROFILES
 from conformance.results import Reason
 from conformance.transcript import Entry, Transcript
 from conformance.transport import DEFAULT_GRACE, TargetExited, TargetProcess, TargetTimeout
@@ -150,6 +152,12 @@ class ClientDriver:
         # since the last idle that ended one. An idle without it is a state report (a real
         # agent reports idle as a prompt arrives, and after a resume): no turn's end.
         self.turn_running = False
+        # v2 session/prompt idempotencyKey (catalogue K.4), under a profile that has it (the
+        # transcript header names the run's profile): one fresh key per prompt, repeated by
+        # retry_prompt.
+        profile = PROFILES.get(str(transcript.header.get("profile", "")))
+        self.idempotency_keys = bool(profile and profile.idempotency_keys)
+        self.last_prompt: dict[str, Any] | None = None
 
     # -- process ---------------------------------------------------------
     def start(self) -> None:
@@ -270,6 +278,9 @@ class ClientDriver:
         if meta_message_id is not None:
             params["_meta"] = {"messageId": meta_message_id}
             fuzz = True
+        if self.idempotency_keys and self.protocol >= 2:
+            params["idempotencyKey"] = f"key-{secrets.token_hex(12)}"
+        self.last_prompt = params
         rid = self._send_request("session/prompt", params, fuzz=fuzz)
         cancel_at = time.monotonic() + CANCEL_SHARE * self.timeout
         in_flight = in_flight and self.protocol >= 2
@@ -382,6 +393,28 @@ class ClientDriver:
             self.echoed.clear()
         if cancel:
             self.settle()
+        return msg.get("error") if isinstance(msg, dict) and "error" in msg else None
+
+    def retry_prompt(self) -> Any:
+        """v2: send the last prompt again, same content and same ``idempotencyKey`` (a client
+        whose response was lost), and wait for its response only: a retry starts no turn.
+        The error the agent answered it with, or None."""
+        if self.last_prompt is None:
+            raise DriveAborted("a retry with no prompt before it")
+        rid = self._send_request("session/prompt", dict(self.last_prompt))
+
+        def on_update(entry: Entry, update: dict[str, Any]) -> None:
+            # the original may be in flight: its echo and idle count for the next prompt
+            if update.get("sessionUpdate") in ("user_message", "user_message_chunk"):
+                self.echoed.add(update.get("messageId"))
+            if update.get("sessionUpdate") == "state_update" and update.get("state") == "idle":
+                self.idles += 1
+
+        self.pump(lambda: rid in self.responses, on_update=on_update,
+                  waiting_for="the retried prompt's response")
+        msg = self.responses.pop(rid).msg
+        if not self.flight:
+            self.settle()  # what a retry inserts by mistake lands before the next step
         return msg.get("error") if isinstance(msg, dict) and "error" in msg else None
 
     def settle(self, quiet: float = GRACE) -> None:

@@ -51,6 +51,8 @@ class StepDriver(ClientDriver):
 
     def prompt_spec(self, spec: Mapping[str, Any]) -> Any:
         """Play one ``prompt`` step; the error the agent answered it with, or None."""
+        if spec.get("retry"):
+            return self.retry_prompt()
         self._blocks = list(spec["blocks"]) if spec.get("blocks") else None
         cancel_after = spec.get("cancel_after")
         self._cancel_after = cancel_after if isinstance(cancel_after, int) else None

@@ -9,6 +9,7 @@ A step is plain JSON, and the same vocabulary as the agent cases' drive steps
     {"resume": {"replay": "start" | "none" | "null"}}   # "null": replayFrom: null
     {"prompt": {"text": "...", "blocks": [...], "legacy_message_id": "...",
                 "meta_message_id": "...", "cancel_after": 3}}   # or "cancel": true
+    {"prompt": {"text": "", "retry": true}}   # the previous prompt again, same idempotencyKey
 
 ``cancel_after`` sends ``session/cancel`` once that many ``session/update``
 notifications of the turn have arrived (0: right after the request); ``cancel``
@@ -111,6 +112,8 @@ def shape(step: Step) -> str:
         return f"switch:{args.get('session')}"
     if name != "prompt":
         return name
+    if args.get("retry"):
+        return "prompt-retry"
     out = f"prompt[{','.join(block_kinds(args))}]"
     if "legacy_message_id" in args:
         out += "+legacy-id"
@@ -140,6 +143,8 @@ def describe(step: Step, limit: int = 50) -> str:
                                    " replayFrom null" if replay == "null" else " (no replay)")
     if name == "close_session":
         return "session/close"
+    if args.get("retry"):
+        return "session/prompt again, the same idempotencyKey (its response lost)"
     text = str(args.get("text", ""))
     shown = json.dumps(text if len(text) <= limit else text[:limit] + "...", ensure_ascii=True)
     out = f"session/prompt {shown}"

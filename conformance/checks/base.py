@@ -264,7 +264,8 @@ def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = 
             handlers[etype].append((getattr(ch, name), ch.quiet_on))
     timeline = Timeline(protocol, repeats=repeats,
                         session_messages=options.profile.session_messages,
-                        replay_marker=options.profile.replay_marker)
+                        replay_marker=options.profile.replay_marker,
+                        idempotency_keys=options.profile.idempotency_keys)
     sink.negotiated = timeline.negotiated
     # The checkers' state makes no reference cycles; the cyclic collector would only walk
     # it again and again as it grows with the messages (about 8% of a 1M-update check).

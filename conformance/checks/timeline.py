@@ -89,7 +89,8 @@ class Timeline:
     """
 
     def __init__(self, protocol: int = 1, *, repeats: bool = True,
-                 session_messages: bool = False, replay_marker: bool = False) -> None:
+                 session_messages: bool = False, replay_marker: bool = False,
+                 idempotency_keys: bool = False) -> None:
         self.default_protocol = protocol
         # The update kinds that are messages (with the "session" kind under a profile
         # that has inter-session messages: Profile.session_messages).
@@ -99,6 +100,10 @@ class Timeline:
         # replay_complete on a session whose requested v2 replay is open closes the window:
         # what follows, also before the resume response, is live.
         self.replay_marker = replay_marker
+        # ... and a v2 session/prompt that repeats an idempotencyKey of its session is a
+        # retry of a submission (catalogue K.4): it opens no turn (Profile.idempotency_keys).
+        self.idempotency_keys = idempotency_keys
+        self.prompt_keys: dict[str, set[str]] = {}  # session -> keys of its prompts
         self.conns: dict[int, _Conn] = {}
         self.sessions: dict[str, _Session] = {}
         self.agent_info: dict[str, Any] = {}
@@ -231,6 +236,12 @@ class Timeline:
         if method == "initialize" and isinstance(params.get("protocolVersion"), int):
             conn.protocol = params["protocolVersion"]
         elif method == "session/prompt" and sid is not None and "id" in msg:
+            key = params.get("idempotencyKey")
+            if self.idempotency_keys and conn.protocol >= 2 and isinstance(key, str):
+                keys = self.prompt_keys.setdefault(sid, set())
+                if key in keys:
+                    return  # a retry: graded by checks/keys.py, never a turn of its own
+                keys.add(key)
             s = self._session(sid, entry.conn, entry.seq)
             s.turn += 1
             s.turn_open = True

@@ -109,6 +109,7 @@ class AdapterClient(DoubleTally):
         self.protocol = protocol
         self.timeout = timeout
         self.response_message_id = response_message_id
+        self.replay_marker = False  # the profile's (set by the runner, like load_session)
         self.next_turn = next_turn
         self.conn = -1
         self.adapter: ClientAdapter | None = None
@@ -154,6 +155,7 @@ class AdapterClient(DoubleTally):
                                    next_turn=lambda: self.next_turn(self.conn),
                                    response_message_id=self.response_message_id,
                                    load_session=self.load_session)
+        self.engine.replay_marker = self.replay_marker
         self.transcript.add(self.conn, "harness", "harness", event="start",
                             data={"pid_role": "client", "adapter": True})
         self._run(self._start)

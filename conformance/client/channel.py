@@ -15,7 +15,7 @@ double -> suite::
 suite -> double::
 
     {"type": "config", "conn": 0, "protocol": 2, "wait": 5.0, "response_message_id": true,
-     "load_session": false}
+     "load_session": false, "replay_marker": false}
     {"type": "turn", "turn": {...TurnScript...} | null}
 
 The suite records every reported line in the case's transcript as it arrives

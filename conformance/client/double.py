@@ -89,6 +89,7 @@ def run(protocol: int, channel: Any, script: list[TurnScript], transcript: str |
                           response_message_id=response_message_id,
                           load_session=bool(channel.config.get("load_session"))
                           if channel is not None else load_session)
+    engine.replay_marker = bool(channel.config.get("replay_marker")) if channel else False
     stdin = sys.stdin.buffer.fileno()
     stdout = sys.stdout.buffer
     sel = selectors.DefaultSelector()

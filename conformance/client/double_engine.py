@@ -81,6 +81,9 @@ class DoubleEngine:
         self._after_load: TurnScript | None = None  # the turn for a resumed one-shot prompt
         self.next_turn = next_turn
         self.response_message_id = response_message_id
+        # v2 Preview (profile acp-schema-1.21, catalogue K.3): a replay ends with
+        # replay_complete before the resume response
+        self.replay_marker = False
         self._produced: list[tuple[str, Any]] = []  # ("line", message) | ("event", report)
         self.sessions = 0
         self.turns = 0
@@ -196,6 +199,9 @@ class DoubleEngine:
         for u in turn.replay if turn else ():
             self._send({"jsonrpc": "2.0", "method": "session/update",
                              "params": {"sessionId": sid, "update": u}})
+        if self.replay_marker and self.protocol >= 2:
+            self._send({"jsonrpc": "2.0", "method": "session/update",
+                        "params": {"sessionId": sid, "update": {"sessionUpdate": "replay_complete"}}})
         self._respond(rid, {})
         self._report({"event": "load-end", "data": {"sessionId": sid}})
         self._after_load = turn if turn and turn.actions else None

@@ -270,6 +270,7 @@ class ClientDrive:
                                         response_message_id=response_id,
                                         next_turn=self._next_turn)
             self.client.load_session = self.reloads
+            self.client.replay_marker = run.options.profile.replay_marker
             return
         from conformance.client.channel import SuiteSide
 
@@ -281,6 +282,7 @@ class ClientDrive:
         self.control = SuiteSide(tmp, transcript, protocol=protocol, wait=min(run.timeout, 5.0),
                                  response_message_id=response_id, next_turn=self._next_turn)
         self.control.config["load_session"] = self.reloads
+        self.control.config["replay_marker"] = run.options.profile.replay_marker
         agent = double_command(tmp, protocol, self.control.path)
         workdir = os.path.join(tmp, "work")
         os.mkdir(workdir)

@@ -431,9 +431,27 @@ def replay_stored(ctx: _Context, config: AgentFuzzConfig, cwd: str) -> tuple[int
     return replayed, failing
 
 
+class KeyedAgentMachine(AgentMachine):
+    """Under a profile with prompt idempotency keys (acp-schema-1.21): one rule more. A
+    class of its own, since any rule, even one whose precondition never holds, changes
+    what a seed generates under the other profiles."""
+
+    @precondition(lambda self: self.live and self.protocol == 2 and self.book.current_open()
+                  and self.driver.last_prompt is not None)
+    @rule()
+    def response_lost(self) -> None:
+        """The last prompt's response was lost: the client retries it with the same
+        idempotencyKey (MID-V2-15)."""
+        self._do({"prompt": {"text": "", "retry": True}})
+
+
 def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, seed: int,
                        result: FuzzResult, cwd: str) -> None:
-    class Machine(AgentMachine):  # Hypothesis builds each machine itself: bind the context
+    base: type[AgentMachine] = (KeyedAgentMachine if config.options.profile.idempotency_keys
+                                else AgentMachine)
+
+    class Machine(base):  # type: ignore[valid-type,misc]  # bound per profile
+        # Hypothesis builds each machine itself: bind the context
         def __init__(self) -> None:
             super().__init__(ctx)
 

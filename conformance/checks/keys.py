@@ -1,0 +1,300 @@
+"""Prompt retries with an idempotency key (MID-V2-15, catalogue K.4), under a profile that
+has them (``Profile.idempotency_keys``; the driver then sends a fresh key on every v2
+prompt and repeats it on a retry).
+
+A key yields at most one inserted user message, and every retry is answered with that
+message's ``messageId``; two submissions with the same text and different keys are two
+messages. The checker follows the wire itself (prompt requests, their responses, the user
+messages of the session and later replays), like ``marker.py``: the timeline opens no
+turn for a retry (``timeline.Timeline.idempotency_keys``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance import model
+from conformance.checks.base import Checker, Rule, register
+from conformance.checks.events import Frame
+from conformance.checks.wire import short
+from conformance.results import Reason
+
+USER_UPDATES = ("user_message", "user_message_chunk")
+INVALID_PARAMS = -32602
+MAX_KEY = 255
+
+
+@dataclass
+class _Submission:
+    """The first attempt of one key in one session."""
+
+    key: str
+    text: str
+    seq: int
+    conn: int
+    mid: str | None = None  # the messageId its response named
+    answered: bool = False
+    response_seq: int = -1
+
+
+@dataclass
+class _Attempt:
+    session: str
+    sub: _Submission
+    seq: int
+    conn: int
+    retry: bool
+    text: str
+    pending_original: bool = False  # the first attempt was not answered yet
+
+
+@dataclass
+class _Session:
+    subs: dict[str, _Submission] = field(default_factory=dict)
+    retried: list[_Submission] = field(default_factory=list)  # keys retried, newest last
+    watch: _Submission | None = None  # retried last, until the next new submission
+    response_ids: set[str] = field(default_factory=set)  # IDs prompt responses named
+    replay: list[tuple[str | None, str]] | None = None  # (ID, text) of an open replay
+    replayed: set[str] = field(default_factory=set)  # user IDs any replay on a conn showed
+    echoes: dict[str, list[Any]] = field(default_factory=dict)  # user ID -> echo contents
+
+
+def _key(conn: int, request_id: Any) -> tuple[int, str, str]:
+    return conn, type(request_id).__name__, repr(request_id)
+
+
+@register
+class IdempotencyKeys(Checker):
+    quiet_repeats = True  # a repeat chunk continues a message already seen
+    rules = (
+        Rule("MID-V2-15/same-id", "a retry with the same idempotencyKey is answered with "
+             "the messageId of the key's message", versions=(2,),
+             untested="no prompt was retried with its idempotencyKey"),
+        Rule("MID-V2-15/pending-error", "an error to a retry sent while the original was "
+             "pending (unspecified; recorded)", versions=(2,),
+             untested="no retry was sent while its original was pending"),
+        Rule("MID-V2-15/not-retained", "a retry on a fresh process of a prompt the replay did "
+             "not keep (recorded)", versions=(2,),
+             untested="no retry on a fresh process"),
+        Rule("MID-V2-15/one-insert", "a retried key inserts no second user message",
+             versions=(2,), untested="no prompt was retried with its idempotencyKey"),
+        Rule("MID-V2-15/repeated-echo", "a retry repeats the user_message upsert of the key's "
+             "message (recorded)", versions=(2,),
+             untested="no prompt was retried with its idempotencyKey"),
+        Rule("MID-V2-15/one-replay", "a later replay holds one user message per keyed "
+             "submission", versions=(2,), untested="no replay after a retried prompt"),
+        Rule("MID-V2-15/distinct-keys", "two prompts with the same text and different keys "
+             "get two IDs", versions=(2,),
+             untested="no two prompts with the same text and different keys"),
+        Rule("MID-V2-15/rejected-key", "a valid idempotencyKey is not rejected",
+             versions=(2,), untested="no prompt carried an idempotencyKey"),
+        Rule("MID-V2-15/conflict", "the same key with different content (unspecified; "
+             "recorded)", versions=(2,), untested="no key was reused with other content"),
+    )
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.on = self.profile.idempotency_keys
+        if not self.on:
+            for rule in self.rules:
+                self.not_applicable(
+                    rule.id, f"profile {self.profile.name} has no session/prompt "
+                    "idempotencyKey (catalogue K.2)", Reason.ALLOWED_BY_PROFILE)
+        self.sessions: dict[str, _Session] = {}
+        self.attempts: dict[tuple[int, str, str], _Attempt] = {}
+        self.resumes: dict[tuple[int, str, str], str] = {}  # replaying resume -> session
+
+    def _s(self, sid: str) -> _Session:
+        s = self.sessions.get(sid)
+        if s is None:
+            s = self.sessions[sid] = _Session()
+        return s
+
+    def on_frame(self, ev: Frame) -> None:
+        if not self.on or ev.protocol < 2:
+            return
+        e = ev.entry
+        msg = e.msg
+        if e.stream not in ("stdout", "stdin") or not isinstance(msg, dict):
+            return
+        if e.src == "client":
+            self._client(e.conn, e.seq, msg)
+        elif "method" not in msg and "id" in msg:
+            self._response(e.conn, e.seq, msg)
+        elif msg.get("method") == "session/update":
+            self._update(e.seq, msg)
+
+    def _client(self, conn: int, seq: int, msg: dict[str, Any]) -> None:
+        params = model.as_object(msg.get("params"))
+        sid = params.get("sessionId")
+        if not isinstance(sid, str) or "id" not in msg:
+            return
+        method = msg.get("method")
+        if method == "session/resume" and params.get("replayFrom") is not None:
+            self.resumes[_key(conn, msg["id"])] = sid
+            self._s(sid).replay = []
+            return
+        key = params.get("idempotencyKey")
+        if method != "session/prompt" or not isinstance(key, str):
+            return
+        s = self._s(sid)
+        text = model.blocks_text(params.get("prompt"))
+        sub = s.subs.get(key)
+        retry = sub is not None
+        if sub is None:
+            sub = s.subs[key] = _Submission(key, text, seq, conn)
+        elif text != sub.text:
+            self.exercised("MID-V2-15/conflict")
+            self.found("MID-V2-15/conflict", f"idempotencyKey {short(key)!r} comes again with "
+                       "other content (no text says what happens)", key=(sid, key, seq),
+                       entries=[sub.seq, seq], expected=short(sub.text), actual=short(text))
+        if retry:
+            s.retried.append(sub)
+            s.watch = sub
+        else:
+            s.watch = None  # its echo is a new message
+        self.attempts[_key(conn, msg["id"])] = _Attempt(sid, sub, seq, conn, retry, text,
+                                                        pending_original=not sub.answered)
+
+    def _response(self, conn: int, seq: int, msg: dict[str, Any]) -> None:
+        rid = _key(conn, msg["id"])
+        sid = self.resumes.pop(rid, None)
+        if sid is not None:
+            self._replay_ended(sid, seq)
+            return
+        at = self.attempts.pop(rid, None)
+        if at is None:
+            return
+        s, sub = self._s(at.session), at.sub
+        result = msg.get("result")
+        mid = result.get("messageId") if isinstance(result, dict) else None
+        if not at.retry:
+            self.exercised("MID-V2-15/rejected-key")
+            err = model.as_object(msg.get("error"))
+            if err and err.get("code") == INVALID_PARAMS and 1 <= len(sub.key) <= MAX_KEY:
+                self.found("MID-V2-15/rejected-key", "a session/prompt with a valid "
+                           f"idempotencyKey is refused ({err.get('code')} "
+                           f"{short(str(err.get('message')), 60)})", key=(at.session, sub.key),
+                           entries=[at.seq, seq], expected="the key honoured",
+                           actual=err.get("code"))
+            if isinstance(mid, str):
+                sub.mid, sub.answered, sub.response_seq = mid, True, seq
+                self._distinct(s, at, sub, mid, seq)
+                s.response_ids.add(mid)
+            return
+        if "error" in msg:
+            if at.pending_original:
+                self.exercised("MID-V2-15/pending-error")
+                self.found("MID-V2-15/pending-error", "a retry sent while the original was "
+                           "pending is answered with an error (unspecified)",
+                           key=(at.session, sub.key), entries=[sub.seq, at.seq, seq],
+                           actual="error")
+                return
+            self.exercised("MID-V2-15/same-id")
+            self.found("MID-V2-15/same-id", "a retry of an inserted submission is answered "
+                       "with an error, not the messageId of its message",
+                       key=(at.session, sub.key), entries=[sub.response_seq, at.seq, seq],
+                       expected=short(sub.mid), actual="error")
+            return
+        if not isinstance(mid, str) or sub.mid is None:
+            return
+        if mid == sub.mid:
+            self.exercised("MID-V2-15/same-id")
+            return
+        if at.conn != sub.conn and sub.mid not in s.replayed:
+            self.exercised("MID-V2-15/not-retained")
+            self.found("MID-V2-15/not-retained", "a retry on a fresh process gets a new ID; "
+                       "the replay did not keep the original, so the agent may not know it",
+                       key=(at.session, sub.key), entries=[sub.response_seq, at.seq, seq],
+                       expected=short(sub.mid), actual=short(mid))
+            return
+        self.exercised("MID-V2-15/same-id")
+        self.found("MID-V2-15/same-id", f"a retry with idempotencyKey {short(sub.key)!r} is "
+                   f"answered with ID {short(mid)!r}, not {short(sub.mid)!r}, the ID its first "
+                   "attempt's response named", key=(at.session, sub.key),
+                   entries=[sub.response_seq, at.seq, seq], expected=short(sub.mid),
+                   actual=short(mid))
+
+    def _distinct(self, s: _Session, at: _Attempt, sub: _Submission, mid: str,
+                  seq: int) -> None:
+        """Two keys, one text: two messages with two IDs."""
+        twins = [o for o in s.subs.values() if o is not sub and o.text == sub.text
+                 and o.mid is not None]
+        if not twins:
+            return
+        self.exercised("MID-V2-15/distinct-keys")
+        for other in twins:
+            if other.mid == mid:
+                self.found("MID-V2-15/distinct-keys", f"two prompts with the same text and "
+                           f"different keys get one ID {short(mid)!r}: one message for two "
+                           "submissions", key=(at.session, mid),
+                           entries=[other.seq, other.response_seq, at.seq, seq],
+                           expected="two IDs", actual=short(mid))
+
+    def _update(self, seq: int, msg: dict[str, Any]) -> None:
+        params = model.as_object(msg.get("params"))
+        sid, update = params.get("sessionId"), model.as_object(params.get("update"))
+        utype = update.get("sessionUpdate")
+        if not isinstance(sid, str) or utype not in USER_UPDATES:
+            return
+        s = self.sessions.get(sid)
+        if s is None:
+            return
+        mid = update.get("messageId")
+        mid = mid if isinstance(mid, str) else None
+        if s.replay is not None:
+            text = (model.blocks_text(update.get("content")) if utype == "user_message"
+                    else model.block_text(update.get("content")))
+            if s.replay and utype == "user_message_chunk" and s.replay[-1][0] == mid:
+                s.replay[-1] = (mid, s.replay[-1][1] + text)
+            else:
+                s.replay.append((mid, text))
+            return
+        if mid is None:
+            return
+        fresh = mid not in s.echoes
+        seen = s.echoes.setdefault(mid, [])
+        sub = s.watch
+        if sub is None or sub.mid is None:
+            seen.append(update.get("content"))
+            return
+        self.exercised("MID-V2-15/one-insert")
+        self.exercised("MID-V2-15/repeated-echo")
+        if mid == sub.mid and seen:
+            if utype == "user_message" and update.get("content") == seen[-1]:
+                self.found("MID-V2-15/repeated-echo", "a retry repeats the key's user_message "
+                           "upsert, same ID and content", key=(sid, sub.key), entries=[seq],
+                           actual=short(mid))
+                return
+            if utype == "user_message_chunk":
+                self.found("MID-V2-15/one-insert", f"a retry appends the prompt again as "
+                           f"chunks of the key's message {short(mid)!r}",
+                           key=(sid, sub.key), entries=[sub.seq, seq],
+                           expected="nothing inserted by a retry", actual=utype)
+        elif mid != sub.mid and mid not in s.response_ids and fresh:
+            self.found("MID-V2-15/one-insert", f"after a retry of idempotencyKey "
+                       f"{short(sub.key)!r} a user message with a new ID {short(mid)!r} "
+                       "arrives: a second insert for one key", key=(sid, sub.key),
+                       entries=[sub.seq, seq], expected=f"only {short(sub.mid)!r}",
+                       actual=short(mid))
+        seen.append(update.get("content"))
+
+    def _replay_ended(self, sid: str, seq: int) -> None:
+        s = self._s(sid)
+        replay, s.replay = s.replay or [], None
+        s.replayed.update(m for m, _ in replay if m is not None)
+        if not s.retried:
+            return
+        self.exercised("MID-V2-15/one-replay")
+        texts = [t for _, t in replay]
+        for sub in {id(x): x for x in s.retried}.values():
+            same_text = [o for o in s.subs.values() if o.text == sub.text]
+            if len(same_text) != 1:
+                continue  # two keys, one text: two messages are right (distinct-keys)
+            n = texts.count(sub.text)
+            if n > 1:
+                self.found("MID-V2-15/one-replay", f"the replay holds {n} user messages for "
+                           f"the one submission of idempotencyKey {short(sub.key)!r}",
+                           key=(sid, sub.key), entries=[sub.seq, seq],
+                           expected="one user message", actual=n)
