@@ -99,6 +99,47 @@ class Grades:
                 for p, vs in self.by_profile.items()}
 
 
+@dataclass(frozen=True)
+class RuleRecord:
+    """Everything the suite states about one sub-rule, from its register entry: checkers
+    hold only the inference that finds a breach, and look the rest up here."""
+
+    id: str
+    requirement: str
+    title: str  # what a pass row says
+    role: str  # the side it grades: agent | client | proxy
+    versions: tuple[int, ...]  # the protocol versions it applies to
+    untested: str  # the "not testable: ..." text when no traffic reached it
+    # the v2 profiles that grade it (empty: every profile); under another it is
+    # not_applicable (allowed_by_profile) with ``profile_note`` as its reason
+    profiles: tuple[str, ...] = ()
+    profile_note: str = ""
+
+    def applies_under(self, profile: str) -> bool:
+        return not self.profiles or profile in self.profiles
+
+
+DEFAULT_UNTESTED = "the transcript never showed the situation this rule is about"
+
+
+@cache
+def load_rule_records() -> dict[str, RuleRecord]:
+    """Every sub-rule's record (title, role, versions, untested text, profiles)."""
+    out: dict[str, RuleRecord] = {}
+    for d in _entries():
+        for rule, spec in (d.get("rules") or {}).items():
+            spec = spec if isinstance(spec, dict) and "grade" in spec else {}
+            profiles = tuple(spec.get("profiles") or ())
+            unknown = [p for p in profiles if p not in PROFILES]
+            if unknown:
+                raise ValueError(f"register: {rule}: unknown profiles {unknown}")
+            out[rule] = RuleRecord(
+                rule, d["id"], spec.get("title", d["title"]), spec.get("role", d["parties"][0]),
+                tuple(spec.get("versions") or d["versions"]),
+                spec.get("untested", DEFAULT_UNTESTED), profiles, spec.get("profile_note", ""))
+    return out
+
+
 GRADE_WORDS = {o.value: o for o in (Outcome.FAIL, Outcome.WARN, Outcome.INFO)}
 
 

@@ -18,7 +18,7 @@ from conftest import REPO_ROOT, run_cli
 from conformance.checks import Options, all_rules
 from conformance.checks.base import Sink
 from conformance.profiles import PROFILES, get
-from conformance.requirements import load_grades, load_register
+from conformance.requirements import load_grades, load_register, load_rule_records
 from conformance.results import Outcome
 
 CHECKS = REPO_ROOT / "conformance" / "checks"
@@ -137,3 +137,41 @@ def test_no_catalogue_internal_reference_reaches_a_reader() -> None:
     for command in ([], ["fuzz"], ["check"], ["list"]):
         proc = run_cli(*command, "--help")
         assert not INTERNAL.search(proc.stdout), (command, INTERNAL.findall(proc.stdout))
+
+
+def test_a_rule_is_one_record_in_the_register() -> None:
+    """Checkers name a rule by ID only; its title, side, versions, "not testable" text and
+    profiles are the register's (no second copy in code)."""
+    package = REPO_ROOT / "conformance"
+    in_code = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "Rule" and (len(node.args) != 1 or node.keywords)):
+                in_code.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert in_code == []
+    records = load_rule_records()
+    for rid, rule in all_rules().items():
+        record = records[rid]
+        assert record.title and record.role in ("agent", "client", "proxy"), rid
+        assert set(record.versions) <= set(load_register(suite=True)[record.requirement].versions)
+        assert rule.title == record.title and rule.versions == record.versions, rid
+
+
+def test_a_profile_gated_rule_is_not_applicable_under_other_profiles() -> None:
+    """A rule whose record names the profiles that grade it is not_applicable with the
+    reason allowed_by_profile under any other, whatever the traffic, by the grader."""
+    from conformance.checks import grade
+    from conformance.results import Reason
+
+    gated = {rid: r for rid, r in load_rule_records().items() if r.profiles}
+    assert gated  # MID-V2-11 and MID-V2-12 at least
+    for profile in PROFILES:
+        rows = {f.requirement: f for f in grade([], protocol=2, options=Options(profile=get(profile)))}
+        for rid, record in gated.items():
+            if profile in record.profiles:
+                assert rows[rid].reason is not Reason.ALLOWED_BY_PROFILE, (rid, profile)
+            else:
+                assert rows[rid].outcome is Outcome.NOT_APPLICABLE, (rid, profile)
+                assert rows[rid].reason is Reason.ALLOWED_BY_PROFILE, (rid, profile)
+                assert profile in rows[rid].message, (rid, profile)

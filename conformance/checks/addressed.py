@@ -32,10 +32,7 @@ def addressed_methods(capabilities: Any) -> list[str]:
 class AddressedMethods(Checker):
     quiet_repeats = True
     rules = (
-        Rule("MID-V2-16/advertised", "an advertised method that takes a messageId (recorded: "
-             "the suite does not drive the drafted methods yet)", versions=(2,),
-             untested="the agent advertises no method that takes a messageId "
-                      "(session.rewind, session.inject, session.fork.messageId)"),
+        Rule("MID-V2-16/advertised"),
     )
 
     def __init__(self, *a: Any) -> None:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from conformance.profiles import DEFAULT_PROFILE, Profile
 from conformance.profiles import get as get_profile
-from conformance.requirements import Grades, load_grades
+from conformance.requirements import Grades, RuleRecord, load_grades, load_rule_records
 from conformance.results import SEVERITY, Finding, Outcome, Reason
 from conformance.transcript import Entry
 
@@ -31,11 +31,32 @@ MAX_FAULT_KEYS = 100_000  # faults per rule told apart past the few (a few MB at
 
 @dataclass(frozen=True)
 class Rule:
-    id: str  # "MID-A-02/cross-turn-reuse"
-    title: str
-    versions: tuple[int, ...] = (1, 2)
-    role: str = "agent"  # which side it grades: agent | client
-    untested: str = "the transcript never showed the situation this rule is about"
+    """A sub-rule a checker grades, by ID ("MID-A-02/cross-turn-reuse"); everything else
+    about it (title, role, versions, the "not testable" text, profiles, grades) is one
+    record in the register, looked up here."""
+
+    id: str
+
+    @property
+    def record(self) -> RuleRecord:
+        """Its register record (a rule missing there is our bug: KeyError)."""
+        return load_rule_records()[self.id]
+
+    @property
+    def title(self) -> str:
+        return self.record.title
+
+    @property
+    def versions(self) -> tuple[int, ...]:
+        return self.record.versions
+
+    @property
+    def role(self) -> str:
+        return self.record.role
+
+    @property
+    def untested(self) -> str:
+        return self.record.untested
 
     @property
     def requirement(self) -> str:
@@ -279,7 +300,7 @@ def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = 
     for ch in checkers:
         ch.finish()
     versions_seen = set(timeline.negotiated.values()) or {protocol}
-    rows = _rows(chosen, sink, versions_seen)
+    rows = _rows(chosen, sink, versions_seen, options.profile.name)
     if schema_dir is not None:
         from conformance.schema import validate_transcript
 
@@ -374,16 +395,23 @@ def _dispatch(entries: Iterable[Entry], timeline: Any,
             fn(run)
 
 
-def _rows(chosen: list[Rule], sink: Sink, versions: set[int]) -> list[Finding]:
+def _rows(chosen: list[Rule], sink: Sink, versions: set[int], profile: str) -> list[Finding]:
     out: list[Finding] = []
     for rule in chosen:
         found = sink.rows(rule.id)
+        record = rule.record
         if found:
             out.extend(found)
-        elif not versions & set(rule.versions):
+        elif not versions & set(record.versions):
             out.append(Finding(rule.id, Outcome.NOT_APPLICABLE,
-                               f"applies to protocol v{'/v'.join(map(str, rule.versions))} only",
+                               f"applies to protocol v{'/v'.join(map(str, record.versions))} only",
                                reason=Reason.NOT_TESTABLE))
+        elif not record.applies_under(profile):
+            out.append(Finding(rule.id, Outcome.NOT_APPLICABLE,
+                               record.profile_note.format(profile=profile)
+                               or f"profile {profile} does not grade it "
+                               f"(graded under {', '.join(record.profiles)})",
+                               reason=Reason.ALLOWED_BY_PROFILE))
         elif rule.id in sink.seen:
             out.append(Finding(rule.id, Outcome.PASS, rule.title))
         elif rule.id in sink.reasons:

@@ -18,9 +18,7 @@ from conformance.checks.events import LIVE, REPLAY, MessageEvent, ReplayEnd, Rep
 class ReplayIds(Checker):
     quiet_repeats = True  # a repeat continues a message already counted
     rules = (
-        Rule("MID-A-05/replay-without-ids", "a kind that carried IDs live keeps them in the "
-             "v1 session/load replay of the same session", versions=(1,),
-             untested="no v1 replay of a session whose live messages carried IDs"),
+        Rule("MID-A-05/replay-without-ids"),
     )
 
     def __init__(self, *a: Any) -> None:

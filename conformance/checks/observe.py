@@ -43,10 +43,6 @@ NOT_REACHED = ("the client's screen was observed, but never after a stream this 
 # ---------------------------------------------------------------------------
 
 
-def _rule(rid: str, title: str, versions: tuple[int, ...] = (1, 2)) -> Rule:
-    return Rule(rid, title, versions=versions, role="client", untested=NO_PROFILE)
-
-
 # Rules a turn exercises, by the features of what the double sent.
 _FEATURE_RULES: dict[str, tuple[str, ...]] = {
     "v1-absent": ("MID-C-04", "MID-S-02/client"),
@@ -62,44 +58,28 @@ _FEATURE_RULES: dict[str, tuple[str, ...]] = {
 @register
 class ShownMessages(Checker):
     rules = (
-        _rule("MID-C-02/merged", "distinct IDs (case, whitespace, normalisation, numbers) are "
-              "never shown as one message"),
-        _rule("MID-C-02/split", "a message with an unusual ID is never split"),
-        _rule("MID-C-02/order", "messages are not ordered by parsing or sorting their IDs"),
-        _rule("MID-C-03/merged", "consecutive messages with different IDs are shown apart"),
-        _rule("MID-C-03/split", "chunks of one ID stay one message, even across a tool call"),
-        _rule("MID-C-03/content", "each message shows exactly its chunks, in order, once"),
-        _rule("MID-C-03/prompt-twice", "the prompt the client shows and the agent's v1 live "
-              "echo of it are shown once (how the two are reconciled is the client's)"),
-        _rule("MID-C-03/order", "messages are shown in order of first appearance "
-              "(not normative)"),
-        _rule("MID-C-04", "a null messageId and an omitted one render the same (v1)",
-              versions=(1,)),
-        _rule("MID-S-02/client", "the client gives null and omitted messageId one meaning (v1)",
-              versions=(1,)),
-        _rule("MID-C-05", "a v1 chunk with a wrongly typed messageId is kept as ID-less",
-              versions=(1,)),
-        _rule("MID-S-03/client", "a wrongly typed v1 messageId reads as absent, the update is "
-              "kept", versions=(1,)),
-        _rule("MID-C-06", "the empty string is a real ID, not \"no ID\""),
-        _rule("MID-C-07", "after a reload, each message of the replayed history is shown once, "
-              "whether the replay keeps the IDs or regenerates them"),
-        _rule("MID-V2-02/client", "whole-message updates are upserts keyed by messageId "
-              "(omitted keeps, null and [] clear, a value replaces)", versions=(2,)),
-        _rule("MID-V2-03", "chunks append to and updates replace one message's content, "
-              "in arrival order", versions=(2,)),
-        _rule("MID-V2-04", "a chunk's _meta never patches the message's _meta",
-              versions=(2,)),
-        _rule("MID-V2-04/meta", "a message shows the _meta its updates gave it (recorded)",
-              versions=(2,)),
-        _rule("MID-V2-07", "a v2 chunk without a string ID is rejected or ignored, never "
-              "attached to a message", versions=(2,)),
-        _rule("MID-V2-07/shown-alone", "a v2 chunk without a string ID is not shown as a "
-              "message of its own", versions=(2,)),
-        _rule("MID-V2-08", "a whole-message update with malformed content changes nothing",
-              versions=(2,)),
-        _rule("MID-C-08/crash", "the client survives every stream it is shown (a crash is "
-              "graded once, here, with its exit and unanswered probe as consequences)"),
+        Rule("MID-C-02/merged"),
+        Rule("MID-C-02/split"),
+        Rule("MID-C-02/order"),
+        Rule("MID-C-03/merged"),
+        Rule("MID-C-03/split"),
+        Rule("MID-C-03/content"),
+        Rule("MID-C-03/prompt-twice"),
+        Rule("MID-C-03/order"),
+        Rule("MID-C-04"),
+        Rule("MID-S-02/client"),
+        Rule("MID-C-05"),
+        Rule("MID-S-03/client"),
+        Rule("MID-C-06"),
+        Rule("MID-C-07"),
+        Rule("MID-V2-02/client"),
+        Rule("MID-V2-03"),
+        Rule("MID-V2-04"),
+        Rule("MID-V2-04/meta"),
+        Rule("MID-V2-07"),
+        Rule("MID-V2-07/shown-alone"),
+        Rule("MID-V2-08"),
+        Rule("MID-C-08/crash"),
     )
 
     def __init__(self, *a: Any) -> None:

@@ -39,28 +39,15 @@ _MISSING = "(omitted)"  # the canonical form of an omitted messageId
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("MID-P-01", "the proxy forwards every messageId unchanged",
-         role="proxy", untested="the agent sent no message update through the proxy"),
-    Rule("MID-P-02", "the proxy keeps the meaning of a null or malformed messageId",
-         role="proxy", untested="the agent sent no message update with a null or malformed "
-         "messageId"),
-    Rule("MID-P-02/null-form", "how the proxy forwards a null or malformed messageId (v1: as "
-         "is, or omitted, the same meaning, recorded; v2: a null turned into an omitted key or "
-         "back has not kept the raw payload)", role="proxy",
-         untested="the agent sent no message update with a null or malformed messageId"),
-    Rule("MID-P-03", "the proxy loses, doubles and reorders no message content",
-         role="proxy", untested="the agent sent no message update through the proxy"),
-    Rule("MID-P-03/across-messages", "the proxy keeps the order of updates of different "
-         "messages", role="proxy", untested="the agent sent no message update through the proxy"),
-    Rule("MID-P-04", "the proxy adds no message ID to session/prompt",
-         role="proxy", untested="no session/prompt reached the agent through the proxy"),
-    Rule("MID-P-05", "the proxy keeps the protocol version of initialize", role="proxy",
-         untested="no initialize exchange passed through the proxy"),
-    Rule("MID-P-05/capabilities", "the proxy keeps the capabilities of initialize",
-         role="proxy", untested="no initialize exchange passed through the proxy"),
-    Rule("MID-V2-10", "a v2-to-v1 adapter fans out no content after earlier chunks and drops "
-         "no update silently", versions=(2,), role="proxy",
-         untested="not a declared v2-to-v1 adapter, or the agent sent no whole-message update"),
+    Rule("MID-P-01"),
+    Rule("MID-P-02"),
+    Rule("MID-P-02/null-form"),
+    Rule("MID-P-03"),
+    Rule("MID-P-03/across-messages"),
+    Rule("MID-P-04"),
+    Rule("MID-P-05"),
+    Rule("MID-P-05/capabilities"),
+    Rule("MID-V2-10"),
 )
 REQUIREMENTS = tuple(r.id for r in RULES)
 
@@ -447,4 +434,4 @@ def grade_proxy(sent: Iterable[Entry], received: Iterable[Entry], *, protocol: i
     if not grader.adapter:
         why = "not applicable: the proxy is not a declared v2-to-v1 adapter (--proxy-adapts)"
         sink.reasons.setdefault("MID-V2-10", (why, Reason.NO_CAPABILITY))
-    return _rows(chosen, sink, {protocol})
+    return _rows(chosen, sink, {protocol}, (options or Options()).profile.name)

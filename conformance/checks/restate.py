@@ -116,13 +116,9 @@ class _Run:
 @register
 class Restatement(Checker):
     rules = (
-        Rule("MID-A-10/new-id", "a streamed message's text is not sent again under another "
-             "messageId", untested="no run of at least two chunks and 20 characters"),
-        Rule("MID-A-10/id-flip", "a message streamed without IDs is not sent again with one, "
-             "nor the reverse", untested="no run of at least two chunks and 20 characters"),
-        Rule("MID-A-10/same-id-chunk", "a streamed message's text is not appended again as a "
-             "chunk of the same message",
-             untested="no run of at least two chunks and 20 characters"),
+        Rule("MID-A-10/new-id"),
+        Rule("MID-A-10/id-flip"),
+        Rule("MID-A-10/same-id-chunk"),
     )
 
     def __init__(self, *a: Any) -> None:
