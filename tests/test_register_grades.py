@@ -108,8 +108,10 @@ def test_list_json_is_the_register() -> None:
         "acp-sdk-2.4.0": {"2": "fail"}, "acp-repo-2026-08-22": {"2": "warn"},
         "acp-schema-1.21": {"2": "fail"}}
     # catalogue Appendix K: graded under acp-schema-1.21 (the older profiles do not apply
-    # the marker rules at all: not_applicable, allowed_by_profile, at grading time)
-    assert by_rule["MID-V2-13/missing"]["grades"]["acp-schema-1.21"] == {"2": "fail"}
+    # the marker rules at all: not_applicable, allowed_by_profile, as list says too)
+    assert by_rule["MID-V2-13/missing"]["grades"] == {
+        "acp-schema-1.21": {"2": "fail"}, "acp-sdk-2.4.0": {"2": "not_applicable"},
+        "acp-repo-2026-08-22": {"2": "not_applicable"}}
     assert by_rule["MID-A-10/new-id"]["grades"]["acp-schema-1.21"] == {"1": "warn", "2": "warn"}
     assert by_rule["MID-A-02/cross-turn-reuse"]["options"] == {"cross-turn-reuse=warn": "warn"}
 

@@ -81,7 +81,9 @@ def register_rows() -> list[dict[str, Any]]:
         req = register[g.requirement]
         rule = rules.get(rid)  # None: graded outside the checkers (SCHEMA/official)
         versions = rule.versions if rule else req.versions
-        data = {p: {v: w for v, w in vs.items() if int(v) in versions}
+        # a profile that does not grade the rule (its register record names the others)
+        data = {p: {v: (w if rule is None or rule.record.applies_under(p)
+                        else "not_applicable") for v, w in vs.items() if int(v) in versions}
                 for p, vs in g.as_data().items()}
         rows.append({"rule": rid, "requirement": req.id, "level": req.level,
                      "title": rule.title if rule else req.title,
