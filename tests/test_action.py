@@ -260,9 +260,13 @@ def test_a_proxy_in_front_of_a_real_agent_and_a_declared_adapter(tmp_path: Path)
     (tmp_path / "b").mkdir()
     run = run_action(tmp_path / "a", local(proxy=proxy_fixture("transparent"),
                                            agent=reference_agent(), protocol="1",
-                                           args="--case proxy-grouping"))
+                                           args="--case ids-across-sessions"))
     assert run.status == 0, run.log
     assert run.outputs["verdict"] == "pass" and "::error" not in run.log
+    # measured, not vacuous: the proxy's own rules were graded on the played case
+    played = json.loads(Path(run.outputs["json"]).read_text(encoding="utf-8"))
+    assert {r["requirement"].split("/")[0] for r in played["results"]
+            if r["outcome"] == "pass"} >= {"MID-P-01", "MID-P-03"}
     assert f"--proxy {proxy_fixture('transparent')}"[:40] in run.log.replace("'", "")
     run = run_action(tmp_path / "b", local(proxy=proxy_fixture("fans_out_late"),
                                            **{"proxy-adapts": "true"},
