@@ -87,7 +87,7 @@ def ours(argv: list[str], repeats: int) -> dict[str, Sample]:
     best = alternate(repeats, *(
         (lambda extra=extra: run(conformance_cli() + agent + extra + argv))
         for extra in variants.values()))
-    return dict(zip(variants, best))
+    return dict(zip(variants, best, strict=False))
 
 
 def print_floor(peer_wall: float | None, repeats: int) -> Sample:
@@ -101,7 +101,7 @@ def print_floor(peer_wall: float | None, repeats: int) -> Sample:
             raise SystemExit(f"the suite failed on the reference agent (exit "
                              f"{first.returncode}):\n{first.stdout[-3000:]}")
         labels = {f"-j auto ({jobs_auto()})": jobs_auto(), "-j 4": 4}
-        for label, (least, how) in zip(labels, floors(recorded, list(labels.values()))):
+        for label, (least, how) in zip(labels, floors(recorded, list(labels.values())), strict=False):
             need = f"; {TARGET:g}x of the peer needs <= {peer_wall / TARGET:.2f} s" \
                 if peer_wall else ""
             print(f"  floor at {label:<12} {least:6.2f} s  [{how}]{need}")

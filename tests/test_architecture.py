@@ -232,3 +232,15 @@ def test_the_architecture_map_fits_one_screen() -> None:
     assert len(text.split()) <= 500 and len(text.splitlines()) <= 50
     for room in ("engine.py", "grading.py", "agent/", "client/", "proxy/", "checks/"):
         assert room in text
+
+
+LONG_MODULE = 450  # lines; a longer module says why on its first line ("# long: ...")
+
+
+def test_no_long_module_without_its_reason() -> None:
+    unexplained = []
+    for name, path in MODULES.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if len(lines) > LONG_MODULE and not (lines and lines[0].startswith("# long: ")):
+            unexplained.append(f"{name} ({len(lines)} lines)")
+    assert unexplained == []

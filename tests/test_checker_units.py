@@ -107,19 +107,19 @@ def test_a_turn_with_only_its_echo_keeps_the_replay_aligned(protocol: int) -> No
         ("client", {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {}}),
         ("agent", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s"}}),
     ]
-    for i, ((user, agent), w) in enumerate(zip(live, words)):
+    for i, ((user, agent), w) in enumerate(zip(live, words, strict=False)):
         lines += turn(2 + i, w, user, agent)
     if protocol >= 2:
         lines.append(("client", {"jsonrpc": "2.0", "id": 9, "method": "session/resume",
                                  "params": {"sessionId": "s", "replayFrom": {"type": "start"}}}))
-        for (user, agent), w in zip(live, words):
+        for (user, agent), w in zip(live, words, strict=False):
             lines.append(update("user_message", user, content=[text(w)]))
             if agent:
                 lines.append(update("agent_message", agent, content=[text(f"re: {w}")]))
     else:
         lines.append(("client", {"jsonrpc": "2.0", "id": 9, "method": "session/load",
                                  "params": {"sessionId": "s"}}))
-        for (user, agent), w in zip(live, words):
+        for (user, agent), w in zip(live, words, strict=False):
             lines.append(update("user_message_chunk", user, content=text(w)))
             if agent:
                 lines.append(update("agent_message_chunk", agent, content=text(f"re: {w}")))

@@ -225,7 +225,7 @@ class AgentProcess:
         try:
             line = self.lines.get(timeout=LINE_TIMEOUT)
         except queue.Empty:
-            raise AssertionError(f"no line within {LINE_TIMEOUT}s; stderr:\n{self.stderr_tail()}")
+            raise AssertionError(f"no line within {LINE_TIMEOUT}s; stderr:\n{self.stderr_tail()}") from None
         if line is None:
             raise AssertionError(f"agent closed stdout; stderr:\n{self.stderr_tail()}")
         return line
@@ -240,7 +240,7 @@ class AgentProcess:
                 message = json.loads(text)
             except ValueError:
                 if self.strict:
-                    raise AssertionError(f"not one JSON message per line: {text!r}")
+                    raise AssertionError(f"not one JSON message per line: {text!r}") from None
                 message = self._reassemble(text)
             self.log.append(message)
             self.validate(message)
@@ -294,7 +294,7 @@ class AgentProcess:
             code = self.proc.wait(timeout=LINE_TIMEOUT)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            raise AssertionError("agent did not exit after stdin closed")
+            raise AssertionError("agent did not exit after stdin closed") from None
         assert code == 0, f"exit status {code}; stderr:\n{self.stderr_tail()}"
 
     def kill(self) -> None:

@@ -1,3 +1,4 @@
+# long: one state machine over one connection; v1 and v2 differ by a branch inside each step
 """The driver that plays the client: runs a case's steps against a live agent.
 
 It performs the handshake (v1 or v2 as asked), answers every agent->client

@@ -1,3 +1,4 @@
+# long: one grading pass: the sink, the dispatch of events with its short path for repeated chunks, and the rows
 """Checker registry and the grading engine.
 
 A checker is a pure, streaming function of a transcript: it receives the

@@ -175,7 +175,7 @@ class RepeatRun:
 
     def events(self) -> Iterator[MessageEvent]:
         """The MessageEvents of the lines, as one by one delivery would give them."""
-        for seq, update in zip(self.seqs, self.updates):
+        for seq, update in zip(self.seqs, self.updates, strict=False):
             yield repeat_of(self.first, seq, update)
 
     def texts(self) -> list[str]:

@@ -1,3 +1,4 @@
+# long: every replay rule (v1 load, v2 resume, the draft rules) reads one replay-window state
 """Replay rules: MID-A-07 (v1 load; no replay in a v1 resume), MID-A-08, MID-V2-06,
 MID-V2-11, MID-V2-12, and the live-versus-replay cross-check.
 
@@ -396,14 +397,14 @@ class Replay(Checker):
             for m in turn.msgs:
                 if m.mid is not None:
                     live_by_id.setdefault(m.mid, m)
-        for live, replayed in zip(rep.history, rep.turns):
+        for live, replayed in zip(rep.history, rep.turns, strict=False):
             for kind in ("user", "agent", "thought", "session"):
                 lm = [m for m in live.msgs if m.kind == kind]
                 rm = [m for m in replayed.msgs if m.kind == kind]
                 if not lm or not rm:
                     continue
-                if len(lm) == len(rm) and all(a.text == b.text for a, b in zip(lm, rm)):
-                    for a, b in zip(lm, rm):
+                if len(lm) == len(rm) and all(a.text == b.text for a, b in zip(lm, rm, strict=False)):
+                    for a, b in zip(lm, rm, strict=False):
                         if a.mid is None or b.mid is None:
                             continue
                         if a.mid == b.mid:

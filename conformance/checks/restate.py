@@ -104,7 +104,7 @@ class _Run:
                 return self.first_seq, self.count, {self.mid}
             return None
         acc = ""
-        for n, (mid, part, seq) in enumerate(reversed(self.chunks), 1):
+        for n, (_mid, part, seq) in enumerate(reversed(self.chunks), 1):
             acc = part + acc
             if len(acc.strip()) > len(text):
                 return None
@@ -158,7 +158,7 @@ class Restatement(Checker):
         """A settled run of chunks of one message: what on_message does for each."""
         first = rr.first
         runs = self._runs(first)
-        for seq, text in zip(rr.seqs, rr.texts()):
+        for seq, text in zip(rr.seqs, rr.texts(), strict=False):
             self._chunk(runs, first, seq, text)
 
     def _chunk(self, runs: dict[str, _Run], ev: MessageEvent, seq: int, text: str) -> None:

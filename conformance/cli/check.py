@@ -42,8 +42,8 @@ def cmd_check(ns: argparse.Namespace) -> int:
         raise UsageError("no transcript files given")
     headers = [tmod.read_header(f) for f in files]
     # A proxy case is two transcripts: its client side is graded, with its agent side.
-    sides = [(f, h) for f, h in zip(files, headers) if h.get("side") != "agent"]
-    for f, h in zip(files, headers):
+    sides = [(f, h) for f, h in zip(files, headers, strict=False) if h.get("side") != "agent"]
+    for f, h in zip(files, headers, strict=False):
         if h.get("side") == "agent" and not any(
                 g.name == h.get("client_side") and g.parent == f.parent for g, _ in sides):
             raise UsageError(f"{f}: the agent side of a proxy case; check its client side "
@@ -53,7 +53,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
     protocols = sorted({int(h.get("protocol", 1)) for h in headers})
     result = RunResult(__version__, ", ".join(str(f) for f in files), "/".join(sorted(roles)),
                        protocols, "", ns.strict)
-    for f, header in zip(files, headers):
+    for f, header in zip(files, headers, strict=False):
         header = with_options(ns, header)
         scope = Scope.from_header(header)
         try:

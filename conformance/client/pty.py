@@ -261,7 +261,7 @@ class PtyClient(DoubleTally):
         # Ready is what the client shows last: only the tail needs looking at.
         text = strip_ansi(self._text(max(since, len(self.buf) - 65536))).replace("\r", "")
         last = None
-        for last in self.profile.ready.finditer(text):
+        for last in self.profile.ready.finditer(text):  # noqa: B007  (the last match)
             pass
         return last is not None and last.end() >= len(text.rstrip())
 

@@ -1,3 +1,4 @@
+# long: one Hypothesis state machine and the run around it (keeping, shrinking, signals)
 """Agent fuzzing: a Hypothesis state machine that plays the client against a live agent.
 
 Rules are the client's moves: new sessions, prompts of generated content (with

@@ -1,3 +1,4 @@
+# long: drawing, playing, confirming a cause and shrinking client streams share one failure type
 """Client fuzzing: generated streams played by the agent double against a client.
 
 Each generated example is one prompt turn. The client is started (a process

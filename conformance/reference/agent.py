@@ -1,3 +1,4 @@
+# long: the reference behaviour, one overridable method per thing a broken fixture changes
 """A conformant ACP agent for protocol v1 and v2, written as a model to read.
 
 This is the suite's reference target: every messageId check must pass on it.

@@ -1,3 +1,4 @@
+# long: the traceability matrix and the statement read one join of register, cases and results
 """The catalogue's view of a run: requirement verdicts, the certification
 statement and the traceability matrix.
 

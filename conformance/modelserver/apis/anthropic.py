@@ -71,7 +71,7 @@ class AnthropicMessages(Shape):
             return self.sse({"type": kind, **data}, kind)
 
         yield ev("message_start", message=self._message(plan, req, False))
-        for n, (item, block) in enumerate(zip(plan.items, self._blocks(plan, False))):
+        for n, (item, block) in enumerate(zip(plan.items, self._blocks(plan, False), strict=False)):
             yield ev("content_block_start", index=n, content_block=block)
             if item.kind == "reasoning":
                 for d in item.deltas:
