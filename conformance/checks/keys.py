@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import model
-from conformance.checks.base import Checker, Rule, register
-from conformance.checks.events import Frame
+from conformance.checks.base import Rule, register
+from conformance.checks.frames import FrameChecker
 from conformance.checks.wire import short
 
 USER_UPDATES = ("user_message", "user_message_chunk")
@@ -64,7 +64,7 @@ def _key(conn: int, request_id: Any) -> tuple[int, str, str]:
 
 
 @register
-class IdempotencyKeys(Checker):
+class IdempotencyKeys(FrameChecker):
     quiet_repeats = True  # a repeat chunk continues a message already seen
     rules = (
         Rule("MID-V2-15/same-id"),
@@ -92,20 +92,6 @@ class IdempotencyKeys(Checker):
         if s is None:
             s = self.sessions[sid] = _Session()
         return s
-
-    def on_frame(self, ev: Frame) -> None:
-        if not self.on or ev.protocol < 2:
-            return
-        e = ev.entry
-        msg = e.msg
-        if e.stream not in ("stdout", "stdin") or not isinstance(msg, dict):
-            return
-        if e.src == "client":
-            self._client(e.conn, e.seq, msg)
-        elif "method" not in msg and "id" in msg:
-            self._response(e.conn, e.seq, msg)
-        elif msg.get("method") == "session/update":
-            self._update(e.seq, msg)
 
     def _client(self, conn: int, seq: int, msg: dict[str, Any]) -> None:
         params = model.as_object(msg.get("params"))
@@ -214,7 +200,7 @@ class IdempotencyKeys(Checker):
                            entries=[other.seq, other.response_seq, at.seq, seq],
                            expected="two IDs", actual=short(mid))
 
-    def _update(self, seq: int, msg: dict[str, Any]) -> None:
+    def _update(self, conn: int, seq: int, msg: dict[str, Any]) -> None:
         params = model.as_object(msg.get("params"))
         sid, update = params.get("sessionId"), model.as_object(params.get("update"))
         utype = update.get("sessionUpdate")

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import model
-from conformance.checks.base import Checker, Rule, register
-from conformance.checks.events import ConnEnd, Frame
+from conformance.checks.base import Rule, register
+from conformance.checks.events import ConnEnd
+from conformance.checks.frames import FrameChecker
 from conformance.checks.wire import short
 
 MARKER = "replay_complete"
@@ -46,7 +47,7 @@ def _key(conn: int, request_id: Any) -> tuple[int, str, str]:
 
 
 @register
-class ReplayMarker(Checker):
+class ReplayMarker(FrameChecker):
     # A repeat chunk continues a message already seen: it changes nothing here.
     quiet_repeats = True
     rules = (
@@ -75,20 +76,6 @@ class ReplayMarker(Checker):
             if r.conn == conn and (r.session == session or session in r.children):
                 return r
         return None
-
-    def on_frame(self, ev: Frame) -> None:
-        if not self.on or ev.protocol < 2:
-            return
-        e = ev.entry
-        msg = e.msg
-        if e.stream not in ("stdout", "stdin") or not isinstance(msg, dict):
-            return
-        if e.src == "client":
-            self._client(e.conn, e.seq, msg)
-        elif "method" not in msg and "id" in msg:
-            self._response(e.conn, e.seq, msg)
-        elif msg.get("method") == "session/update":
-            self._update(e.conn, e.seq, msg)
 
     def _client(self, conn: int, seq: int, msg: dict[str, Any]) -> None:
         params = model.as_object(msg.get("params"))
