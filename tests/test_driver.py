@@ -96,3 +96,42 @@ def test_a_v2_turn_ends_at_the_idle_after_its_acceptance(tmp_path: Path) -> None
         elif e["src"] == "agent" and "result" in m and running:
             accepted = True
     assert idles_before_acceptance == 2  # one per prompt: state reports, not turn ends
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+@pytest.mark.parametrize("spec", [{"cancel": True}, {"cancel_after": 2}],
+                         ids=["at-first-output", "after-two-updates"])
+def test_one_cancel_mechanism_for_every_prompt_step(tmp_path: Path, protocol: int,
+                                                    spec: dict[str, object]) -> None:
+    """A case's ``cancel`` and the fuzzer's ``cancel_after`` go through the driver's one
+    way of cancelling a turn: one session/cancel, when the step says, and the agent's
+    cancelled answer."""
+    from conformance.agent.player import StepDriver, perform
+    from conformance.agent.steps import LONG_TEXT
+    from conformance.transcript import Transcript
+
+    transcript = Transcript({"role": "agent", "protocol": protocol, "case": "cancel"})
+    driver = StepDriver([sys.executable, "-m", "conformance.reference.agent"], transcript,
+                        protocol=protocol, timeout=10, cwd=str(tmp_path),
+                        env={"PYTHONPATH": str(REPO_ROOT)})
+    try:
+        for step in ("start", "new_session", {"prompt": {"text": LONG_TEXT, **spec}}):
+            perform(driver, step)
+    finally:
+        driver.stop()
+    msgs = [(e.src, e.msg) for e in transcript.entries if isinstance(e.msg, dict)]
+    cancels = [i for i, (src, m) in enumerate(msgs) if m.get("method") == "session/cancel"]
+    assert len(cancels) == 1
+    prompt = next(i for i, (src, m) in enumerate(msgs) if m.get("method") == "session/prompt")
+    updates = [i for i, (src, m) in enumerate(msgs)
+               if src == "agent" and m.get("method") == "session/update" and prompt < i]
+    before = [i for i in updates if i < cancels[0]]
+    if "cancel_after" in spec:  # never earlier (lines the agent wrote meanwhile may precede it)
+        assert len(before) >= spec["cancel_after"]
+    else:
+        assert before and msgs[before[-1]][1]["params"]["update"]["sessionUpdate"] in (
+            "agent_message_chunk", "agent_thought_chunk", "agent_message", "agent_thought")
+    if protocol == 1:
+        answer = next(m for src, m in msgs if src == "agent" and "result" in m
+                      and isinstance(m["result"], dict) and "stopReason" in m["result"])
+        assert answer["result"]["stopReason"] == "cancelled"

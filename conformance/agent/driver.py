@@ -263,8 +263,13 @@ class ClientDriver:
 
     def prompt(self, text: str, *, legacy_message_id: str | None = None,
                meta_message_id: str | None = None, cancel: bool = False,
-               in_flight: bool = False) -> Any:
+               cancel_after: int | None = None, in_flight: bool = False) -> Any:
         """Play one turn; the error the agent answered the prompt with, or None.
+
+        The one way the agent role cancels a turn: ``cancel`` sends ``session/cancel`` at
+        the agent's first output (or, when none comes, after a share of ``--timeout``);
+        ``cancel_after`` once that many of the turn's updates have arrived (0: right after
+        the request). Either way the turn then gets MID-A-09's grace window.
 
         v2 ``in_flight``: wait only for the prompt's acceptance, so the next prompt is sent
         while this one runs; the next prompt without it then waits for every accepted
@@ -284,9 +289,19 @@ class ClientDriver:
         self.last_prompt = params
         rid = self._send_request("session/prompt", params, fuzz=fuzz)
         cancel_at = time.monotonic() + CANCEL_SHARE * self.timeout
+        cancelling = cancel or cancel_after is not None
         in_flight = in_flight and self.protocol >= 2
         state: dict[str, bool] = {"idle": False, "agent_output": False, "cancel_sent": False,
                                   "state_seen": False, "v1_turn": False, "all_echoed": False}
+        updates = [0]  # the turn's session/update notifications so far (for cancel_after)
+
+        def send_cancel() -> None:
+            state["cancel_sent"] = True
+            self.cancelled.add(sid)
+            self.notify("session/cancel", {"sessionId": sid})
+
+        if cancel_after == 0:
+            send_cancel()
         response: list[Entry] = []  # the prompt response, once it arrives
         flight = self.flight  # earlier in-flight prompts: the IDs their responses named
         needed: list[Any] = list(flight)
@@ -296,6 +311,10 @@ class ClientDriver:
 
         def on_update(entry: Entry, update: dict[str, Any]) -> None:
             kind = update.get("sessionUpdate")
+            updates[0] += 1
+            if (cancel_after is not None and not state["cancel_sent"]
+                    and updates[0] >= cancel_after):
+                send_cancel()
             if kind == "state_update":
                 state["state_seen"] = True
             if kind in ("agent_message_chunk", "agent_thought_chunk", "agent_message",
@@ -316,14 +335,12 @@ class ClientDriver:
                     state["all_echoed"] = True
 
         def done() -> bool:
-            if cancel and not state["cancel_sent"] and (
+            if cancel and cancel_after is None and not state["cancel_sent"] and (
                     state["agent_output"] or time.monotonic() >= cancel_at):
-                state["cancel_sent"] = True
                 if not state["agent_output"]:
                     self.note("cancel sent before any agent output",
                               {"after_seconds": CANCEL_SHARE * self.timeout})
-                self.cancelled.add(sid)
-                self.notify("session/cancel", {"sessionId": sid})
+                send_cancel()
             if rid in self.responses and not response:
                 response.append(self.responses[rid])
                 if isinstance(response[0].msg, dict) and "result" in response[0].msg:
@@ -384,7 +401,7 @@ class ClientDriver:
             flight.extend(needed[len(flight):] or [None])  # None: a response without an ID
         else:
             late = [m for m in needed if isinstance(m, str) and m not in self.echoed]
-            if late and self.protocol >= 2 and not cancel and self.proc is not None:
+            if late and self.protocol >= 2 and not cancelling and self.proc is not None:
                 # Idle came, but not the echo of an ID a response named (an agent that
                 # queued the prompt echoes it when its turn starts): a grace window records
                 # a late echo before the next step.
@@ -392,7 +409,7 @@ class ClientDriver:
             flight.clear()
             self.idles = 0
             self.echoed.clear()
-        if cancel:
+        if cancelling:
             self.settle()
         return msg.get("error") if isinstance(msg, dict) and "error" in msg else None
 

@@ -6,12 +6,11 @@ with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from conformance.agent.driver import ClientDriver, RequestRefused, _RpcError
 from conformance.agent.steps import Step, StepError, split
-from conformance.transcript import Entry
 
 
 class StepDriver(ClientDriver):
@@ -23,8 +22,6 @@ class StepDriver(ClientDriver):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._blocks: list[Any] | None = None
-        self._cancel_after: int | None = None
-        self._cancel_sent = False
         # The one session book of the agent role: every session created, in order (what
         # switch names), and those open on the current connection (by index).
         self.sessions: list[str] = []
@@ -55,49 +52,21 @@ class StepDriver(ClientDriver):
             return self.retry_prompt()
         self._blocks = list(spec["blocks"]) if spec.get("blocks") else None
         cancel_after = spec.get("cancel_after")
-        self._cancel_after = cancel_after if isinstance(cancel_after, int) else None
-        self._cancel_sent = False
         try:
             return self.prompt(str(spec.get("text", "")),
                                legacy_message_id=spec.get("legacy_message_id"),
                                meta_message_id=spec.get("meta_message_id"),
-                               cancel=bool(spec.get("cancel")) and self._cancel_after is None,
+                               cancel=bool(spec.get("cancel")),
+                               cancel_after=cancel_after if isinstance(cancel_after, int)
+                               else None,
                                in_flight=bool(spec.get("in_flight")))
         finally:
             self._blocks = None
-            self._cancel_after = None
-
-    def _send_cancel(self, sid: str) -> None:
-        if not self._cancel_sent:
-            self._cancel_sent = True
-            self.cancelled.add(sid)
-            self.notify("session/cancel", {"sessionId": sid})
 
     def _send_request(self, method: str, params: Any, *, fuzz: bool = False) -> int:
         if method == "session/prompt" and self._blocks is not None:
             params = {**params, "prompt": self._blocks}
-        rid = super()._send_request(method, params, fuzz=fuzz)
-        if method == "session/prompt" and self._cancel_after == 0:
-            self._send_cancel(params["sessionId"])
-        return rid
-
-    def pump(self, done: Callable[[], bool], *, waiting_for: str,
-             on_update: Callable[[Entry, dict[str, Any]], None] | None = None) -> None:
-        limit, sid = self._cancel_after, self.session
-        if not limit or sid is None or on_update is None:
-            super().pump(done, waiting_for=waiting_for, on_update=on_update)
-            return
-        seen = 0
-
-        def counting(entry: Entry, update: dict[str, Any]) -> None:
-            nonlocal seen
-            on_update(entry, update)
-            seen += 1
-            if seen >= limit:
-                self._send_cancel(sid)
-
-        super().pump(done, waiting_for=waiting_for, on_update=counting)
-
+        return super()._send_request(method, params, fuzz=fuzz)
 
 def perform(driver: StepDriver, step: Step, *, strict: bool = True) -> None:
     """Play one step of the vocabulary (:mod:`conformance.agent.steps`): the one player of
