@@ -371,3 +371,16 @@ def test_the_fuzzer_retries_a_prompt_whose_response_was_lost(tmp_path: Path, age
     assert proc.returncode == verdict, proc.stdout[-2000:] + proc.stderr
     failed = {r["requirement"] for r in load_json(report)["results"] if r["outcome"] == "fail"}
     assert failed == ({"MID-V2-15/same-id"} if verdict else set())
+
+
+def test_an_agent_without_id_addressed_methods_is_not_short_of_a_must() -> None:
+    """MID-V2-16 is a MUST about optional methods: an agent that advertises none is
+    not_applicable for lack of the capability (its choice), which the headline's coverage
+    leaves out, not "not testable" (a gap in the measurement)."""
+    lines = [req(0, "initialize", protocolVersion=2),
+             res(0, {"protocolVersion": 2, "capabilities": {"session": {}}})]
+    for options in (Options(), PREVIEW):
+        rows = grade(transcript(2, lines).entries, protocol=2, options=options,
+                     select=["MID-V2-16"])
+        assert [(f.outcome, f.reason) for f in rows] == [
+            (Outcome.NOT_APPLICABLE, Reason.NO_CAPABILITY)]

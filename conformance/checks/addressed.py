@@ -14,6 +14,7 @@ from typing import Any
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
 from conformance.checks.events import Frame
+from conformance.results import Reason
 
 # capabilities.session members of the drafts whose methods take a messageId
 DRAFTED = ("rewind", "inject")
@@ -52,6 +53,11 @@ class AddressedMethods(Checker):
             self.initialize.discard((e.conn, repr(msg["id"])))
             result = model.as_object(msg.get("result"))
             methods = addressed_methods(result.get("capabilities"))
+            if not methods and result.get("protocolVersion") == 2:
+                # an optional method the agent does not offer: its choice, not a gap
+                self.not_applicable("MID-V2-16/advertised", "the agent advertises no method "
+                                    "that takes a messageId (session.rewind, session.inject, "
+                                    "session.fork.messageId)", Reason.NO_CAPABILITY)
             if methods and result.get("protocolVersion") == 2:
                 self.exercised("MID-V2-16/advertised")
                 self.found("MID-V2-16/advertised", f"the agent advertises {', '.join(methods)}: "
