@@ -271,3 +271,40 @@ def test_a_case_not_run_beside_one_that_ran_is_a_skip_and_the_run_passes_on_ever
     assert "reason" not in cases["ids-across-turns@v1"]
     outcome = roads["pytest"][2]
     outcome.assert_outcomes(passed=1, skipped=1)
+
+
+def _agent_fixtures() -> list[tuple[str, int, str]]:
+    """(fixture, protocol, the first rule it must break there) for every agent fixture of
+    the manifest that breaks one under the default profile."""
+    import yaml
+
+    manifest = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml")
+                              .read_text(encoding="utf-8"))
+    out = []
+    for f in manifest["fixtures"]:
+        for p in f["protocols"]:
+            expect = (f.get("expect") or {}).get(f"v{p}") or {}
+            if "profiles" in expect:
+                expect = expect["profiles"].get(manifest["profiles"][0]) or {}
+            rules = [r for grade in ("fail", "warn") for r in expect.get(grade) or []]
+            if rules:
+                out.append((f["name"], p, rules[0]))
+                break
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,protocol,rule", _agent_fixtures(),
+                         ids=[f"{n}-v{p}" for n, p, _ in _agent_fixtures()])
+def test_every_agent_fixture_gets_one_verdict_on_every_road(
+        tmp_path: Path, pytester: pytest.Pytester, name: str, protocol: int,
+        rule: str) -> None:
+    """Every broken agent, on the cases of the rule it breaks: the CLI, `check` on its
+    transcripts and the pytest plugin give one verdict, one headline and one set of
+    (case, rule, outcome) rows."""
+    agent = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'agents' / f'{name}.py'}"
+    roads = every_road(tmp_path, pytester, ["--agent", agent], ["--acp-agent", agent],
+                       ["--case", rule, "--protocol", str(protocol)])
+    verdict = roads["cli"][1]["summary"]["verdict"]
+    assert_one_verdict(roads, verdict)
+    assert any(r[1].startswith(rule) and r[2] in ("fail", "warn") for r in rows(roads["cli"][1]))
