@@ -468,3 +468,22 @@ def test_the_readme_workflows_use_the_action_as_declared() -> None:
         for expr in re.findall(r"steps\.acp\.outputs\.(\w+)", block):
             assert expr in ACTION["outputs"], expr
     assert kinds == ["agent", "client", "proxy"]
+
+
+def test_an_annotation_names_no_file_outside_the_working_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bundled case file of an installed suite lies outside the repository GitHub checked
+    out: its annotation names no file rather than a path no viewer can open."""
+    from conformance.report.annotations import github_annotations
+    from conformance.results import CaseResult, Finding, Outcome, RunResult
+
+    (tmp_path / "work" / "cases").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "work")
+    result = RunResult("0", "t", "agent", [1], "p", False)
+    case = CaseResult("c@v1", "", [], 1)
+    case.findings = [Finding("MID-A-02", Outcome.FAIL, "broke", case=case.case, entries=(1,))]
+    result.cases = [case]
+    inside = github_annotations(result, sources={"c": str(tmp_path / "work/cases/x.yaml:4")})
+    outside = github_annotations(result, sources={"c": "/elsewhere/site-packages/x.yaml:4"})
+    assert inside[0].startswith("::error file=cases/x.yaml,line=4,")
+    assert outside[0].startswith("::error title=acp-conformance MID-A-02::")

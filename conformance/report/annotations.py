@@ -40,16 +40,19 @@ def error(message: str, *, title: str, file: str | None = None, line: int | None
 
 
 def _where(source: str | None) -> tuple[str | None, int | None]:
-    """``file:line`` -> (file relative to the working folder where it is under it, line)."""
+    """``file:line`` -> (file relative to the working folder, line); nothing for a file
+    outside it (the bundled cases of an installed suite): GitHub places an annotation only
+    on a file of the checked-out repository, so the annotation then names no file."""
     if not source or ":" not in source:
         return None, None
     file, _, line = source.rpartition(":")
     try:
         rel = os.path.relpath(file)
-        file = rel if not rel.startswith("..") else file
     except ValueError:  # another drive
-        pass
-    return file, int(line) if line.isdigit() else None
+        return None, None
+    if rel.startswith(".."):
+        return None, None
+    return rel, int(line) if line.isdigit() else None
 
 
 def _text(f: Finding, faults: int, cases: list[str]) -> str:
