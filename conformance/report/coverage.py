@@ -9,8 +9,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.report.catalogue import exercised_musts
-from conformance.results import Reason, RunResult
+from conformance.results import Outcome, Reason, RunResult
+
+MUST_LEVELS = ("MUST", "MUST NOT")
+
+
+def exercised_musts(result: RunResult) -> dict[int, tuple[list[str], list[str]]]:
+    """Per protocol version of the run: the MUST requirements of the tested side that
+    some case of that version graded on traffic (pass, fail, warn or info), and the
+    ones no case exercised (not testable, not run, or not reached). Excluded sides,
+    requirements of the other version and those no rule of the side grades in that
+    version (*no direct check*: no traffic can exercise them), or only under another
+    profile than the run's, are left out."""
+    from conformance.checks import all_rules
+    from conformance.requirements import load_register
+
+    roles = set(result.role.split("/"))
+    out: dict[int, tuple[list[str], list[str]]] = {}
+    for p in result.protocols:
+        graded = {f.base_requirement for c in result.cases if c.protocol == p
+                  for f in c.findings if f.outcome is not Outcome.NOT_APPLICABLE}
+        ruled = graded | {r.id.split("/", 1)[0] for r in all_rules().values()
+                          if r.role in roles and p in r.versions
+                          and r.record.applies_under(result.profile)}
+        musts = [m.id for m in load_register().values() if m.level in MUST_LEVELS
+                 and p in m.versions and roles & set(m.parties) and m.id in ruled
+                 and not all(r in m.excluded for r in roles & set(m.parties))]
+        out[p] = ([r for r in musts if r in graded], [r for r in musts if r not in graded])
+    return out
 
 
 def coverage(result: RunResult) -> dict[int, dict[str, Any]]:
