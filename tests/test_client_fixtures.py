@@ -29,6 +29,8 @@ def client_args(entry: dict[str, Any]) -> list[str]:
     args = ["--client", " ".join(shlex.quote(w) for w in words)]
     if entry["run"] != "wire":
         args += ["--client-profile", str(CLIENTS / entry["profile"])]
+    if "acp_profile" in entry:  # the cases of a profile-gated rule run under that profile
+        args += ["--profile", entry["acp_profile"]]
     return args
 
 

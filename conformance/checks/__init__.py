@@ -9,7 +9,7 @@ registers its rules, and the package imports every one of them here.
 from conformance.checks import wire  # noqa: F401, I001  (register)
 from conformance.checks import observe  # noqa: F401  (client observation rules)
 from conformance.checks import identity, replay, target, turns  # noqa: F401  (register)
-from conformance.checks import addressed, drift, keys, marker, restate  # noqa: F401  (App. K)
+from conformance.checks import addressed, drift, keys, marker, parity, restate  # noqa: F401  (App. K)
 from conformance.checks import proxy  # noqa: F401  (the proxy rules, graded on two transcripts)
 from conformance.checks.base import Options, Rule, all_rules, grade
 

@@ -72,6 +72,7 @@ class ShownMessages(Checker):
         Rule("MID-S-03/client"),
         Rule("MID-C-06"),
         Rule("MID-C-07"),
+        Rule("MID-V2-14/truncated"),
         Rule("MID-V2-02/client"),
         Rule("MID-V2-03"),
         Rule("MID-V2-04"),
@@ -157,6 +158,8 @@ class ShownMessages(Checker):
             if "chunk-meta" in reducer.features:
                 specific.add("MID-V2-04")
         control_of, control = str(data.get("control_of") or ""), str(data.get("control") or "")
+        if data.get("hangup"):
+            return  # a replay the agent cut short: the client may show it or not (MID-V2-14)
         if data.get("exited"):
             why = str(data.get("why") or "the client exited")
             # The control of a probe the client died on: its own death decides that crash
@@ -194,8 +197,10 @@ class ShownMessages(Checker):
             else:
                 self.exercised(rule, protocol)
         reload = bool(data.get("reload"))
+        # After a truncated replay, the full one must not be added to it (MID-V2-14).
+        reload_rule = "MID-V2-14/truncated" if data.get("after_truncated") else "MID-C-07"
         if reload:
-            self.exercised("MID-C-07", protocol)
+            self.exercised(reload_rule, protocol)
         issues = list(compare(reducer, expected, shown, protocol=protocol, kinds=kinds,
                               controlled=bool(control)))
         reloaded: set[int] = set()  # entries of messages a reload showed lost or twice
@@ -203,7 +208,9 @@ class ShownMessages(Checker):
             # Lost or shown twice after a reload: in v2 the replay's whole-message updates
             # make these MID-V2-02/V2-03 issues; all are the reload's fault (MID-C-07).
             if reload and issue.rule in ("MID-C-03/content", "MID-V2-02/client", "MID-V2-03"):
-                issues[i] = Issue("MID-C-07", f"after the reload, {issue.message}",
+                after = ("after a truncated replay and a full one"
+                         if reload_rule != "MID-C-07" else "after the reload")
+                issues[i] = Issue(reload_rule, f"{after}, {issue.message}",
                                   issue.entries, issue.expected, issue.actual)
                 reloaded.update(issue.entries)
         for issue in issues:

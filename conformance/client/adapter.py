@@ -18,6 +18,10 @@ factory once per client start::
         def load(self, session_id):   # optional: reload that session (the client sends v1
                                       #   session/load or v2 session/resume with replayFrom);
                                       #   without it MID-C-07 is not testable
+        def disconnected(self):       # optional: the agent ended the connection (in the
+                                      #   middle of a replay); the client's next send() goes
+                                      #   to a fresh agent, so a later load() starts with
+                                      #   initialize; without it MID-V2-14 is not testable
 
 ``send`` may be called at any time from inside these methods. The suite plays
 the agent with the same engine as the agent double process
@@ -149,6 +153,11 @@ class AdapterClient(DoubleTally):
 
     # -- the connection -------------------------------------------------------------------
     def start(self) -> None:
+        self._connect()
+        self._run(self._start)
+
+    def _connect(self) -> None:
+        """A fresh agent: a new connection and a new engine (the adapter itself stays)."""
         self.conn += 1
         self.outbox.clear()
         self.engine = DoubleEngine(protocol=self.protocol,
@@ -158,7 +167,6 @@ class AdapterClient(DoubleTally):
         self.engine.replay_marker = self.replay_marker
         self.transcript.add(self.conn, "harness", "harness", event="start",
                             data={"pid_role": "client", "adapter": True})
-        self._run(self._start)
 
     def _start(self) -> None:
         adapter = self._call("the adapter factory", self.factory)
@@ -251,6 +259,10 @@ class AdapterClient(DoubleTally):
     def can_reload(self) -> bool:
         return callable(getattr(self.adapter, "load", None))
 
+    def can_reconnect(self) -> bool:
+        """Whether the client can be told that its agent hung up (MID-V2-14/truncated)."""
+        return self.can_reload() and callable(getattr(self.adapter, "disconnected", None))
+
     def reload(self, turn: TurnScript) -> None:
         """MID-C-07: the adapter's optional load(session_id); then what it shows."""
         self.observed = None
@@ -264,8 +276,15 @@ class AdapterClient(DoubleTally):
     def _reload(self, turn: TurnScript) -> None:
         adapter = self.adapter
         session = self.session_id or "sess-1"
+        if self.engine is not None and self.engine.hung_up:
+            self._connect()  # the client resumes with a fresh agent
         self._call(f"load({session!r})", lambda: adapter.load(session))  # type: ignore[union-attr]
         self._pump(f"the reload of session {session}")
+        if self.engine is not None and self.engine.hung_up:
+            self.transcript.add(self.conn, "harness", "harness", event="exit",
+                                data={"pid_role": "agent-double",
+                                      "reason": "the double hung up in the middle of a replay"})
+            self._call("disconnected()", adapter.disconnected)  # type: ignore[union-attr]
         self._observe(turn)
 
     def _observe(self, turn: TurnScript, *, exited: str | None = None) -> None:

@@ -147,6 +147,9 @@ def run(protocol: int, channel: Any, script: list[TurnScript], transcript: str |
                     continue  # recorded; the transcript shows it as a line that did not parse
                 engine.feed(msg)
                 flush()
+                if engine.hung_up:  # a truncated replay: the connection ends here
+                    reason = "hung up"
+                    return 0
     except ConnectionError:
         reason = "control channel closed"
     except KeyboardInterrupt:

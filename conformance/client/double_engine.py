@@ -43,6 +43,7 @@ class DoubleTally:
         self.probe_missed = False  # the client left a liveness probe unanswered
         self.session_id: str | None = None  # the last session the double opened
         self.loads_ended = 0
+        self.hangups = 0  # replays the double cut short by ending the connection
 
     def count(self, name: str, data: JsonObject) -> None:
         if name == "session":
@@ -50,6 +51,8 @@ class DoubleTally:
             self.session_id = str(data.get("sessionId"))
         elif name == "load-end":
             self.loads_ended += 1
+        elif name == "hangup":
+            self.hangups += 1
         elif name == "turn-end":
             self.turns_ended += 1
         elif name == "version-mismatch":
@@ -65,7 +68,7 @@ class DoubleEngine:
     ``next_turn`` is asked for the turn to play at each ``session/prompt``
     (None: no scripted turn is left, the prompt gets a short plain reply).
     The reports: turn-start, turn-end, probe-answered, probe-unawaited, wait-timeout,
-    version-mismatch, session, load, load-end.
+    version-mismatch, session, load, load-end, hangup.
 
     A client that asks for a lower protocol version than the double's gets the double's
     version (the spec's answer) and may carry on; its probes are then sent but not
@@ -95,6 +98,9 @@ class DoubleEngine:
         self._awaiting: tuple[Any, str] | None = None
         self._prompts: deque[tuple[Any, JsonObject]] = deque()
         self.asked_lower = False  # the client asked for an older protocol version
+        # The double hung up in the middle of a replay (a reload with ``hangup``): the I/O
+        # layer ends the connection, and nothing more is read or written.
+        self.hung_up = False
 
     # -- what the I/O layer asks ------------------------------------------
     @property
@@ -127,6 +133,8 @@ class DoubleEngine:
 
     # -- input -------------------------------------------------------------
     def feed(self, msg: Any) -> None:
+        if self.hung_up:
+            return
         if isinstance(msg, list):  # a v2 batch: entries in array order
             for m in msg:
                 self.feed(m)
@@ -199,6 +207,10 @@ class DoubleEngine:
         for u in turn.replay if turn else ():
             self._send({"jsonrpc": "2.0", "method": "session/update",
                              "params": {"sessionId": sid, "update": u}})
+        if turn is not None and turn.hangup:  # a truncated replay: no marker, no response
+            self.hung_up = True
+            self._report({"event": "hangup", "data": {"sessionId": sid}})
+            return
         if self.replay_marker and self.protocol >= 2:
             self._send({"jsonrpc": "2.0", "method": "session/update",
                         "params": {"sessionId": sid, "update": {"sessionUpdate": "replay_complete"}}})

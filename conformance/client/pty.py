@@ -321,6 +321,10 @@ class PtyClient(DoubleTally):
     def can_reload(self) -> bool:
         return self.profile is not None and self.profile.load is not None
 
+    def can_reconnect(self) -> bool:
+        """An interactive client can be shown its agent hanging up and typed a new load."""
+        return self.can_reload() and not self.template.one_shot
+
     def reload(self, turn: TurnScript) -> None:
         """Reload the session the client has open (MID-C-07): type the profile's ``load``;
         a one-shot client is started with the ``load`` command line and prompts once."""
@@ -335,6 +339,13 @@ class PtyClient(DoubleTally):
             done = lambda: self.eof and self.turns_ended >= target
             waiting_for = f"the one-shot client to resume session {session} and exit"
             since = 0
+        elif turn.hangup:  # the double hangs up mid-replay: the client shows ready again
+            target = self.hangups + 1
+            since = len(self.buf)
+            self.child.send(self.profile.load.replace("{session}", session).encode("utf-8"))
+            done = lambda: self.hangups >= target and self._ready_at_end(since)
+            waiting_for = (f"the client to show ready after its agent hung up in the middle of "
+                           f"the replay of session {session}")
         else:
             target = self.loads_ended + 1
             since = len(self.buf)

@@ -55,6 +55,9 @@ from conformance.transcript import Transcript
 
 NO_RELOAD = "the client has no reload"
 HOW_TO_RELOAD = " (give the profile key load, or load() in the adapter)"
+NO_RECONNECT = ("the client cannot be shown its agent hanging up and resume again (an "
+                "interactive client with the profile key load, or disconnected() and load() in "
+                "the adapter)")
 ONE_SHOT_RELOAD = (" (for a one-shot client, the profile key load is the command line that "
                    "resumes a session, with {agent}, {session} and {prompt})")
 
@@ -312,6 +315,8 @@ class ClientDrive:
                 elif "reload" in step:
                     if not client.can_reload():
                         raise CaseNotPlayable(NO_RELOAD + HOW_TO_RELOAD, Reason.NO_CAPABILITY)
+                    if step["reload"] == "truncated" and not client.can_reconnect():
+                        raise CaseNotPlayable(NO_RECONNECT, Reason.NO_CAPABILITY)
                     self.current[0] = build_reload(step["reload"], self.history, protocol)
                     client.reload(self.current[0])
                 else:

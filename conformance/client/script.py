@@ -60,19 +60,29 @@ class TurnScript:
     # history); ``actions`` then answer the prompt of a one-shot client that resumed.
     replay: tuple[JsonObject, ...] = ()
     reload: bool = False
+    # A reload whose replay the double cuts short: it replays ``replay`` and hangs up
+    # (the connection ends: no marker, no response; catalogue K.3, MID-V2-14).
+    hangup: bool = False
+    # A reload that follows a cut one (the client resumes again, with a fresh agent).
+    after_truncated: bool = False
+    # A reload that replays the live updates as they were streamed: the client's display
+    # after it must match its display after the live turns (MID-C-03/live-replay-parity).
+    parity: bool = False
 
     def to_json(self) -> JsonObject:
         return {"name": self.name, "prompt": self.prompt, "echo": self.echo,
                 "actions": list(self.actions), "await_probe": self.await_probe,
                 "control_of": self.control_of, "control": self.control,
-                "replay": list(self.replay), "reload": self.reload}
+                "replay": list(self.replay), "reload": self.reload, "hangup": self.hangup,
+                "after_truncated": self.after_truncated, "parity": self.parity}
 
     @classmethod
     def from_json(cls, d: JsonObject) -> TurnScript:
         return cls(str(d["name"]), str(d["prompt"]), bool(d["echo"]), tuple(d["actions"]),
                    bool(d.get("await_probe", True)), str(d.get("control_of", "")),
                    str(d.get("control", "")), tuple(d.get("replay") or ()),
-                   bool(d.get("reload", False)))
+                   bool(d.get("reload", False)), bool(d.get("hangup", False)),
+                   bool(d.get("after_truncated", False)), bool(d.get("parity", False)))
 
     def observed_fields(self) -> JsonObject:
         """What an ``observed`` harness event says about the turn it observes."""
@@ -83,6 +93,9 @@ class TurnScript:
             out["control"] = self.control
         if self.reload:
             out["reload"] = True
+        for flag in ("hangup", "after_truncated", "parity"):
+            if getattr(self, flag):
+                out[flag] = True
         return out
 
 
@@ -210,6 +223,10 @@ def check_case(case: Case) -> None:
         if isinstance(step, dict) and not {"play", "reload"} & set(step):
             raise CaseError(f"{where}: client cases use start, restart, play and reload "
                             f"steps, not {next(iter(step))!r}")
+        if (isinstance(step, dict) and step.get("reload") in ("truncated", "after-truncated")
+                and (case.role != "client" or 1 in case.protocols)):
+            raise CaseError(f"{where}: reload {step['reload']!r} is a v2 client step "
+                            "(applies.protocols: [2], role: client)")
         if isinstance(step, str) and step not in ("start", "restart"):
             raise CaseError(f"{where}: client cases use start, restart and play steps, "
                             f"not {step!r}")
@@ -313,42 +330,79 @@ def wants_controls(case: Case) -> bool:
     return any(str(c).split("/", 1)[0] in CAUSE_RULES for c in case.checks)
 
 
+# Reload modes (drive step ``{reload: MODE}``). The first three keep or renew every ID;
+# ``as-live`` replays the live updates as streamed (MID-C-03/live-replay-parity);
+# ``truncated`` and ``after-truncated`` are the two resumes of MID-V2-14/truncated.
+RELOAD_MODES = ("fresh-ids", "same-ids", "same-ids-chunks", "as-live", "truncated",
+                "after-truncated")
+TRUNCATED_AFTER = 3  # messages a truncated replay gets through before the agent hangs up
+
+
 def build_reload(mode: str, played: list[TurnScript], protocol: int = 1) -> TurnScript:
     """A reload step: the turns played so far replayed as the history of the session
     (each prompt as a user message, then the turn's updates; permission requests are not
     replayed), with every message ID replaced by a fresh one (``fresh-ids``, MID-A-08
-    allows it) or kept (``same-ids``, ``same-ids-chunks``). v1 replays the chunks as they
-    were streamed (``session/load``); v2 replays each message as one whole-message update,
-    the form of the catalogue's flow for ``session/resume`` with ``replayFrom``, or, in
-    ``same-ids-chunks``, rebuilds it from its chunks after the whole-message update of
-    the same ID with ``content: []`` that the v2 draft requires first (MID-V2-12,
-    catalogue Appendix I). A one-shot client that resumed and prompts gets one short
-    agent message."""
+    allows it) or kept (``same-ids``, ``same-ids-chunks``, ``as-live``). v1 replays the
+    chunks as they were streamed (``session/load``); v2 replays each message as one
+    whole-message update, the form of the catalogue's flow for ``session/resume`` with
+    ``replayFrom``, or, in ``same-ids-chunks`` and ``as-live``, rebuilds it from its chunks
+    (every other update where it was live) after the whole-message update of the same ID
+    with ``content: []`` that the v2 draft requires first (MID-V2-12, catalogue
+    Appendix I). ``truncated`` (v2) replays the first three messages, user IDs kept
+    (MID-V2-11) and agent and thought IDs fresh (MID-A-08), and then the double hangs up;
+    ``after-truncated`` is the client's next resume: all of them, fresh agent and thought
+    IDs again, the marker and the response. A one-shot client that resumed and prompts
+    gets one short agent message."""
     fresh: dict[str, str] = {}
+    renew = {"fresh-ids": "reloaded-", "truncated": "cut-", "after-truncated": "reloaded-"}
 
-    def rid(value: Any) -> Any:
-        if mode != "fresh-ids" or not isinstance(value, str):
+    def rid(value: Any, kind: str) -> Any:
+        if mode not in renew or not isinstance(value, str):
             return value
-        return fresh.setdefault(value, f"reloaded-{len(fresh) + 1}")
+        if kind == "user" and mode != "fresh-ids":
+            return value  # a replayed user message keeps its ID (MID-V2-11)
+        return fresh.setdefault(value, f"{renew[mode]}{len(fresh) + 1}")
 
+    kind_of = {v: k for k, v in CHUNK_UPDATE.items()} | {v: k for k, v in UPSERT_UPDATE.items()}
     replay: list[JsonObject] = []
     for t in played:
         replay.append({"sessionUpdate": "user_message_chunk",
-                       "messageId": rid(f"{t.name}-user"), "content": text_block(t.prompt)})
+                       "messageId": rid(f"{t.name}-user", "user"),
+                       "content": text_block(t.prompt)})
         for action in t.actions:
             for update in action.get("batch") or [action.get("update")]:
                 if not isinstance(update, dict):
                     continue
                 update = dict(update)
                 if "messageId" in update:
-                    update["messageId"] = rid(update["messageId"])
+                    kind = kind_of.get(str(update.get("sessionUpdate")), "")
+                    update["messageId"] = rid(update["messageId"], kind)
                 replay.append(update)
     if protocol >= 2:
-        replay = as_primed_chunks(replay) if mode == "same-ids-chunks" else as_upserts(replay)
+        chunks = mode in ("same-ids-chunks", "as-live")
+        replay = as_primed_chunks(replay) if chunks else as_upserts(replay)
+    if mode == "truncated":
+        replay = _first_messages(replay, TRUNCATED_AFTER)
     after = {"update": {"sessionUpdate": "agent_message_chunk", "messageId": f"after-{mode}",
                         "content": text_block(f"After the reload ({mode}). ")}}
     return TurnScript(f"reload-{mode}", f"Continue after the reload ({mode}).", False,
-                      (after,), replay=tuple(replay), reload=True)
+                      (after,), replay=tuple(replay), reload=True,
+                      hangup=mode == "truncated", after_truncated=mode == "after-truncated",
+                      parity=mode == "as-live")
+
+
+def _first_messages(updates: list[JsonObject], count: int) -> list[JsonObject]:
+    """The updates up to (not including) the first update of message ``count + 1``."""
+    seen: set[tuple[Any, Any]] = set()
+    out: list[JsonObject] = []
+    for update in updates:
+        key = (update.get("sessionUpdate"), update.get("messageId"))
+        if "messageId" in update and key not in seen:
+            if len(seen) == count:
+                break
+            seen.add(key)
+        out.append(update)
+    return out
 
 
 def as_primed_chunks(updates: list[JsonObject]) -> list[JsonObject]:

@@ -67,6 +67,7 @@ class ReferenceClient:
         self.session_id: str | None = None
         self.resume: str | None = None  # a session to load instead of creating one
         self.failed: str | None = None  # why the connection is unusable
+        self.connected = True  # False once the agent ended the connection
         self.turn_open = False
         self._prompt_id: Any = None
         self._accepted = False
@@ -131,6 +132,28 @@ class ReferenceClient:
         else:
             self._request("session/load", {"sessionId": session_id, "cwd": self.cwd,
                                            "mcpServers": []})
+
+    def connection_lost(self) -> None:
+        """The agent ended the connection (in the middle of a replay, say): what the replay
+        showed may stay on screen, but it is not the session's history (MID-V2-14); the
+        next load starts a fresh connection and replaces it."""
+        self.connected = False
+        self.turn_open = False
+        self._pending.clear()
+
+    def loading(self) -> bool:
+        """A reload (or the connection it needs) is under way."""
+        pending = set(self._pending.values())
+        return bool(pending & {"session/load", "session/resume"}) or (
+            self.resume is not None and "initialize" in pending)
+
+    def reconnect(self, session_id: str) -> None:
+        """Load ``session_id`` over a fresh connection: initialize, then resume."""
+        self.connected, self.failed = True, None
+        self.protocol, self._ids = self.max_protocol, 0
+        self.resume = session_id
+        self.turn_open = True  # busy until the load is answered
+        self.start()
 
     def forget(self) -> None:
         """Drop what is shown: a reload replays it."""

@@ -25,20 +25,45 @@ class Terminal:
 
     def __init__(self, client_class: type[ReferenceClient], agent_cmd: str, *, render: str,
                  max_protocol: int, resume: str | None = None) -> None:
-        argv = shlex.split(agent_cmd)
-        if not argv:
+        self.argv = shlex.split(agent_cmd)
+        if not self.argv:
             raise SystemExit("reference client: --agent-cmd is empty")
-        self.agent = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL, bufsize=0)
+        self.sel = selectors.DefaultSelector()
+        self._spawn()
         self.client = client_class(self._send, max_protocol=max_protocol)
         self.client.resume = resume
         self.render_mode = render
         self.out = sys.stdout
-        self.sel = selectors.DefaultSelector()
+
+    def _spawn(self) -> None:
+        self.agent = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, bufsize=0)
         assert self.agent.stdout is not None
         self.agent_fd = self.agent.stdout.fileno()
         self.sel.register(self.agent_fd, selectors.EVENT_READ, "agent")
         self.buf = bytearray()
+        self.agent_closed = False
+
+    def _agent_gone(self) -> None:
+        """The agent's output ended. In the middle of a reload the replay was cut short: the
+        client carries on without an agent, and the next /load starts a fresh one. At any
+        other time the client has nothing left to do."""
+        if not (self.client.turn_open and self.client.loading()):
+            raise SystemExit("reference client: the agent exited")
+        self.client.connection_lost()
+        self.sel.unregister(self.agent_fd)
+        self.agent_closed = True
+        for stream in (self.agent.stdin, self.agent.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            self.agent.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            self.agent.kill()
+            self.agent.wait()
 
     def _send(self, msg: JsonObject) -> None:
         assert self.agent.stdin is not None
@@ -60,7 +85,8 @@ class Terminal:
                         return line if line else None
                     data = os.read(self.agent_fd, 65536)
                     if not data:
-                        raise SystemExit("reference client: the agent exited")
+                        self._agent_gone()
+                        break
                     self.buf += data
                     while b"\n" in self.buf:
                         raw, _, rest = bytes(self.buf).partition(b"\n")
@@ -104,7 +130,12 @@ class Terminal:
             line = self.pump(lambda: False, stdin=True)
             if line is None or line.strip() == "/quit":
                 return 0
-            if line.startswith("/load "):
+            if line.startswith("/load ") and not self.client.connected:
+                self._spawn()  # the last agent hung up: resume with a fresh one
+                self.client.reconnect(line[len("/load "):].strip())
+                self.pump(lambda: not self.client.turn_open)
+                self.render()
+            elif line.startswith("/load "):
                 self.client.load(line[len("/load "):].strip())
                 self.pump(lambda: not self.client.turn_open)
                 self.render()
@@ -115,6 +146,9 @@ class Terminal:
         """Close the agent's input and give it 2 s to exit (then kill it). The end of its
         output tells when it has gone; Popen.wait(timeout) would poll in steps of up to
         50 ms."""
+        if self.agent_closed:
+            return
+        self.agent_closed = True
         try:
             if self.agent.stdin is not None:
                 self.agent.stdin.close()
