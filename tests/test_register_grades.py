@@ -167,9 +167,11 @@ def test_a_profile_gated_rule_is_not_applicable_under_other_profiles() -> None:
     from conformance.results import Reason
 
     gated = {rid: r for rid, r in load_rule_records().items() if r.profiles}
-    assert gated  # MID-V2-11 and MID-V2-12 at least
+    assert gated  # MID-V2-11 and MID-V2-12 at least (and the client's MID-V2-14/truncated)
     for profile in PROFILES:
-        rows = {f.requirement: f for f in grade([], protocol=2, options=Options(profile=get(profile)))}
+        options = Options(profile=get(profile))
+        rows = {f.requirement: f for role in ("agent", "client")
+                for f in grade([], protocol=2, options=options, role=role)}
         for rid, record in gated.items():
             if profile in record.profiles:
                 assert rows[rid].reason is not Reason.ALLOWED_BY_PROFILE, (rid, profile)

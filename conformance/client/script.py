@@ -330,11 +330,6 @@ def wants_controls(case: Case) -> bool:
     return any(str(c).split("/", 1)[0] in CAUSE_RULES for c in case.checks)
 
 
-# Reload modes (drive step ``{reload: MODE}``). The first three keep or renew every ID;
-# ``as-live`` replays the live updates as streamed (MID-C-03/live-replay-parity);
-# ``truncated`` and ``after-truncated`` are the two resumes of MID-V2-14/truncated.
-RELOAD_MODES = ("fresh-ids", "same-ids", "same-ids-chunks", "as-live", "truncated",
-                "after-truncated")
 TRUNCATED_AFTER = 3  # messages a truncated replay gets through before the agent hangs up
 
 
