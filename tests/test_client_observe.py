@@ -36,6 +36,20 @@ def updates_of(steps: list[dict[str, Any]], protocol: int) -> list[dict[str, Any
 
 def graded(protocol: int, steps: list[dict[str, Any]], shown: list[dict[str, Any]],
            render: str = "cumulative") -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for f in all_findings(protocol, steps, shown, render):
+        out.setdefault(f.requirement, set()).add(f.outcome.value)
+    return out
+
+
+def findings(protocol: int, steps: list[dict[str, Any]], shown: list[dict[str, Any]]
+             ) -> list[Any]:
+    """The failing findings, with their messages."""
+    return [f for f in all_findings(protocol, steps, shown) if f.outcome.value == "fail"]
+
+
+def all_findings(protocol: int, steps: list[dict[str, Any]], shown: list[dict[str, Any]],
+                 render: str = "cumulative") -> list[Any]:
     t = Transcript({"role": "client", "protocol": protocol})
 
     def add(src: str, msg: Any) -> None:
@@ -53,10 +67,7 @@ def graded(protocol: int, steps: list[dict[str, Any]], shown: list[dict[str, Any
     add("agent", {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}})
     t.add(0, "harness", "harness", event="observed",
           data={"protocol": protocol, "render": render, "shown": shown})
-    out: dict[str, set[str]] = {}
-    for f in grade(t.entries, protocol=protocol, role="client"):
-        out.setdefault(f.requirement, set()).add(f.outcome.value)
-    return out
+    return list(grade(t.entries, protocol=protocol, role="client"))
 
 
 def fails(result: dict[str, set[str]]) -> set[str]:
@@ -182,6 +193,8 @@ def test_two_messages_with_identical_text_are_counted_not_taken_as_one(protocol:
     assert fails(deduped) == {"MID-C-03/content"}
     three = graded(protocol, IDENTICAL, [agent(*SAME)] * 3)
     assert fails(three) == {"MID-C-03/content"}
+    (dup,) = findings(protocol, IDENTICAL, [agent(*SAME)] * 3)  # one finding, not one per text
+    assert "'Same one. ' (and 2 more of their texts), sent in 2 messages" in dup.message
     merged = graded(protocol, IDENTICAL, [agent(*SAME, *SAME)])
     assert merged["MID-C-03/merged"] == ({"warn"} if protocol == 1 else {"fail"})
     assert "fail" not in merged["MID-C-03/content"]

@@ -172,12 +172,16 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
                     issues.append(Issue("MID-V2-04/meta",
                                         f"the {e.label()} has _meta {got!r}", tuple(e.entries[-2:]),
                                         expected=want, actual=got))
+    extra: dict[tuple[Any, ...], list[str]] = {}  # one issue per set of holders
     for t in share.extra:
-        holders = share.holders[t]
-        places = sorted({j for j, _ in where[t]})
+        extra.setdefault(tuple(e.key for e in share.holders[t]), []).append(t)
+    for texts in extra.values():
+        holders, t = share.holders[texts[0]], texts[0]
+        more = f" (and {len(texts) - 1} more of their texts)" if len(texts) > 1 else ""
+        places = sorted({j for x in texts for j, _ in where[x]})
         issues.append(Issue(
             next((v2_rule(e) for e in holders if e.upserts), "MID-C-03/content"),
-            f"text {t!r}, sent in {len(holders)} messages "
+            f"text {t!r}{more}, sent in {len(holders)} messages "
             f"({', '.join(e.label() for e in holders[:3])}), is shown {len(where[t])} times",
             tuple(e.entries[0] for e in holders[:4]),
             expected=[e.text() for e in holders[:4]], actual=_shown_text(shown, places)))
