@@ -21,7 +21,9 @@ A turn may instead be drawn from Hypothesis: ``{turn: f, generate: {seed: 3}}``
 
 Every text the double sends must be unique within a case, so that each
 expected message can be recognised in the client's rendering; :func:`check_case`
-says so with the case's file and line.
+says so with the case's file and line. A turn with ``repeats: true`` may send a
+text again within its own updates (two messages that say the same thing,
+catalogue K.6): the observation then counts that text's copies.
 """
 
 from __future__ import annotations
@@ -221,6 +223,8 @@ def check_case(case: Case) -> None:
                 raise CaseError(f"{where}: turn {name!r} has {with_article(step_kind(step))} step; "
                                 "those exist only in v2 (applies.protocols: [2])")
             texts += step_texts(step)
+        if turn.get("repeats"):  # its updates' texts may repeat among themselves
+            texts = texts[:1] + list(dict.fromkeys(texts[1:]))
         for text in texts:
             if not text:
                 raise CaseError(f"{where}: turn {name!r} sends an empty text; every text "
