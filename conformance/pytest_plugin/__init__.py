@@ -47,6 +47,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--acp-client", metavar="CMD",
                 help="collect the client conformance cases against this client command; "
                      "{agent} marks where the suite's agent double goes")
+    g.addoption("--acp-proxy", metavar="CMD",
+                help="collect the proxy conformance cases against this proxy, bridge or "
+                     "gateway command; {agent} marks where the agent goes (the suite's agent "
+                     "double, or --acp-agent CMD: then the agent cases run through the proxy)")
+    g.addoption("--acp-proxy-adapts", action="store_true",
+                help="the proxy is a declared v2-to-v1 adapter: v2 behind it, v1 in front "
+                     "(the v2 cases run; MID-V2-10 is graded)")
     g.addoption("--acp-client-profile", metavar="FILE",
                 help="how to drive the client through a pty and read its messages (YAML)")
     g.addoption("--acp-agent-env", action="append", default=[], metavar="K=V",
@@ -81,17 +88,30 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "acp: a case of the acp-conformance suite")
     config.addinivalue_line("markers", "acp_v1: an acp-conformance case run over protocol v1")
     config.addinivalue_line("markers", "acp_v2: an acp-conformance case run over protocol v2")
+    proxy = config.getoption("acp_proxy")
+    if config.getoption("acp_proxy_adapts") and not proxy:
+        raise pytest.UsageError("acp-conformance: --acp-proxy-adapts needs --acp-proxy")
+    if proxy and config.getoption("acp_fuzz"):
+        raise pytest.UsageError("acp-conformance: --acp-fuzz fuzzes an agent or a client, "
+                                "not a proxy: run the proxy cases without --acp-fuzz")
     if fuzzing.configure(config):  # --acp-fuzz: the fuzz tests instead of the cases
         return
     agent, client = config.getoption("acp_agent"), config.getoption("acp_client")
-    if not agent and not client:
-        if config.getoption("acp_client_profile"):
-            raise pytest.UsageError("acp-conformance: --acp-client-profile needs --acp-client")
+    if config.getoption("acp_client_profile") and not client:
+        raise pytest.UsageError("acp-conformance: --acp-client-profile needs --acp-client")
+    if not agent and not client and not proxy:
         return
+    if proxy and client:
+        raise pytest.UsageError("acp-conformance: --acp-proxy and --acp-client test different "
+                                "sides: run them separately")
     if agent and client:
         raise pytest.UsageError("acp-conformance: --acp-agent and --acp-client test different "
                                 "sides: run them separately")
-    config.stash[STATE] = load_state(config, "agent" if agent else "client", agent or client)
+    if proxy:  # --acp-agent, if given, is the real agent behind the proxy
+        config.stash[STATE] = load_state(config, "proxy", proxy)
+    else:
+        config.stash[STATE] = load_state(config, "agent" if agent else "client",
+                                         agent or client)
     config.pluginmanager.register(Reports(config), "acp-conformance-reports")
 
 
