@@ -3,7 +3,10 @@
 ``pytest --acp-agent CMD`` collects every agent case of the suite once per
 protocol version as an item named by its case ID (``ids-across-turns[v1]``);
 ``pytest --acp-client CMD --acp-client-profile FILE`` does the same with the
-client cases. ``-k``, ``-x``, ``-m acp_v2``, ``--junitxml`` and pytest-xdist's
+client cases, and ``pytest --acp-proxy "CMD {agent}"`` with the proxy cases (the
+suite's agent double behind the proxy; with ``--acp-agent CMD`` the agent cases run
+through the proxy to that real agent, whose own findings are reported apart, never
+as the proxy's; ``--acp-proxy-adapts`` declares a v2-to-v1 adapter). ``-k``, ``-x``, ``-m acp_v2``, ``--junitxml`` and pytest-xdist's
 ``-n`` work as for any test. A case fails when it has a fail finding the baseline
 does not list; the failure shows the findings with their evidence, the
 transcript path and the tail of the target's stderr. Every item is
@@ -13,9 +16,10 @@ transcript file, so items can run in any order on any worker.
 Vendors who write their own tests get ``acp_session``: a driven session with
 the suite's client driver, graded by the suite's checkers.
 
-The plugin is a thin shell over ``conformance.agent.runner`` and
-``conformance.client.runner``; it is inert unless ``--acp-agent`` or
-``--acp-client`` is given. It registers the ``pytest11`` entry point
+The plugin is a thin shell over the run engine (``conformance.engine``) and the
+roles' suites (``conformance.agent.runner``, ``conformance.client.runner``,
+``conformance.proxy.runner``); it is inert unless ``--acp-agent``, ``--acp-client``
+or ``--acp-proxy`` is given. It registers the ``pytest11`` entry point
 ``acp_conformance``. This module holds the hooks; ``state`` reads the options
 into the run and its plan, ``items`` collects the cases as items, ``reports``
 writes the suite's own reports, ``session`` has ``acp_session`` and its fixtures.
