@@ -2,12 +2,13 @@
 
 ``pytest --acp-agent CMD`` collects every agent case of the suite once per
 protocol version as an item named by its case ID (``ids-across-turns[v1]``);
-``pytest --acp-client CMD --acp-client-profile FILE`` does the same with the
-client cases, and ``pytest --acp-proxy "CMD {agent}"`` with the proxy cases (the
-suite's agent double behind the proxy; with ``--acp-agent CMD`` the agent cases run
-through the proxy to that real agent, whose own findings are reported apart, never
-as the proxy's; ``--acp-proxy-adapts`` declares a v2-to-v1 adapter). ``-k``, ``-x``, ``-m acp_v2``, ``--junitxml`` and pytest-xdist's
-``-n`` work as for any test. A case fails when it has a fail finding the baseline
+``pytest --acp-client CMD --acp-client-profile FILE`` (or ``--acp-client-adapter
+MODULE:FACTORY``, in-process) does the same with the client cases, and
+``pytest --acp-proxy "CMD {agent}"`` with the proxy cases (the suite's agent double
+behind the proxy; with ``--acp-agent CMD`` the agent cases run through the proxy to
+that real agent, whose own findings are reported apart, never as the proxy's;
+``--acp-proxy-adapts`` declares a v2-to-v1 adapter). ``-k``, ``-x``, ``-m acp_v2``,
+``--junitxml`` and pytest-xdist's ``-n`` work as for any test. A case fails when it has a fail finding the baseline
 does not list; the failure shows the findings with their evidence, the
 transcript path and the tail of the target's stderr. Every item is
 independent: its own target process, temporary working directory and
@@ -101,8 +102,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if fuzzing.configure(config):  # --acp-fuzz: the fuzz tests instead of the cases
         return
     agent, client = config.getoption("acp_agent"), config.getoption("acp_client")
+    adapter = config.getoption("acp_client_adapter")
+    if client and adapter:
+        raise pytest.UsageError("acp-conformance: give --acp-client CMD or --acp-client-adapter "
+                                "MODULE:FACTORY, not both")
+    if config.getoption("acp_client_profile") and adapter:
+        raise pytest.UsageError("acp-conformance: --acp-client-profile drives a client "
+                                "process; an adapter reports its messages itself")
     if config.getoption("acp_client_profile") and not client:
         raise pytest.UsageError("acp-conformance: --acp-client-profile needs --acp-client")
+    client = client or adapter  # the client under test: a command, or an in-process adapter
     if not agent and not client and not proxy:
         return
     if proxy and client:

@@ -71,6 +71,7 @@ STATE = pytest.StashKey[State]()
 def load_state(config: pytest.Config, role: str, command: str) -> State:
     from conformance import baseline as baselinemod
     from conformance import cases as casemod
+    from conformance.client.adapter import AdapterError
     from conformance.client.profile import ProfileError
     from conformance.client.runner import ClientSetupError
     from conformance.proxy.runner import ProxySetupError
@@ -105,7 +106,7 @@ def load_state(config: pytest.Config, role: str, command: str) -> State:
 
         check_plan(suite, protocols)  # a selection that plans nothing: a usage error
     except (casemod.CaseError, baselinemod.BaselineError, TargetCommandError, ValueError,
-            ProfileError, ClientSetupError, ProxySetupError, UsageError) as exc:
+            ProfileError, ClientSetupError, ProxySetupError, AdapterError, UsageError) as exc:
         raise pytest.UsageError(f"acp-conformance: {exc}") from None
     transcripts = Path(opt("acp_transcripts")) if opt("acp_transcripts") else None
     deadline = opt("acp_deadline")
@@ -137,14 +138,19 @@ def _agent_run(command: str, protocols: list[int], options: Options, env: dict[s
 
 def _client_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
                 opt: Any, cases: Sequence[Case], choices: Sequence[Case]) -> tuple[Any, Any]:
+    from conformance.client.adapter import load_factory
     from conformance.client.profile import load
     from conformance.client.runner import ClientRun, client_suite, template_of
 
+    adapter = opt("acp_client_adapter")
     profile = load(Path(opt("acp_client_profile"))) if opt("acp_client_profile") else None
-    template_of(command, profile)  # a bad command is a usage error now, not in every item
-    run = ClientRun(protocols=protocols, options=options, command=command, profile=profile,
-                    timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env,
-                    masker=_masker(env))
+    if adapter:  # in-process (--client-adapter): a bad spec is a usage error now
+        load_factory(adapter)
+    else:
+        template_of(command, profile)  # a bad command is a usage error now, not in every item
+    run = ClientRun(protocols=protocols, options=options, command=None if adapter else command,
+                    adapter=adapter, profile=profile, timeout=opt("acp_timeout"),
+                    strict=opt("acp_strict"), env=env, masker=_masker(env))
     return run, client_suite(run, cases, command, choices)
 
 
