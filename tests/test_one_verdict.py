@@ -422,7 +422,10 @@ def test_every_client_fixture_gets_one_verdict_on_every_road(
     """Every client fixture, driven as its manifest says, on one case of the rule it breaks
     (the first of its manifest cases that grades it; a fixture that breaks nothing: its
     first case): the CLI, `check` on its transcripts and the pytest plugin give one
-    verdict, one headline and one set of (case, rule, outcome) rows."""
+    verdict, one headline and one set of (case, rule, outcome) rows. Every fixture goes
+    through every road (an adapter through the plugin's --acp-client-adapter). The 25
+    take about 3 minutes serially on two shared cores (the two one-shot clients that
+    leave the probe unanswered about 20 s each)."""
     cli, plug = _client_targets(name)
     roads = every_road(tmp_path, pytester, cli, plug,
                        ["--case", case, "--protocol", str(protocol)])
@@ -438,7 +441,8 @@ def test_every_proxy_fixture_gets_one_verdict_on_every_road(
     """Every proxy fixture, with the suite's agent double behind it, on the cases of the
     rule it breaks (a fixture that breaks nothing: the first proxy case):
     the CLI, `check` on its transcripts and the plugin's proxy role give one verdict, one
-    headline and one set of (case, rule, outcome) rows."""
+    headline and one set of (case, rule, outcome) rows. The 12 take about 1.5 minutes
+    serially on two shared cores."""
     command = f"{shlex.join([sys.executable, str(PROXIES / f'{name}.py')])} {{agent}}"
     adapt = ["--proxy-adapts"] if adapts else []
     roads = every_road(tmp_path, pytester, ["--proxy", command, *adapt],
