@@ -156,16 +156,22 @@ def test_an_agent_that_refuses_session_new_fails_on_every_road(
         ["*refused session/new*the run fails: no v1 case ran to its end*"])
 
 
-def test_the_same_agent_behind_a_transparent_proxy_fails_the_run(tmp_path: Path) -> None:
+def test_the_same_agent_behind_a_transparent_proxy_fails_the_run(
+        tmp_path: Path, pytester: pytest.Pytester) -> None:
     """Behind a transparent proxy the refusing agent is what it is alone: not a PASS of
-    nothing. `check` on the proxy run's transcripts agrees, row for row."""
+    nothing. `check` on the proxy run's transcripts and the plugin's proxy role agree,
+    row for row, and the plugin's item fails with the reason."""
     agent = f"{sys.executable} {REFUSES}"
     proxy = f"{shlex.quote(sys.executable)} {shlex.quote(str(TRANSPARENT))} {{agent}}"
-    roads = every_road(tmp_path, None, ["--proxy", proxy, "--agent", agent], [],
+    roads = every_road(tmp_path, pytester, ["--proxy", proxy, "--agent", agent],
+                       ["--acp-proxy", proxy, "--acp-agent", agent],
                        ["--case", "ids-across-turns", "--protocol", "1"])
     assert_one_verdict(roads, "fail")
     assert "verdict: FAIL" in roads["cli"][2]
     assert roads["cli"][1]["unfinished"]["1"].startswith("no v1 case ran to its end")
+    outcome = roads["pytest"][2]
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines(["*the run fails: no v1 case ran to its end*"])
 
 
 def test_a_client_run_without_profile_is_a_partial_pass_on_every_road(
