@@ -176,3 +176,16 @@ def test_the_agent_behind_travels_from_xdist_workers(run: Run, pytester: pytest.
     agent_rows = rows(pytester.path / "out.agent.json")
     assert {c for c, _, _ in agent_rows} == {"ids-across-turns@v1", "wire-shapes@v1"}
     assert ("wire-shapes@v1", "MID-A-02/cross-turn-reuse", "fail") in agent_rows
+
+
+def test_acp_session_says_why_it_is_skipped_under_the_proxy_role(
+        run: Run, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_vendor="""
+        def test_mine(acp_session):
+            acp_session.start()
+    """)
+    result = run("--acp-proxy", fixture_proxy("transparent"), "--acp-agent", REFERENCE,
+                 "-m", "not acp", "test_vendor.py", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*acp_session drives an agent directly; --acp-agent is behind "
+                                 "--acp-proxy here: run without --acp-proxy*"])
