@@ -8,9 +8,9 @@ MODULE:FACTORY``, in-process) does the same with the client cases, and
 behind the proxy; with ``--acp-agent CMD`` the agent cases run through the proxy to
 that real agent, whose own findings are reported apart, never as the proxy's;
 ``--acp-proxy-adapts`` declares a v2-to-v1 adapter). ``-k``, ``-x``, ``-m acp_v2``,
-``--junitxml`` and pytest-xdist's ``-n`` work as for any test. A case fails when it has a fail finding the baseline
-does not list; the failure shows the findings with their evidence, the
-transcript path and the tail of the target's stderr. Every item is
+``--junitxml`` and pytest-xdist's ``-n`` work as for any test. A case fails when it
+has a fail finding the baseline does not list; the failure shows the findings with
+their evidence, the transcript path and the tail of the target's stderr. Every item is
 independent: its own target process, temporary working directory and
 transcript file, so items can run in any order on any worker.
 
