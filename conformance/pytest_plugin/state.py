@@ -7,7 +7,6 @@ A bad option, case file, baseline, client profile or target command is a
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +28,6 @@ class State:
     cases: list[Case]
     baseline: Baseline | None
     transcripts: Path | None  # --acp-transcripts; None: under pytest's basetemp
-    deadline_at: float | None = None  # --acp-deadline as a time.monotonic() value
     suite: Any = None  # the role's engine.Suite over the selected cases
     engine: Any = None  # the run engine, made when the first case item runs
     # A proxy run with --acp-agent: the real agent's own result of each case played, by case
@@ -109,10 +107,7 @@ def load_state(config: pytest.Config, role: str, command: str) -> State:
             ProfileError, ClientSetupError, ProxySetupError, AdapterError, UsageError) as exc:
         raise pytest.UsageError(f"acp-conformance: {exc}") from None
     transcripts = Path(opt("acp_transcripts")) if opt("acp_transcripts") else None
-    deadline = opt("acp_deadline")
-    deadline_at = time.monotonic() + deadline if deadline else None
-    return State(role, run, command, suite.plan, all_cases, base, transcripts, deadline_at,
-                 suite=suite)
+    return State(role, run, command, suite.plan, all_cases, base, transcripts, suite=suite)
 
 
 def _masker(env: dict[str, str]) -> Any:
