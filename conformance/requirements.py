@@ -43,7 +43,9 @@ class Requirement:
         return self.level in NORMATIVE
 
 
+@cache
 def _register_text() -> str:
+    """The register file, read once a process: its revision and its entries are one text."""
     return (resources.files("conformance") / "data" / "requirements.yaml").read_text("utf-8")
 
 

@@ -117,3 +117,33 @@ def test_the_requirement_checklist_names_what_is_missing(tmp_path: Path) -> None
     assert "MID-A-05: 1 step(s) missing" in proc.stdout
     proc = run_cli("lint-cases", "--requirement", "MID-X-99")
     assert proc.returncode == 2 and "register it" in proc.stderr
+
+
+def _twice(first_turn_repeats: bool, across_turns: bool) -> str:
+    second = "    - turn: u\n      updates:\n        - {agent: \"Said. \", id: b}\n" \
+        if across_turns else ""
+    return ("area: x\ncases:\n  - id: c1\n    description: d\n    requirements: [MID-C-03]\n"
+            "    applies: {protocols: [1, 2], role: client}\n    drive: [start, {play: t}]\n"
+            "    checks: [MID-C-03]\n    stream:\n    - turn: t\n"
+            + ("      repeats: true\n" if first_turn_repeats else "")
+            + "      updates:\n        - {agent: \"Said. \", id: a1}\n"
+            + ("" if across_turns else "        - {agent: \"Said. \", id: a2}\n") + second)
+
+
+@pytest.mark.parametrize("repeats,across,ok", [
+    (False, False, False),  # a text twice: messages could not be told apart
+    (True, False, True),  # on purpose, within the turn: the observation counts copies
+    (True, True, False),  # repeats covers the turn's own updates, not another turn's
+])
+def test_a_text_sent_twice_needs_repeats_in_its_turn(tmp_path: Path, repeats: bool,
+                                                     across: bool, ok: bool) -> None:
+    from conformance.client.script import check_case
+
+    path = tmp_path / "twice.yaml"
+    path.write_text(_twice(repeats, across))
+    (case,) = load_file(path)
+    if ok:
+        check_case(case)
+        return
+    with pytest.raises(CaseError, match="is sent twice"):
+        check_case(case)

@@ -36,6 +36,20 @@ def updates_of(steps: list[dict[str, Any]], protocol: int) -> list[dict[str, Any
 
 def graded(protocol: int, steps: list[dict[str, Any]], shown: list[dict[str, Any]],
            render: str = "cumulative") -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for f in all_findings(protocol, steps, shown, render):
+        out.setdefault(f.requirement, set()).add(f.outcome.value)
+    return out
+
+
+def findings(protocol: int, steps: list[dict[str, Any]], shown: list[dict[str, Any]]
+             ) -> list[Any]:
+    """The failing findings, with their messages."""
+    return [f for f in all_findings(protocol, steps, shown) if f.outcome.value == "fail"]
+
+
+def all_findings(protocol: int, steps: list[dict[str, Any]], shown: list[dict[str, Any]],
+                 render: str = "cumulative") -> list[Any]:
     t = Transcript({"role": "client", "protocol": protocol})
 
     def add(src: str, msg: Any) -> None:
@@ -53,10 +67,7 @@ def graded(protocol: int, steps: list[dict[str, Any]], shown: list[dict[str, Any
     add("agent", {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}})
     t.add(0, "harness", "harness", event="observed",
           data={"protocol": protocol, "render": render, "shown": shown})
-    out: dict[str, set[str]] = {}
-    for f in grade(t.entries, protocol=protocol, role="client"):
-        out.setdefault(f.requirement, set()).add(f.outcome.value)
-    return out
+    return list(grade(t.entries, protocol=protocol, role="client"))
 
 
 def fails(result: dict[str, set[str]]) -> set[str]:
@@ -164,6 +175,43 @@ def test_chunk_meta_must_not_patch_the_message() -> None:
     assert not fails(graded(2, steps, ok))
     bad = [{"role": "agent", "text": "M. N. ", "meta": {"c": 2}}]
     assert graded(2, steps, bad)["MID-V2-04"] == {"fail"}
+
+
+SAME = ("Same one. ", "Same two. ", "Same three. ")
+IDENTICAL = [{"agent": t, "id": "a-1"} for t in SAME] + [{"agent": t, "id": "a-2"} for t in SAME]
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_two_messages_with_identical_text_are_counted_not_taken_as_one(protocol: int) -> None:
+    """Catalogue K.6: distinct IDs, equal text. Two shown pass; one shown (a client that
+    dedups by content) lost a message; three shown duplicated one; one line holding both
+    is a merge; the shown copies' chunks are each checked for order."""
+    two = [agent(*SAME), agent(*SAME)]
+    assert not fails(graded(protocol, IDENTICAL, two))
+    assert graded(protocol, IDENTICAL, two)["MID-C-03/content"] == {"pass"}
+    deduped = graded(protocol, IDENTICAL, [agent(*SAME)])
+    assert fails(deduped) == {"MID-C-03/content"}
+    three = graded(protocol, IDENTICAL, [agent(*SAME)] * 3)
+    assert fails(three) == {"MID-C-03/content"}
+    (dup,) = findings(protocol, IDENTICAL, [agent(*SAME)] * 3)  # one finding, not one per text
+    assert "'Same one. ' (and 2 more of their texts), sent in 2 messages" in dup.message
+    merged = graded(protocol, IDENTICAL, [agent(*SAME, *SAME)])
+    assert merged["MID-C-03/merged"] == ({"warn"} if protocol == 1 else {"fail"})
+    assert "fail" not in merged["MID-C-03/content"]
+    shuffled = graded(protocol, IDENTICAL, [agent(*SAME), agent(SAME[1], SAME[0], SAME[2])])
+    assert fails(shuffled) == {"MID-C-03/content"}
+
+
+def test_identical_text_without_ids_is_ambiguous_and_not_lost() -> None:
+    """v1 ID-less chunks: two messages (split by a tool call) with equal text may be one
+    restated message (MID-A-10, the agent's warning); a client that shows one copy is not
+    faulted, one that shows both passes, a third copy is still a duplicate."""
+    steps = ([{"agent": t} for t in SAME] + [{"tool_call": "Read a file"}]
+             + [{"agent": t} for t in SAME])
+    assert not fails(graded(1, steps, [agent(*SAME), agent(*SAME)]))
+    one = graded(1, steps, [agent(*SAME)])
+    assert not fails(one) and one["MID-C-03/content"] == {"pass"}
+    assert fails(graded(1, steps, [agent(*SAME)] * 3)) == {"MID-C-03/content"}
 
 
 def test_a_crash_is_one_fault_naming_the_rules_the_stream_tests() -> None:

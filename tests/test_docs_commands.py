@@ -32,6 +32,7 @@ PLACEHOLDERS = {
     "my-editor --headless --agent-cmd {agent}": REFERENCE_CLIENT,
     "my-editor --agent-cmd {agent}": REFERENCE_CLIENT,
     "my-cli {agent}": REFERENCE_CLIENT,
+    "my-bridge --upstream {agent}": "python3 fixtures/proxies/transparent.py {agent}",
     "my-agent --acp": "python3 -m conformance.reference.agent",
     "mypkg.testing:make_client": "conformance.client.reference:make_client",
     "my-editor.yaml": REFERENCE_PROFILE,

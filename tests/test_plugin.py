@@ -189,6 +189,30 @@ def test_client_usage_errors(run: Run) -> None:
     assert "must say where the agent command goes" in result.stderr.str()
 
 
+def test_an_in_process_client_adapter_runs_the_client_cases(run: Run) -> None:
+    adapter = f"{CLIENTS / 'sorted_by_id.py'}:make_client"
+    result = run("--acp-client-adapter", adapter, "--acp-case", "client-display-order",
+                 "--acp-protocol", "1")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*FAIL MID-C-02/order: *", f"*case(s) against {adapter}: *"])
+    ok = run("--acp-client-adapter", "conformance.client.reference.adapter:make_client",
+             "--acp-case", "client-display-order", "--acp-protocol", "1")
+    ok.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--acp-client-adapter", "no_such_module:make"], "*cannot import no_such_module*"),
+    (["--acp-client-adapter", "m:f", "--acp-client", "c {agent}"],
+     "*give --acp-client CMD or --acp-client-adapter MODULE:FACTORY, not both"),
+    (["--acp-client-adapter", "m:f", "--acp-client-profile", "p.yaml"],
+     "*--acp-client-profile drives a client process; an adapter reports its messages itself"),
+], ids=["bad-adapter", "adapter-and-command", "adapter-and-profile"])
+def test_client_adapter_usage_errors(run: Run, args: list[str], message: str) -> None:
+    result = run(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
 def test_the_console_of_a_plugin_run_shows_no_secret(run: Run,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A secret-looking variable of the environment (what the agent inherits) is masked in

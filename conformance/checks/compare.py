@@ -10,7 +10,7 @@ carries the test its control stream decides (:mod:`conformance.checks.controls`)
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +20,12 @@ from conformance.checks.reducer import (
     Expected,
     Reducer,
     Shown,
+    Spot,
     hazardous,
     locate,
     natural_key,
     related,
+    shared,
 )
 from conformance.checks.wire import short
 
@@ -53,6 +55,14 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
     owner: dict[str, Expected] = {b.text: e for e in exp for b in e.blocks}
     issues: list[Issue] = []
     where, per_shown = locate(reducer, shown)
+    # Texts several messages hold are counted, not taken as names (catalogue K.6).
+    share = shared(exp, where)
+
+    def at(e: Expected, t: str) -> Sequence[Spot]:
+        return share.at(e, t, where)
+
+    tokens = [sorted((pos, t) for t, spots in where.items() for jj, pos in spots if jj == j)
+              for j in range(len(shown))]
 
     def ids(*es: Expected) -> list[Any]:
         return [short(e.mid, 60) if e.mid is not None else None for e in es]
@@ -63,8 +73,8 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
     # -- what each rendered message holds ------------------------------------------
     for j, toks in enumerate(per_shown):
         owners: list[Expected] = []
-        for t in toks:
-            e = owner.get(t)
+        for pos, t in tokens[j]:
+            e = share.owner(t, (j, pos), owner)
             if e is not None and all(o is not e for o in owners):
                 owners.append(e)
         for t in dict.fromkeys(toks):
@@ -93,19 +103,21 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
             issues.append(Issue("MID-C-03/content", f"the {e.label()} is shown as {shown[j].role}",
                                 tuple(e.entries[:3]), expected=e.kind, actual=shown[j].role))
         for e1, e2 in itertools.pairwise(owners):
-            issues.append(_merge(reducer, e1, e2, shown[j].text, exp, where, controlled))
+            issues.append(_merge(reducer, e1, e2, shown[j].text, exp, at, controlled))
 
     # -- where each expected message went ---------------------------------------------
     for e in exp:
         texts = [b.text for b in e.blocks]
-        places = sorted({j for t in texts for j, _ in where.get(t, ())})
-        if not v2 and _prompt_twice(reducer, e, places, where, shown):
+        mine = {t: list(at(e, t)) for t in texts if at(e, t)}  # where e's texts are shown
+        places = sorted({j for spots in mine.values() for j, _ in spots})
+        if not v2 and _prompt_twice(reducer, e, places, mine, shown):
             issues.append(Issue(
                 "MID-C-03/prompt-twice", f"the prompt is shown twice: the client's own copy and "
                 f"the agent's live echo of it (the {e.label()})", tuple(e.entries[:3]),
                 expected=e.text(), actual=_shown_text(shown, places)))
             continue
-        missing = [b for b in e.blocks if b.text not in where]
+        missing = [b for b in e.blocks if b.text not in mine
+                   and (e.key, b.text) not in share.excused]
         if missing:
             lost_all = len(missing) == len(e.blocks)
             what = "is missing" if lost_all else f"lost {len(missing)} of {len(e.blocks)} chunk(s)"
@@ -133,17 +145,18 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
             else:
                 issues.append(Issue("MID-C-03/content", f"the {e.label()} {what}", ev,
                                     expected=e.text(), actual=_shown_text(shown, places)))
-        dup = [t for t in texts if len(where.get(t, ())) > 1]
+        dup = [t for t in texts if len(mine.get(t, ())) > 1]
         if dup:
             issues.append(Issue(v2_rule(e) if e.upserts else "MID-C-03/content",
                                 f"text {dup[0]!r} of the {e.label()} is shown "
-                                f"{len(where[dup[0]])} times", tuple(e.entries[:3]),
+                                f"{len(mine[dup[0]])} times", tuple(e.entries[:3]),
                                 expected=e.text(), actual=_shown_text(shown, places)))
         if len(places) >= 2:
-            issues.append(_split(reducer, e, places, where, shown))
+            issues.append(_split(reducer, e, places, mine, shown))
         elif len(places) == 1 and not dup:
-            seen = [t for t in per_shown[places[0]] if owner.get(t) is e]
-            if seen != [t for t in texts if t in where]:
+            seen = [t for pos, t in tokens[places[0]]
+                    if share.owner(t, (places[0], pos), owner) is e]
+            if seen != [t for t in texts if t in mine]:
                 issues.append(Issue(v2_rule(e) if e.upserts else "MID-C-03/content",
                                     f"the chunks of the {e.label()} are shown out of order",
                                     tuple(e.entries[:4]), expected=e.text(),
@@ -159,7 +172,20 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
                     issues.append(Issue("MID-V2-04/meta",
                                         f"the {e.label()} has _meta {got!r}", tuple(e.entries[-2:]),
                                         expected=want, actual=got))
-    issues.extend(_order(exp, where))
+    extra: dict[tuple[Any, ...], list[str]] = {}  # one issue per set of holders
+    for t in share.extra:
+        extra.setdefault(tuple(e.key for e in share.holders[t]), []).append(t)
+    for texts in extra.values():
+        holders, t = share.holders[texts[0]], texts[0]
+        more = f" (and {len(texts) - 1} more of their texts)" if len(texts) > 1 else ""
+        places = sorted({j for x in texts for j, _ in where[x]})
+        issues.append(Issue(
+            next((v2_rule(e) for e in holders if e.upserts), "MID-C-03/content"),
+            f"text {t!r}{more}, sent in {len(holders)} messages "
+            f"({', '.join(e.label() for e in holders[:3])}), is shown {len(where[t])} times",
+            tuple(e.entries[0] for e in holders[:4]),
+            expected=[e.text() for e in holders[:4]], actual=_shown_text(shown, places)))
+    issues.extend(_order(exp, at))
     # The catalogue grades null-vs-omitted under both names (S-02 / C-04).
     issues += [Issue("MID-S-02/client", i.message, i.entries, i.expected, i.actual, i.test)
                for i in issues if i.rule == "MID-C-04"]
@@ -184,9 +210,11 @@ def _shown_text(shown: list[Shown], places: list[int]) -> Any:
     return [f"{shown[j].role}: {shown[j].text[:120]}" for j in places[:4]]
 
 
+At = Callable[[Expected, str], Sequence[Spot]]  # the occurrences of a text that are e's
+
+
 def _merge(reducer: Reducer, e1: Expected, e2: Expected, text: str,
-           exp: list[Expected], where: dict[str, list[tuple[int, int]]],
-           controlled: bool = False) -> Issue:
+           exp: list[Expected], at: At, controlled: bool = False) -> Issue:
     entries = (e1.entries[0], e2.entries[0])
     evidence = {"ids": [short(e1.mid, 60), short(e2.mid, 60)], "shown": text[:200]}
     test = ("merged", e1.blocks[0].text, e2.blocks[0].text)
@@ -198,7 +226,7 @@ def _merge(reducer: Reducer, e1: Expected, e2: Expected, text: str,
         how = related(e1.mid, e2.mid)
         adjacent = not reducer.between(e1, e2) if e1.last < e2.first else \
             not reducer.between(e2, e1)
-        if how and (controlled or not adjacent or _separates_unrelated(reducer, exp, where)):
+        if how and (controlled or not adjacent or _separates_unrelated(reducer, exp, at)):
             return Issue("MID-C-02/merged", f"distinct IDs {short(e1.mid, 60)!r} and "
                          f"{short(e2.mid, 60)!r} (equal only after {how}) are shown as one message",
                          entries, expected=expected, actual=evidence, test=test)
@@ -222,12 +250,11 @@ def _merge(reducer: Reducer, e1: Expected, e2: Expected, text: str,
                  "message", entries, expected=expected, actual=evidence)
 
 
-def _separates_unrelated(reducer: Reducer, exp: list[Expected],
-                         where: dict[str, list[tuple[int, int]]]) -> bool:
+def _separates_unrelated(reducer: Reducer, exp: list[Expected], at: At) -> bool:
     """Evidence that the client does group by ID: two adjacent same-kind messages with
     unrelated IDs were shown apart (so a merge of related IDs is the IDs' doing)."""
     def place(e: Expected) -> set[int]:
-        return {j for b in e.blocks for j, _ in where.get(b.text, ())}
+        return {j for b in e.blocks for j, _ in at(e, b.text)}
 
     for a, b in itertools.pairwise(exp):
         if (a.kind == b.kind and a.mid is not None and b.mid is not None and a.last < b.first
@@ -269,10 +296,10 @@ def _split(reducer: Reducer, e: Expected, places: list[int],
                  entries, expected=e.text(), actual=_shown_text(shown, places))
 
 
-def _order(exp: list[Expected], where: dict[str, list[tuple[int, int]]]) -> list[Issue]:
+def _order(exp: list[Expected], at: At) -> list[Issue]:
     firsts: list[tuple[tuple[int, int], Expected]] = []
     for e in exp:
-        spots = [p for b in e.blocks for p in where.get(b.text, ())]
+        spots = [p for b in e.blocks for p in at(e, b.text)]
         if spots:
             firsts.append((min(spots), e))
     placed = [e for _, e in sorted(firsts, key=lambda x: x[0])]

@@ -7,16 +7,18 @@ appearance. Every block remembers the transcript entry that sent it.
 
 :func:`locate` reads a client's rendered messages (role and text, from a pty
 profile or an in-process adapter) and finds the sent texts in them
-(:func:`tokenize`). :func:`related` and :func:`hazardous` say which IDs a parsing
-or normalising client is likely to confuse (MID-C-02). Pure: the observation
-checker (:mod:`conformance.checks.observe`) feeds it from the timeline.
+(:func:`tokenize`); where several expected messages hold one text, :func:`shared`
+hands its occurrences out to them by count. :func:`related` and :func:`hazardous`
+say which IDs a parsing or normalising client is likely to confuse (MID-C-02).
+Pure: the observation checker (:mod:`conformance.checks.observe`) feeds it from
+the timeline.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -309,3 +311,62 @@ def locate(reducer: Reducer, shown: list[Shown]
         for pos, t in located:
             where.setdefault(t, []).append((j, pos))
     return where, per_shown
+
+
+Spot = tuple[int, int]  # (shown index, position in that shown message's text)
+
+
+@dataclass
+class Shares:
+    """Texts that several expected messages hold, and whose copy each shown occurrence is.
+
+    Equal text is no identity: two messages with distinct IDs may say the same thing
+    (catalogue K.6), so such a text does not name its message. Its occurrences, in display
+    order, go to the messages that hold it in order of first appearance, one per block:
+    a text sent k times and shown fewer is lost for the last holders, shown more is
+    duplicated (``extra``). Without IDs equal texts are ambiguous (a v1 client cannot tell
+    a restatement from a second message), so an ID-less holder that got no copy is
+    ``excused``, not lost."""
+
+    texts: set[str] = field(default_factory=set)
+    spots: dict[tuple[Hashable, str], list[Spot]] = field(default_factory=dict)
+    owners: dict[tuple[str, Spot], Expected] = field(default_factory=dict)
+    holders: dict[str, list[Expected]] = field(default_factory=dict)  # distinct, in order
+    extra: dict[str, list[Spot]] = field(default_factory=dict)
+    excused: set[tuple[Hashable, str]] = field(default_factory=set)
+
+    def at(self, e: Expected, text: str, where: dict[str, list[Spot]]) -> Sequence[Spot]:
+        """The occurrences of ``text`` that belong to ``e``."""
+        if text in self.texts:
+            return self.spots.get((e.key, text), ())
+        return where.get(text, ())
+
+    def owner(self, text: str, spot: Spot, owner: dict[str, Expected]) -> Expected | None:
+        """The message an occurrence of ``text`` belongs to (None: a copy too many)."""
+        if text in self.texts:
+            return self.owners.get((text, spot))
+        return owner.get(text)
+
+
+def shared(expected: list[Expected], where: dict[str, list[Spot]]) -> Shares:
+    """:class:`Shares` of the expected messages (in order of first appearance) in ``where``
+    (:func:`locate`)."""
+    holders: dict[str, list[Expected]] = {}
+    for e in expected:
+        for b in e.blocks:
+            holders.setdefault(b.text, []).append(e)
+    out = Shares()
+    for text, es in holders.items():
+        if all(e is es[0] for e in es):
+            continue  # one message: its text names it
+        out.texts.add(text)
+        out.holders[text] = list({id(e): e for e in es}.values())
+        spots = sorted(where.get(text, ()))
+        for e, spot in zip(es, spots, strict=False):  # fewer shown: the last are lost
+            out.spots.setdefault((e.key, text), []).append(spot)
+            out.owners[(text, spot)] = e
+        if len(spots) > len(es):
+            out.extra[text] = spots[len(es):]
+        if any(e.mid is None for e in es):
+            out.excused.update((e.key, text) for e in es[len(spots):])
+    return out

@@ -50,7 +50,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
                              f"{h.get('client_side')} (graded with this file)")
     files, headers = [f for f, _ in sides], [h for _, h in sides]
     roles = {h.get("role", "agent") for h in headers}
-    protocols = sorted({int(h.get("protocol", 1)) for h in headers})
+    protocols = sorted({case_protocol(h) for h in headers})
     result = RunResult(__version__, ", ".join(str(f) for f in files), "/".join(sorted(roles)),
                        protocols, "", ns.strict)
     for f, header in zip(files, headers, strict=False):
@@ -60,7 +60,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
             result.profile = scope.options().profile.name
         except KeyError as exc:  # a profile this version does not know
             raise UsageError(f"{f}: {exc.args[0]}") from None
-        protocol = int(header.get("protocol", 1))
+        protocol = case_protocol(header)
         if ns.protocol != "both":
             protocol = int(ns.protocol)
         _, entries = tmod.iter_entries(f)
@@ -85,6 +85,15 @@ def cmd_check(ns: argparse.Namespace) -> int:
 
         baseline = load_baseline(ns, casemod.load_dir())
     return report_run(ns, result, baseline=baseline, masker=build_masker(ns))
+
+
+def case_protocol(header: dict[str, Any]) -> int:
+    """The protocol version a recorded case belongs to, as the live run reported it: for a
+    proxy case the version behind the proxy (a declared v2-to-v1 adapter's case is a v2
+    case, though its client side speaks v1 in front)."""
+    if header.get("role") == "proxy" and header.get("agent_protocol"):
+        return int(header["agent_protocol"])
+    return int(header.get("protocol", 1))
 
 
 def _grade_proxy(path: Path, header: dict[str, Any], entries: list[Any],

@@ -21,7 +21,9 @@ A turn may instead be drawn from Hypothesis: ``{turn: f, generate: {seed: 3}}``
 
 Every text the double sends must be unique within a case, so that each
 expected message can be recognised in the client's rendering; :func:`check_case`
-says so with the case's file and line.
+says so with the case's file and line. A turn with ``repeats: true`` may send a
+text again within its own updates (two messages that say the same thing,
+catalogue K.6): the observation then counts that text's copies.
 """
 
 from __future__ import annotations
@@ -238,6 +240,8 @@ def check_case(case: Case) -> None:
                 raise CaseError(f"{where}: turn {name!r} has {with_article(step_kind(step))} step; "
                                 "those exist only in v2 (applies.protocols: [2])")
             texts += step_texts(step)
+        if turn.get("repeats"):  # its updates' texts may repeat among themselves
+            texts = texts[:1] + list(dict.fromkeys(texts[1:]))
         for text in texts:
             if not text:
                 raise CaseError(f"{where}: turn {name!r} sends an empty text; every text "
@@ -343,11 +347,9 @@ def build_reload(mode: str, played: list[TurnScript], protocol: int = 1) -> Turn
     ``replayFrom``, or, in ``same-ids-chunks`` and ``as-live``, rebuilds it from its chunks
     (every other update where it was live) after the whole-message update of the same ID
     with ``content: []`` that the v2 draft requires first (MID-V2-12, catalogue
-    Appendix I). ``truncated`` (v2) replays the first three messages, user IDs kept
-    (MID-V2-11) and agent and thought IDs fresh (MID-A-08), and then the double hangs up;
-    ``after-truncated`` is the client's next resume: all of them, fresh agent and thought
-    IDs again, the marker and the response. A one-shot client that resumed and prompts
-    gets one short agent message."""
+    Appendix I). ``truncated`` (v2): three messages, user IDs kept (MID-V2-11), agent and
+    thought IDs fresh (MID-A-08), then the double hangs up; ``after-truncated``, the next
+    resume, replays them all so. A one-shot client that resumed gets one agent message."""
     fresh: dict[str, str] = {}
     renew = {"fresh-ids": "reloaded-", "truncated": "cut-", "after-truncated": "reloaded-"}
 

@@ -2,20 +2,25 @@
 
 ``pytest --acp-agent CMD`` collects every agent case of the suite once per
 protocol version as an item named by its case ID (``ids-across-turns[v1]``);
-``pytest --acp-client CMD --acp-client-profile FILE`` does the same with the
-client cases. ``-k``, ``-x``, ``-m acp_v2``, ``--junitxml`` and pytest-xdist's
-``-n`` work as for any test. A case fails when it has a fail finding the baseline
-does not list; the failure shows the findings with their evidence, the
-transcript path and the tail of the target's stderr. Every item is
+``pytest --acp-client CMD --acp-client-profile FILE`` (or ``--acp-client-adapter
+MODULE:FACTORY``, in-process) does the same with the client cases, and
+``pytest --acp-proxy "CMD {agent}"`` with the proxy cases (the suite's agent double
+behind the proxy; with ``--acp-agent CMD`` the agent cases run through the proxy to
+that real agent, whose own findings are reported apart, never as the proxy's;
+``--acp-proxy-adapts`` declares a v2-to-v1 adapter). ``-k``, ``-x``, ``-m acp_v2``,
+``--junitxml`` and pytest-xdist's ``-n`` work as for any test. A case fails when it
+has a fail finding the baseline does not list; the failure shows the findings with
+their evidence, the transcript path and the tail of the target's stderr. Every item is
 independent: its own target process, temporary working directory and
 transcript file, so items can run in any order on any worker.
 
 Vendors who write their own tests get ``acp_session``: a driven session with
 the suite's client driver, graded by the suite's checkers.
 
-The plugin is a thin shell over ``conformance.agent.runner`` and
-``conformance.client.runner``; it is inert unless ``--acp-agent`` or
-``--acp-client`` is given. It registers the ``pytest11`` entry point
+The plugin is a thin shell over the run engine (``conformance.engine``) and the
+roles' suites (``conformance.agent.runner``, ``conformance.client.runner``,
+``conformance.proxy.runner``); it is inert unless ``--acp-agent``, ``--acp-client``
+or ``--acp-proxy`` is given. It registers the ``pytest11`` entry point
 ``acp_conformance``. This module holds the hooks; ``state`` reads the options
 into the run and its plan, ``items`` collects the cases as items, ``reports``
 writes the suite's own reports, ``session`` has ``acp_session`` and its fixtures.
@@ -47,6 +52,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--acp-client", metavar="CMD",
                 help="collect the client conformance cases against this client command; "
                      "{agent} marks where the suite's agent double goes")
+    g.addoption("--acp-proxy", metavar="CMD",
+                help="collect the proxy conformance cases against this proxy, bridge or "
+                     "gateway command; {agent} marks where the agent goes (the suite's agent "
+                     "double, or --acp-agent CMD: then the agent cases run through the proxy)")
+    g.addoption("--acp-proxy-adapts", action="store_true",
+                help="the proxy is a declared v2-to-v1 adapter: v2 behind it, v1 in front "
+                     "(the v2 cases run; MID-V2-10 is graded)")
     g.addoption("--acp-client-profile", metavar="FILE",
                 help="how to drive the client through a pty and read its messages (YAML)")
     g.addoption("--acp-agent-env", action="append", default=[], metavar="K=V",
@@ -81,17 +93,38 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "acp: a case of the acp-conformance suite")
     config.addinivalue_line("markers", "acp_v1: an acp-conformance case run over protocol v1")
     config.addinivalue_line("markers", "acp_v2: an acp-conformance case run over protocol v2")
+    proxy = config.getoption("acp_proxy")
+    if config.getoption("acp_proxy_adapts") and not proxy:
+        raise pytest.UsageError("acp-conformance: --acp-proxy-adapts needs --acp-proxy")
+    if proxy and config.getoption("acp_fuzz"):
+        raise pytest.UsageError("acp-conformance: --acp-fuzz fuzzes an agent or a client, "
+                                "not a proxy: run the proxy cases without --acp-fuzz")
     if fuzzing.configure(config):  # --acp-fuzz: the fuzz tests instead of the cases
         return
     agent, client = config.getoption("acp_agent"), config.getoption("acp_client")
-    if not agent and not client:
-        if config.getoption("acp_client_profile"):
-            raise pytest.UsageError("acp-conformance: --acp-client-profile needs --acp-client")
+    adapter = config.getoption("acp_client_adapter")
+    if client and adapter:
+        raise pytest.UsageError("acp-conformance: give --acp-client CMD or --acp-client-adapter "
+                                "MODULE:FACTORY, not both")
+    if config.getoption("acp_client_profile") and adapter:
+        raise pytest.UsageError("acp-conformance: --acp-client-profile drives a client "
+                                "process; an adapter reports its messages itself")
+    if config.getoption("acp_client_profile") and not client:
+        raise pytest.UsageError("acp-conformance: --acp-client-profile needs --acp-client")
+    client = client or adapter  # the client under test: a command, or an in-process adapter
+    if not agent and not client and not proxy:
         return
+    if proxy and client:
+        raise pytest.UsageError("acp-conformance: --acp-proxy and --acp-client test different "
+                                "sides: run them separately")
     if agent and client:
         raise pytest.UsageError("acp-conformance: --acp-agent and --acp-client test different "
                                 "sides: run them separately")
-    config.stash[STATE] = load_state(config, "agent" if agent else "client", agent or client)
+    if proxy:  # --acp-agent, if given, is the real agent behind the proxy
+        config.stash[STATE] = load_state(config, "proxy", proxy)
+    else:
+        config.stash[STATE] = load_state(config, "agent" if agent else "client",
+                                         agent or client)
     config.pluginmanager.register(Reports(config), "acp-conformance-reports")
 
 

@@ -44,7 +44,8 @@ def add_options(g: Any) -> None:
     g.addoption("--acp-fuzz-effort", choices=["ci", "dev", "deep"], default="ci",
                 help="--acp-fuzz: examples and steps per run under pytest (default ci)")
     g.addoption("--acp-client-adapter", metavar="MODULE:FACTORY",
-                help="--acp-fuzz: fuzz an in-process client adapter (coverage-guided under "
+                help="an in-process client adapter: collect the client cases against it (as "
+                     "--client-adapter) or, with --acp-fuzz, fuzz it (coverage-guided under "
                      "HypoFuzz: its code runs in the worker)")
     g.addoption("--acp-model-server", action="store_true",
                 help="--acp-fuzz with --acp-agent: serve the scripted model APIs and draw what "
@@ -63,8 +64,7 @@ def configure(config: pytest.Config) -> bool:
     """Read the fuzz options (True if ``--acp-fuzz`` is on); usage errors at configure time."""
     opt = config.getoption
     if not opt("acp_fuzz"):
-        for flag in ("acp_regressions", "acp_hypothesis_db", "acp_client_adapter",
-                     "acp_model_server"):
+        for flag in ("acp_regressions", "acp_hypothesis_db", "acp_model_server"):
             if opt(flag):
                 raise pytest.UsageError(f"acp-conformance: --{flag.replace('_', '-')} needs "
                                         "--acp-fuzz")

@@ -67,6 +67,15 @@ def describe_failure(exc: CaseFailed) -> str:
     return "\n".join(lines)
 
 
+def describe_agent_behind(cr: CaseResult) -> str:
+    """The fail and warn findings of the real agent behind a proxy, one line each ("")."""
+    from conformance.report.text import safe
+    from conformance.results import Outcome
+
+    return "\n".join(f"{f.outcome.value.upper()} {f.requirement}: {safe(f.shown_message, 300)}"
+                     for f in cr.findings if f.outcome in (Outcome.FAIL, Outcome.WARN))
+
+
 class AcpCase(pytest.Item):
     """One case over one protocol version against the target."""
 
@@ -76,6 +85,7 @@ class AcpCase(pytest.Item):
         self.protocol = protocol
         self.order = order
         self.result: CaseResult | None = None
+        self.agent_result: CaseResult | None = None  # the real agent's, behind a proxy
         self.add_marker("acp")
         self.add_marker(f"acp_v{protocol}")
         self.extra_keyword_matches.update(case.requirements)  # -k MID-A-07
@@ -91,6 +101,14 @@ class AcpCase(pytest.Item):
         engine = state.engine_for(self.config, wanted)
         cr = engine.result_at(self.order)
         self.result = cr
+        self.agent_result = state.agent_cases.get(cr.case)
+        if self.agent_result is not None:  # the agent's own findings: shown, never the proxy's
+            behind = describe_agent_behind(self.agent_result)
+            if behind:
+                masker = state.run.masker
+                self.add_report_section("call", "the agent behind the proxy (its own findings, "
+                                        "not the proxy's)", masker.text(behind) if masker
+                                        else behind)
         if cr.cut == "deadline":  # cut in progress, or not run: the run did not test it all
             pytest.fail(f"{cr.case}: {cr.note} (--acp-deadline passed)", pytrace=False)
         if cr.transcript_path:
@@ -138,4 +156,8 @@ def payload(item: AcpCase) -> dict[str, Any]:
     data = {"order": item.order, "case": case_to_json(item.result),
             "results": [f.to_json() for f in item.result.findings],
             "target_info": item.result.target_info}
+    if item.agent_result is not None:  # the real agent behind a proxy: reported apart
+        data["agent"] = {"case": case_to_json(item.agent_result),
+                         "results": [f.to_json() for f in item.agent_result.findings],
+                         "target_info": item.agent_result.target_info}
     return dict(json.loads(json.dumps(data, ensure_ascii=True, default=str)))

@@ -1,4 +1,9 @@
-"""The suite's own reports: case results gathered (from xdist workers too) and written."""
+"""The suite's own reports: case results gathered (from xdist workers too) and written.
+
+A proxy run with ``--acp-agent`` also gathers the real agent's own results: they are
+rendered apart (their own terminal section, ``NAME.agent.json`` beside ``--acp-json``),
+as the command line's ``report_agent_behind`` does; the session's verdict is the proxy's.
+"""
 
 from __future__ import annotations
 
@@ -16,23 +21,31 @@ class Reports:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.cases: dict[int, dict[str, Any]] = {}
+        self.agents: dict[int, dict[str, Any]] = {}  # the real agent's, behind a proxy
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "acp_case", None)
         if isinstance(data, dict) and report.when == "call":
             self.cases[int(data["order"])] = data
+            if isinstance(data.get("agent"), dict):
+                self.agents[int(data["order"])] = data["agent"]
 
-    def result(self) -> Any:
+    def result(self, behind: bool = False) -> Any:
+        """The run's result as the command line concludes it; ``behind``: the result of the
+        real agent behind the proxy, in the proxy's plan order (``run_proxy_suite``)."""
         from conformance import __version__
         from conformance.report.catalogue import run_date
         from conformance.report.jsonreport import case_from_json
         from conformance.results import RunResult
 
         state = self.config.stash[STATE]
-        result = RunResult(__version__, state.label, state.role, list(state.run.protocols),
+        label, role, gathered = state.label, state.role, self.cases
+        if behind:
+            label, role, gathered = " ".join(state.run.agent), "agent", self.agents
+        result = RunResult(__version__, label, role, list(state.run.protocols),
                            state.run.options.profile.name, state.run.strict, date=run_date())
-        for order in sorted(self.cases):
-            data = self.cases[order]
+        for order in sorted(gathered):
+            data = gathered[order]
             cr = case_from_json(data["case"], data["results"])
             cr.target_info = dict(data.get("target_info") or {})
             result.cases.append(cr)
@@ -41,7 +54,17 @@ class Reports:
         from conformance.grading import conclude
 
         conclude(result, self.config.getoption("acp_deadline"))  # as the engine concludes
+        if behind:
+            result.cut = self.result().cut  # the proxy's run was cut, or not
         return result
+
+    def agent_behind(self) -> Any:
+        """The real agent's result behind a proxy, masked (None: no agent behind)."""
+        if not self.agents:
+            return None
+        masker = self.config.stash[STATE].run.masker
+        result = self.result(behind=True)
+        return masker.data(result) if masker else result
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
@@ -60,6 +83,10 @@ class Reports:
         trace = traceability(state.cases)
         if opt("acp_json"):
             write_json(result, Path(opt("acp_json")))
+            agent = self.agent_behind()
+            if agent is not None:  # beside the proxy's, as the command line writes it
+                path = Path(opt("acp_json"))
+                write_json(agent, path.with_name(path.stem + ".agent" + path.suffix))
         if opt("acp_html"):
             from conformance.report.html import write_html
 
@@ -92,3 +119,11 @@ class Reports:
         for key in ("acp_json", "acp_html", "acp_markdown"):
             if self.config.getoption(key):
                 say(f"{key[4:]} report: {self.config.getoption(key)}")
+        agent = self.agent_behind()
+        if agent is not None:  # apart: the session grades the proxy
+            from conformance.report import console_summary
+
+            terminalreporter.section("acp-conformance: the agent behind the proxy")
+            say("its own findings, graded on what it wrote before the proxy; not the proxy's")
+            for line in console_summary(agent, colour=False, show="failures").splitlines():
+                say(line)

@@ -103,6 +103,9 @@ SESSION = pytest.StashKey[AgentSession]()
 def acp_agent_command(pytestconfig: pytest.Config) -> list[str]:
     """The ``--acp-agent`` command as argv; the test is skipped without one."""
     state = pytestconfig.stash.get(STATE, None)
+    if state is not None and state.role == "proxy":
+        pytest.skip("acp_session drives an agent directly; --acp-agent is behind --acp-proxy "
+                    "here: run without --acp-proxy")
     if state is None or state.role != "agent":
         pytest.skip("no agent to test: run pytest with --acp-agent CMD")
     return list(state.run.command)

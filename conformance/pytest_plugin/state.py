@@ -7,7 +7,6 @@ A bad option, case file, baseline, client profile or target command is a
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,16 +21,18 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class State:
-    role: str  # "agent" | "client": the side under test
-    run: Any  # AgentRun or ClientRun
+    role: str  # "agent" | "client" | "proxy": the side under test
+    run: Any  # AgentRun, ClientRun or ProxyRun
     label: str
     plan: list[tuple[int, Case]]
     cases: list[Case]
     baseline: Baseline | None
     transcripts: Path | None  # --acp-transcripts; None: under pytest's basetemp
-    deadline_at: float | None = None  # --acp-deadline as a time.monotonic() value
     suite: Any = None  # the role's engine.Suite over the selected cases
     engine: Any = None  # the run engine, made when the first case item runs
+    # A proxy run with --acp-agent: the real agent's own result of each case played, by case
+    # name (its findings are the agent's, reported apart from the proxy's)
+    agent_cases: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def engine_for(self, config: pytest.Config, wanted: set[int] | None = None) -> Any:
         """The run's engine (one per process, so per xdist worker), made on first use: the
@@ -52,6 +53,11 @@ class State:
             from conformance.agent.runner import agent_suite
 
             return agent_suite(run, [c for _, c in self.plan], self.label).play
+        if self.role == "proxy":
+            from conformance.proxy.runner import proxy_suite
+
+            return proxy_suite(run, [c for _, c in self.plan], self.label,
+                               agent_cases=self.agent_cases).play
         from conformance.client.runner import client_suite
 
         return client_suite(run, [c for _, c in self.plan], self.label).play
@@ -63,8 +69,10 @@ STATE = pytest.StashKey[State]()
 def load_state(config: pytest.Config, role: str, command: str) -> State:
     from conformance import baseline as baselinemod
     from conformance import cases as casemod
+    from conformance.client.adapter import AdapterError
     from conformance.client.profile import ProfileError
     from conformance.client.runner import ClientSetupError
+    from conformance.proxy.runner import ProxySetupError
     from conformance.transport import TargetCommandError
     from conformance.usage import UsageError
 
@@ -88,19 +96,18 @@ def load_state(config: pytest.Config, role: str, command: str) -> State:
         options = _options(opt("acp_profile"))
         if role == "agent":
             run, suite = _agent_run(command, protocols, options, env, opt, cases, all_cases)
+        elif role == "proxy":
+            run, suite = _proxy_run(command, protocols, options, env, opt, cases, all_cases)
         else:
             run, suite = _client_run(command, protocols, options, env, opt, cases, all_cases)
         from conformance.engine import check_plan
 
         check_plan(suite, protocols)  # a selection that plans nothing: a usage error
     except (casemod.CaseError, baselinemod.BaselineError, TargetCommandError, ValueError,
-            ProfileError, ClientSetupError, UsageError) as exc:
+            ProfileError, ClientSetupError, ProxySetupError, AdapterError, UsageError) as exc:
         raise pytest.UsageError(f"acp-conformance: {exc}") from None
     transcripts = Path(opt("acp_transcripts")) if opt("acp_transcripts") else None
-    deadline = opt("acp_deadline")
-    deadline_at = time.monotonic() + deadline if deadline else None
-    return State(role, run, command, suite.plan, all_cases, base, transcripts, deadline_at,
-                 suite=suite)
+    return State(role, run, command, suite.plan, all_cases, base, transcripts, suite=suite)
 
 
 def _masker(env: dict[str, str]) -> Any:
@@ -126,15 +133,42 @@ def _agent_run(command: str, protocols: list[int], options: Options, env: dict[s
 
 def _client_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
                 opt: Any, cases: Sequence[Case], choices: Sequence[Case]) -> tuple[Any, Any]:
+    from conformance.client.adapter import load_factory
     from conformance.client.profile import load
     from conformance.client.runner import ClientRun, client_suite, template_of
 
+    adapter = opt("acp_client_adapter")
     profile = load(Path(opt("acp_client_profile"))) if opt("acp_client_profile") else None
-    template_of(command, profile)  # a bad command is a usage error now, not in every item
-    run = ClientRun(protocols=protocols, options=options, command=command, profile=profile,
-                    timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env,
-                    masker=_masker(env))
+    if adapter:  # in-process (--client-adapter): a bad spec is a usage error now
+        load_factory(adapter)
+    else:
+        template_of(command, profile)  # a bad command is a usage error now, not in every item
+    run = ClientRun(protocols=protocols, options=options, command=None if adapter else command,
+                    adapter=adapter, profile=profile, timeout=opt("acp_timeout"),
+                    strict=opt("acp_strict"), env=env, masker=_masker(env))
     return run, client_suite(run, cases, command, choices)
+
+
+def _proxy_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
+               opt: Any, cases: Sequence[Case], choices: Sequence[Case]) -> tuple[Any, Any]:
+    """The proxy role, with the command line's checks (``cmd_proxy``): ``--acp-agent`` is the
+    real agent behind the proxy (without it, the suite's agent double)."""
+    from conformance.client.runner import agent_template
+    from conformance.proxy.runner import ProxyRun, ProxySetupError, proxy_suite
+    from conformance.transport import split_command
+
+    if opt("acp_proxy_adapts") and protocols == [1]:
+        raise ValueError("--acp-proxy-adapts runs the v2 cases (v2 behind the proxy, v1 in "
+                         "front): not with --acp-protocol 1")
+    words = agent_template(command, "--acp-proxy", "my-bridge --upstream {agent}",
+                           ProxySetupError)
+    split_command([words[0]])  # a missing executable is a usage error, not a finding
+    agent = opt("acp_agent")
+    run = ProxyRun(proxy=command, protocols=protocols, options=options,
+                   agent=split_command(agent) if agent else None,
+                   adapts=opt("acp_proxy_adapts"), timeout=opt("acp_timeout"),
+                   strict=opt("acp_strict"), env=env, masker=_masker(env))
+    return run, proxy_suite(run, cases, command, choices)
 
 
 def _options(profile: str | None) -> Options:

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from conformance.report.coverage import MUST_LEVELS, exercised_musts, partial
+from conformance.report.coverage import MUST_LEVELS, exercised_musts, partial, say
 from conformance.results import SEVERITY, Finding, Outcome, Reason, RunResult, worst
 
 SHOULD_LEVELS = ("SHOULD", "SHOULD NOT")
@@ -250,9 +250,7 @@ class Statement:
 
     @property
     def verdict(self) -> str:  # the headline: no more than what was measured (coverage.py)
-        if self.failed or not self.must_passed:
-            return "FAIL"
-        return f"PASS, {self.partial}" if self.partial else "PASS"
+        return say(self.failed or not self.must_passed, self.partial)
 
     @staticmethod
     def summary(rows: Sequence[RequirementVerdict]) -> str:

@@ -83,9 +83,14 @@ def partial(result: RunResult) -> str:
     return f"partial: {done} of {total} MUST requirements exercised{each}"
 
 
+def say(failed: bool, gap: str) -> str:
+    """The one wording of a verdict: FAIL, PASS, or "PASS, partial: ..." (``gap`` is
+    :func:`partial`'s text)."""
+    if failed:
+        return "FAIL"
+    return f"PASS, {gap}" if gap else "PASS"
+
+
 def headline(result: RunResult) -> str:
     """The run's verdict as the reports say it: FAIL, PASS, or "PASS, partial: ..."."""
-    if result.failed:
-        return "FAIL"
-    gap = partial(result)
-    return f"PASS, {gap}" if gap else "PASS"
+    return say(result.failed, "" if result.failed else partial(result))

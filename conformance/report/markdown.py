@@ -30,6 +30,7 @@ from conformance.report.catalogue import (
     source_commit,
     statement,
 )
+from conformance.report.coverage import say
 from conformance.report.text import safe
 from conformance.results import SEVERITY, Outcome, RunResult
 from conformance.transcript import write_atomic
@@ -59,9 +60,7 @@ def _rows(rows: Sequence[RequirementVerdict]) -> list[str]:
 
 def _must(st: Statement) -> str:
     """The MUST row: PASS only with every MUST exercised (else partial), or FAIL."""
-    if not st.must_passed:
-        return "FAIL"
-    return f"PASS, {st.partial}" if st.partial else "PASS"
+    return say(not st.must_passed, st.partial)
 
 
 def certification_statement(st: Statement) -> str:
