@@ -15,6 +15,7 @@ from typing import Any
 
 from conftest import cli_report as cli
 from offline import assert_check_agrees
+from test_client_suite import alive, pids_in
 
 from conformance.client.runner import reference_client
 from conformance.client.script import build_reload, build_turn, new_ids
@@ -52,6 +53,14 @@ def test_reference_client_passes_both_rules_on_both_roads(tmp_path: Path) -> Non
                      if r["case"] == f"{TRUNCATED}@v2"}
         assert truncated == {"pass"}, (road, truncated)
         assert_check_agrees(tmp_path / f"{road}.json", tmp_path / road, code, args)
+    # Every process of the pty road is gone: the client, the double that hung up and the
+    # fresh one the client started to resume again.
+    pids = pids_in(tmp_path / "pty")
+    assert pids and not any(alive(p) for p in pids)
+    lines = (tmp_path / "pty" / f"{TRUNCATED}@v2.jsonl").read_text(encoding="utf-8")
+    doubles = [e for e in map(json.loads, lines.splitlines()[1:]) if e.get("event") == "start"
+               and (e.get("data") or {}).get("pid_role") == "agent-double"]
+    assert len(doubles) == 2 and len({e["conn"] for e in doubles}) == 2
 
 
 def test_splitting_client_differs_live_and_in_replay(tmp_path: Path) -> None:
