@@ -194,3 +194,51 @@ def test_reload_modes_of_a_truncated_replay() -> None:
     assert not set(ids[0][1:]) & set(ids[1][1:])
     assert not {"tr-t1", "tr-a1", "tr-a2", "tr-a3"} & set(ids[0] + ids[1])
     assert cut.observed_fields()["hangup"] and full.observed_fields()["after_truncated"]
+
+
+EXITS_ON_HANGUP = """\
+import sys
+sys.path.insert(0, {root!r})
+from conformance.client.reference import ReferenceAdapter, ReferenceClient, main
+
+class ExitsOnHangup(ReferenceClient):
+    def connection_lost(self):
+        raise SystemExit("exits-on-hangup: my agent is gone, so am I")
+
+class Adapter(ReferenceAdapter):
+    client_class = ExitsOnHangup
+
+def make_client():
+    return Adapter()
+
+if __name__ == "__main__":
+    sys.exit(main(client_class=ExitsOnHangup))
+"""
+
+
+def test_client_that_exits_when_its_agent_hangs_up_is_not_testable_not_failed(
+        tmp_path: Path) -> None:
+    """The hang-up is the suite's doing: a client that ends with its agent breaks no rule of
+    message identity (MID-C-08 is about message-ID input, and a closed connection is none),
+    so the case is not testable for MID-V2-14/truncated and says why, on the pty and the
+    in-process road alike, and `check` agrees."""
+    import sys
+
+    fixture = tmp_path / "exits_on_hangup.py"
+    fixture.write_text(EXITS_ON_HANGUP.format(root=str(REPO)), encoding="utf-8")
+    roads = {"pty": ["--client", f"{shlex.quote(sys.executable)} {shlex.quote(str(fixture))} "
+                     "--agent-cmd {agent}", "--client-profile",
+                     str(CLIENTS / "reference-reload.yaml")],
+             "adapter": ["--client-adapter", f"{fixture}:make_client"]}
+    for road, target in roads.items():
+        args = [*target, "--profile", "acp-schema-1.21", *cases(TRUNCATED, PARITY[1])]
+        code, report, out = cli(*args, "--transcripts", str(tmp_path / road),
+                                tmp_path=tmp_path, name=road)
+        assert code == 0, (road, out)
+        assert not [r for r in report["results"] if r["outcome"] in ("fail", "warn")], (road, out)
+        case = next(c for c in report["cases"] if c["case"] == f"{TRUNCATED}@v2")
+        assert case["reason"] == "no_capability", (road, case)
+        assert "exited when its agent hung up" in case["note"], (road, case)
+        (row,) = rows(report, "MID-V2-14")
+        assert row["outcome"] == "not_applicable", (road, row)
+        assert_check_agrees(tmp_path / f"{road}.json", tmp_path / road, code, args)

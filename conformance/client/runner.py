@@ -58,6 +58,9 @@ HOW_TO_RELOAD = " (give the profile key load, or load() in the adapter)"
 NO_RECONNECT = ("the client cannot be shown its agent hanging up and resume again (an "
                 "interactive client with the profile key load, or disconnected() and load() in "
                 "the adapter)")
+EXITED_ON_HANGUP = ("the client exited when its agent hung up in the middle of a replay, so it "
+                    "cannot be shown a truncated replay and then a full one; ending with the "
+                    "agent breaks no rule of message identity")
 ONE_SHOT_RELOAD = (" (for a one-shot client, the profile key load is the command line that "
                    "resumes a session, with {agent}, {session} and {prompt})")
 
@@ -317,8 +320,17 @@ class ClientDrive:
                         raise CaseNotPlayable(NO_RELOAD + HOW_TO_RELOAD, Reason.NO_CAPABILITY)
                     if step["reload"] == "truncated" and not client.can_reconnect():
                         raise CaseNotPlayable(NO_RECONNECT, Reason.NO_CAPABILITY)
-                    self.current[0] = build_reload(step["reload"], self.history, protocol)
-                    client.reload(self.current[0])
+                    reload = self.current[0] = build_reload(step["reload"], self.history,
+                                                            protocol)
+                    try:
+                        client.reload(reload)
+                    except ClientAborted as exc:
+                        if (reload.hangup and not isinstance(exc, ClientCut)
+                                and exc.kind.startswith(("exited", "raised"))):
+                            # the suite hung up: ending with the agent is no fault of identity
+                            raise CaseNotPlayable(EXITED_ON_HANGUP, Reason.NO_CAPABILITY) \
+                                from None
+                        raise
                 else:
                     turn = build_turn(case, step["play"], protocol, self.ids,
                                       controls=self.controls)
