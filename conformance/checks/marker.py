@@ -114,7 +114,9 @@ class ReplayMarker(FrameChecker):
                     self.streaming[sid].add(mid)
             elif not rep.markers.get(sid):
                 self._window(rep, seq, str(utype), mid, update)
-        elif utype == "state_update" and update.get("state") == "idle":
+        elif utype == "state_update" and update.get("state") == "idle" and self.streaming.get(sid):
+            # a turn that streamed ends; an idle before any chunk may be a state report (a
+            # real agent reports idle as a prompt arrives, before accepting it)
             self.streaming.pop(sid, None)
         if rep is None:
             self.known.add(sid)

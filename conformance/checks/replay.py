@@ -32,6 +32,7 @@ from conformance.checks.events import (
     RepeatRun,
     ReplayEnd,
     ReplayStart,
+    TurnEnd,
     TurnStart,
 )
 from conformance.checks.identity import SENTENCE_END
@@ -132,6 +133,9 @@ class _Replay:
     users: dict[str, Msg] = field(default_factory=dict)  # replayed user messages by ID, in order
     primed: set[tuple[str, str]] = field(default_factory=set)  # keys upserted with content
     chunked: set[tuple[str, str]] = field(default_factory=set)  # keys that had a chunk
+    # IDs a turn of the session was streaming as chunks when the replay was asked for: a
+    # chunk of one in the window is live output (MID-V2-13/live-inside grades it), not history
+    streaming: set[str] = field(default_factory=set)
 
 
 @register
@@ -167,6 +171,10 @@ class Replay(Checker):
         # the draft rules of catalogue Appendix I (MID-V2-11, MID-V2-12): the register names
         # the profiles that grade them, and the grader says why the others do not
         self.draft = Rule("MID-V2-12").record.applies_under(self.profile.name)
+        self.streaming: dict[str, set[str]] = {}  # session -> chunk IDs of its open turn
+
+    def on_turn_end(self, ev: TurnEnd) -> None:
+        self.streaming.pop(ev.session, None)
 
     def on_turn_start(self, ev: TurnStart) -> None:
         if ev.protocol < 2 or not self.draft:
@@ -209,7 +217,8 @@ class Replay(Checker):
                            else "MID-A-07/after-response")
             self.replays[ev.session] = _Replay(ev.session, ev.protocol, ev.seq,
                                                list(self.history.get(ev.session, [])),
-                                               prompts=list(self.prompts.get(ev.session, [])))
+                                               prompts=list(self.prompts.get(ev.session, [])),
+                                               streaming=set(self.streaming.get(ev.session, ())))
 
     def on_replay_end(self, ev: ReplayEnd) -> None:
         rep = self.replays.pop(ev.session, None)
@@ -247,6 +256,8 @@ class Replay(Checker):
                 self._live_echo(ev)
             if ev.mid is not None:
                 self.live_ids.setdefault(ev.session, {}).setdefault(ev.mid, msg)
+                if ev.form == "chunk":
+                    self.streaming.setdefault(ev.session, set()).add(ev.mid)
             self.tail = msg  # a repeat appends to it (an ID-less one too: legacy grouping)
             return
         v2 = ev.protocol >= 2
@@ -275,6 +286,9 @@ class Replay(Checker):
         rep = self.replays.get(ev.session)
         if rep is None:
             return
+        if (v2 and ev.form == "chunk" and ev.mid in rep.streaming
+                and (ev.kind, ev.mid) not in rep.upserted):
+            return  # the live turn streams on inside the window: MID-V2-13 grades it
         if v2:
             self.exercised("MID-V2-06/no-id")
             if ev.mid is None:
