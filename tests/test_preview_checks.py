@@ -226,6 +226,19 @@ def test_a_live_chunk_inside_the_replay_window() -> None:
     # the live chunk is MID-V2-13's alone: the replay rules do not take it for history
     every = outcomes(inside, 2, ["MID-V2-13", "MID-V2-06", "MID-V2-11", "MID-V2-12"], PREVIEW)
     assert every.get("warn") == {"MID-V2-13/live-inside"} and "fail" not in every, every
+    # a replay that rebuilds the streaming message from its first chunk is history: no
+    # live chunk, but chunks without a primer upsert (MID-V2-12)
+    rebuilt = streaming + [resume(5), *REPLAYED[:1],
+                           upd("agent_message_chunk", "live", content=text("Part 1; ")),
+                           MARKER, res(5)]
+    found = outcomes(rebuilt, 2, ["MID-V2-13", "MID-V2-12"], PREVIEW)
+    assert found.get("fail") == {"MID-V2-12"} and "warn" not in found, found
+    # without a marker the response ends the window: the turn streams on after it, live
+    unmarked = streaming + [resume(5), *REPLAYED, res(5), live]
+    older = Options(profile=get_profile("acp-sdk-2.4.0"))
+    for options in (PREVIEW, older):
+        found = outcomes(unmarked, 2, ["MID-V2-06"], options)
+        assert "fail" not in found, found
     # an idle before the prompt's acceptance (a state report) leaves the stream in view
     reported = streaming[:5] + [upd("state_update", state="idle")] + streaming[5:]
     assert outcomes(reported + inside[len(streaming):], 2, ["MID-V2-13"], PREVIEW).get(
