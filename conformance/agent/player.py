@@ -13,6 +13,7 @@ from conformance.agent.driver import ClientDriver, RequestRefused, _RpcError
 from conformance.agent.steps import Step, StepError, split
 
 INVALID_PARAMS = -32602
+MAX_KEY = 255  # the longest valid idempotencyKey (catalogue K.4)
 
 
 class StepDriver(ClientDriver):
@@ -90,7 +91,7 @@ class StepDriver(ClientDriver):
     def _key_refused(self, error: Any) -> bool:
         """An invalid-params error to a prompt that carried a valid idempotencyKey."""
         key = (self.last_prompt or {}).get("idempotencyKey")
-        return (self.idempotency_keys and isinstance(key, str) and 1 <= len(key) <= 255
+        return (self.idempotency_keys and isinstance(key, str) and 1 <= len(key) <= MAX_KEY
                 and isinstance(error, dict) and error.get("code") == INVALID_PARAMS)
 
     def _send_request(self, method: str, params: Any, *, fuzz: bool = False) -> int:

@@ -7,6 +7,10 @@ message's ``messageId``; two submissions with the same text and different keys a
 messages. The checker follows the wire itself (prompt requests, their responses, the user
 messages of the session and later replays), like ``marker.py``: the timeline opens no
 turn for a retry (``timeline.Timeline.idempotency_keys``).
+
+A valid key refused with ``-32602`` fails only with evidence that the key was the cause:
+the error names it, or the same prompt without a key is accepted afterwards (the driver
+sends it so). The answer to a key outside 1 to 255 characters is recorded (info).
 """
 
 from __future__ import annotations
