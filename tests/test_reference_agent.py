@@ -1019,6 +1019,17 @@ def _live_inside(sc: Scenario) -> bool:
     return False
 
 
+def _live_before_replay(sc: Scenario) -> bool:
+    """v2_marker_live_before_replay's own live chunk (its text is the fixture's), before
+    any replayed update of the resume."""
+    for u in updates(sc.streaming_resume):
+        if not (u["sessionUpdate"].endswith("_chunk") and u.get("messageId") in sc.streaming_ids):
+            return False
+        if u["content"].get("text") == "(streamed on as the resume arrived) ":
+            return True
+    return False
+
+
 def _same_id_batch(sc: Scenario) -> bool:
     for batch in sc.batches:
         ids = [e["params"]["update"].get("messageId") for e in batch
@@ -1168,6 +1179,7 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
     "v2_key_rejected": lambda sc: [a.get("error", {}).get("code") for a in sc.key_answers]
     == [-32602, None],
     "v2_marker_live_inside": _live_inside,
+    "v2_marker_live_before_replay": _live_before_replay,
     "replay_drops_ids": lambda sc: sc.protocol == 1 and bool(sc.replay) and all(
         "messageId" not in u for u in sc.replay if u["sessionUpdate"] == "agent_thought_chunk")
     and all("messageId" in u for u in sc.live if u["sessionUpdate"] == "agent_thought_chunk"),
@@ -1239,7 +1251,7 @@ NEEDS = {
     "keys": {"v2_key_ignored", "v2_key_new_id", "v2_key_reinserts", "v2_key_replays_twice",
              "v2_key_by_text"},
     "refused": {"v2_key_rejected"},
-    "streaming": {"v2_marker_live_inside"},
+    "streaming": {"v2_marker_live_inside", "v2_marker_live_before_replay"},
 }
 
 
