@@ -127,13 +127,8 @@ def test_every_graded_rule_has_a_failing_fixture() -> None:
     rules = [r for r in all_rules().values() if r.role == "agent" and any(
         g in (Outcome.FAIL, Outcome.WARN) for vs in r.grades.by_profile.values()
         for g in vs.values())]
-    # Target faults (TARGET/*) and non-JSON-RPC lines are proven by fixtures/hostile. A live
-    # chunk inside a replay window needs a resume while a prompt streams on the same
-    # connection, which no case drives yet; an agent that refuses a keyed prompt ends the
-    # case as not run (a refused request), so MID-V2-15/rejected-key is graded only where a
-    # transcript is checked: test_preview_checks.py proves both on transcripts.
-    proven_elsewhere = ("TARGET/", "MID-S-06/jsonrpc", "MID-V2-13/live-inside",
-                        "MID-V2-15/rejected-key")
+    # Target faults (TARGET/*) and non-JSON-RPC lines are proven by fixtures/hostile.
+    proven_elsewhere = ("TARGET/", "MID-S-06/jsonrpc")
     missing = [r.id for r in rules if not r.id.startswith(proven_elsewhere)
                and not any(
         r.id == t or r.id.startswith(t + "/") for t in tripped)]

@@ -223,6 +223,26 @@ def test_a_live_chunk_inside_the_replay_window() -> None:
                           upd("agent_message", "live", content=[text("Part 1; ")]), live,
                           MARKER, res(5)]
     assert not {"warn", "fail"} & set(outcomes(primed, 2, ["MID-V2-13"], PREVIEW))
+    # the live chunk is MID-V2-13's alone: the replay rules do not take it for history
+    every = outcomes(inside, 2, ["MID-V2-13", "MID-V2-06", "MID-V2-11", "MID-V2-12"], PREVIEW)
+    assert every.get("warn") == {"MID-V2-13/live-inside"} and "fail" not in every, every
+    # a replay that rebuilds the streaming message from its first chunk is history: no
+    # live chunk, but chunks without a primer upsert (MID-V2-12)
+    rebuilt = streaming + [resume(5), *REPLAYED[:1],
+                           upd("agent_message_chunk", "live", content=text("Part 1; ")),
+                           MARKER, res(5)]
+    found = outcomes(rebuilt, 2, ["MID-V2-13", "MID-V2-12"], PREVIEW)
+    assert found.get("fail") == {"MID-V2-12"} and "warn" not in found, found
+    # without a marker the response ends the window: the turn streams on after it, live
+    unmarked = streaming + [resume(5), *REPLAYED, res(5), live]
+    older = Options(profile=get_profile("acp-sdk-2.4.0"))
+    for options in (PREVIEW, older):
+        found = outcomes(unmarked, 2, ["MID-V2-06"], options)
+        assert "fail" not in found, found
+    # an idle before the prompt's acceptance (a state report) leaves the stream in view
+    reported = streaming[:5] + [upd("state_update", state="idle")] + streaming[5:]
+    assert outcomes(reported + inside[len(streaming):], 2, ["MID-V2-13"], PREVIEW).get(
+        "warn") == {"MID-V2-13/live-inside"}
 
 
 KEYED = Options(profile=get_profile("acp-schema-1.21"))
@@ -275,6 +295,32 @@ def test_a_valid_key_rejected_and_a_retry_while_pending() -> None:
         found = grade(transcript(2, rejected).entries, protocol=2,
                       options=Options(profile=get_profile(name)), select=["MID-V2-15"])
         assert {f.reason for f in found} == {Reason.ALLOWED_BY_PROFILE}
+
+
+def refusal(rid: int) -> Line:
+    return ("agent", {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602,
+                                                             "message": "Invalid params"}})
+
+
+def test_a_bare_invalid_params_is_the_key_only_when_the_prompt_goes_through_without_it() -> None:
+    """A -32602 that does not name the key proves nothing alone (the prompt may be refused
+    for its content): the same prompt without the key, accepted, shows it was the key."""
+    bare = start(2) + [keyed(2, "k1"), refusal(2)]
+    assert not {"fail", "warn"} & set(outcomes(bare, 2, ["MID-V2-15"], KEYED))
+    unkeyed = req(3, "session/prompt", sessionId="s", prompt=[text("Hello")])
+    taken = bare + [unkeyed, res(3, {"messageId": "u3"}), echo("u3"), IDLE]
+    assert outcomes(taken, 2, ["MID-V2-15"], KEYED).get("fail") == {"MID-V2-15/rejected-key"}
+    refused_too = bare + [unkeyed, refusal(3)]
+    assert not {"fail", "warn"} & set(outcomes(refused_too, 2, ["MID-V2-15"], KEYED))
+
+
+@pytest.mark.parametrize("key", ["", "k" * 256])
+@pytest.mark.parametrize("accepted", [False, True])
+def test_an_empty_or_over_long_key_is_recorded(key: str, accepted: bool) -> None:
+    answer = [res(2, {"messageId": "u2"}), echo("u2"), IDLE] if accepted else [refusal(2)]
+    found = outcomes(start(2) + [keyed(2, key), *answer], 2, ["MID-V2-15"], KEYED)
+    assert found.get("info") == {"MID-V2-15/invalid-key"}, found
+    assert not {"fail", "warn"} & set(found), found
 
 
 @pytest.mark.parametrize("profile,keyed", [("acp-sdk-2.4.0", False), ("acp-schema-1.21", True)])

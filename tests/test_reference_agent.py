@@ -10,6 +10,7 @@ against the official ACP schemas, found at ``$ACP_SHARED_DIR/acp-schema`` or
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import queue
@@ -831,6 +832,12 @@ class Scenario:
     # the first key: the three responses, and what arrived from the retry on
     keyed: list[JsonObject] = field(default_factory=list)
     after_retry: list[JsonObject] = field(default_factory=list)
+    # v2: the answer to a prompt with a fresh key, and to the same prompt without one
+    key_answers: list[JsonObject] = field(default_factory=list)
+    # v2 (catalogue K.3): a resume with replayFrom sent while a "long" prompt streams: the
+    # IDs it streamed before, and what came from the request to the resume response
+    streaming_ids: set[str] = field(default_factory=set)
+    streaming_resume: list[JsonObject] = field(default_factory=list)
 
     @property
     def live(self) -> list[JsonObject]:
@@ -866,13 +873,17 @@ def first_agent_ids_per_turn(items: list[JsonObject]) -> list[Any]:
 def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: bool,
                  schemas: dict[int, list[Schema]] | None = None,
                  phases: frozenset[str] = frozenset({"cancel", "quiet", "same", "flight",
-                                                     "keys", "restore"}),
+                                                     "keys", "refused", "streaming",
+                                                     "restore"}),
                  ) -> Scenario:
     """Two turns always; then, if in ``phases``, the cancelled "long" turn
     ("cancel"), a "long" turn cancelled at its echo in a second session ("quiet"),
     resumes on the same connection ("same": v1 without replay, v2
     without and with replayFrom), v2 a "long" prompt and a second one sent while it
-    runs ("flight"), and the fresh-process replay and last turn ("restore")."""
+    runs ("flight"), keyed prompts and a retry ("keys"), a keyed prompt and, when it
+    is refused, the same without its key ("refused"), a resume with replayFrom while a
+    "long" prompt streams ("streaming"), and the fresh-process replay and last turn
+    ("restore")."""
     client = Client(state_dir, schemas, argv=argv, strict=strict)
     sc = Scenario(protocol)
     try:
@@ -938,6 +949,29 @@ def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: boo
             sc.keyed.append(response)
             after, _ = a.call("session/list", {})
             sc.after_retry = before + after
+        if "refused" in phases and protocol == 2:  # a fresh key; if refused, no key
+            for extra in ({"idempotencyKey": "key-fresh"}, {}):
+                seen, answer = a.call("session/prompt", {"sessionId": session_id,
+                                                         "prompt": text("Say hi."), **extra})
+                sc.key_answers.append(answer)
+                if "error" not in answer:
+                    sc.turns.append(seen + [answer] + a.read_until(
+                        turn_end(a, session_id, answer["id"])))
+                    break
+        if "streaming" in phases and protocol == 2:  # a resume while a prompt streams
+            request_id = a.request("session/prompt", {"sessionId": session_id,
+                                                      "prompt": text("Write a long story.")})
+            seen = a.read_until(lambda m: any(u["sessionUpdate"] == "agent_message_chunk"
+                                              for u in updates([m])))
+            sc.streaming_ids = {u["messageId"] for u in updates(seen)
+                                if u["sessionUpdate"].endswith("_chunk")}
+            sc.streaming_resume, _ = a.call("session/resume", {
+                "sessionId": session_id, "cwd": CWD, "replayFrom": {"type": "start"}})
+            # chunks written before the agent read the request are live, the rest history
+            early = list(itertools.takewhile(lambda m: any(
+                u["sessionUpdate"].endswith("_chunk") and u.get("messageId") in sc.streaming_ids
+                for u in updates([m])), sc.streaming_resume))
+            sc.turns.append(seen + early + a.read_until(turn_end(a, session_id, request_id)))
         a.close()
 
         if "restore" in phases:
@@ -969,6 +1003,31 @@ def _keyed_ids(sc: Scenario) -> list[Any]:
 def _retry_echoes(sc: Scenario) -> list[Any]:
     return [u.get("messageId") for u in updates(sc.after_retry)
             if u["sessionUpdate"].startswith("user_message")]
+
+
+def _live_inside(sc: Scenario) -> bool:
+    """A chunk of a message streamed before the resume, after the first replayed update
+    (one that is not such a chunk) and before replay_complete."""
+    replayed = False
+    for u in updates(sc.streaming_resume):
+        if u["sessionUpdate"] == "replay_complete":
+            return False
+        live = u["sessionUpdate"].endswith("_chunk") and u.get("messageId") in sc.streaming_ids
+        if live and replayed:
+            return True
+        replayed = replayed or not live
+    return False
+
+
+def _live_before_replay(sc: Scenario) -> bool:
+    """v2_marker_live_before_replay's own live chunk (its text is the fixture's), before
+    any replayed update of the resume."""
+    for u in updates(sc.streaming_resume):
+        if not (u["sessionUpdate"].endswith("_chunk") and u.get("messageId") in sc.streaming_ids):
+            return False
+        if u["content"].get("text") == "(streamed on as the resume arrived) ":
+            return True
+    return False
 
 
 def _same_id_batch(sc: Scenario) -> bool:
@@ -1117,6 +1176,10 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
     "v2_key_replays_twice": lambda sc: [t for k, _, t in message_view(sc.replay)
                                         if k == "user"].count(KEYED_TEXT) == 3,
     "v2_key_by_text": lambda sc: len(sc.keyed) == 3 and _keyed_ids(sc)[1] == _keyed_ids(sc)[0],
+    "v2_key_rejected": lambda sc: [a.get("error", {}).get("code") for a in sc.key_answers]
+    == [-32602, None],
+    "v2_marker_live_inside": _live_inside,
+    "v2_marker_live_before_replay": _live_before_replay,
     "replay_drops_ids": lambda sc: sc.protocol == 1 and bool(sc.replay) and all(
         "messageId" not in u for u in sc.replay if u["sessionUpdate"] == "agent_thought_chunk")
     and all("messageId" in u for u in sc.live if u["sessionUpdate"] == "agent_thought_chunk"),
@@ -1187,6 +1250,8 @@ NEEDS = {
                 "replay_drops_ids"},
     "keys": {"v2_key_ignored", "v2_key_new_id", "v2_key_reinserts", "v2_key_replays_twice",
              "v2_key_by_text"},
+    "refused": {"v2_key_rejected"},
+    "streaming": {"v2_marker_live_inside", "v2_marker_live_before_replay"},
 }
 
 
@@ -1222,8 +1287,8 @@ FIXTURE_RUNS = [(name, p) for name, entry in FIXTURES.items() for p in entry["pr
                          ids=[f"{n}-v{p}" for n, p in FIXTURE_RUNS])
 def test_fixture_shows_its_fault_on_the_wire(tmp_path: Path, name: str, protocol: int) -> None:
     argv = [sys.executable, str(FIXTURE_DIR / f"{name}.py")]
-    phases = frozenset(p for p in ("cancel", "quiet", "same", "flight", "keys", "restore")
-                       if name in NEEDS[p])
+    phases = frozenset(p for p in ("cancel", "quiet", "same", "flight", "keys", "refused",
+                                   "streaming", "restore") if name in NEEDS[p])
     sc = run_scenario(argv, tmp_path / "state", protocol, strict=False, phases=phases)
     assert SMOKE[name](sc), f"{name} did not show its fault in v{protocol}"
 

@@ -100,6 +100,10 @@ class RequestRefused(NotTestable):
         self.method = method
 
 
+#: What a prompt step's ``invalid_key`` sends as ``idempotencyKey`` (outside 1 to 255).
+INVALID_KEYS = {"empty": "", "too-long": "k" * 256}
+
+
 @dataclass
 class AgentInfo:
     protocol: int | None = None
@@ -263,7 +267,8 @@ class ClientDriver:
 
     def prompt(self, text: str, *, legacy_message_id: str | None = None,
                meta_message_id: str | None = None, cancel: bool = False,
-               cancel_after: int | None = None, in_flight: bool = False) -> Any:
+               cancel_after: int | None = None, in_flight: bool = False,
+               invalid_key: str | None = None) -> Any:
         """Play one turn; the error the agent answered the prompt with, or None.
 
         The one way the agent role cancels a turn: ``cancel`` sends ``session/cancel`` at
@@ -274,7 +279,10 @@ class ClientDriver:
         v2 ``in_flight``: wait only for the prompt's acceptance, so the next prompt is sent
         while this one runs; the next prompt without it then waits for every accepted
         prompt's turn to end: one idle each, or an idle after the echoes of all the IDs
-        their responses named (an agent may queue them and end them with one idle)."""
+        their responses named (an agent may queue them and end them with one idle).
+
+        ``invalid_key`` (``empty``, ``too-long``): under a profile with keys, send that
+        ``idempotencyKey`` (outside 1 to 255 characters) instead of a fresh one."""
         sid = self._sid()
         params: dict[str, Any] = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
         fuzz = False
@@ -285,7 +293,8 @@ class ClientDriver:
             params["_meta"] = {"messageId": meta_message_id}
             fuzz = True
         if self.idempotency_keys and self.protocol >= 2:
-            params["idempotencyKey"] = f"key-{secrets.token_hex(12)}"
+            params["idempotencyKey"] = INVALID_KEYS.get(str(invalid_key),
+                                                        f"key-{secrets.token_hex(12)}")
         self.last_prompt = params
         rid = self._send_request("session/prompt", params, fuzz=fuzz)
         cancel_at = time.monotonic() + CANCEL_SHARE * self.timeout
@@ -397,8 +406,10 @@ class ClientDriver:
         if self.v2_update is not None and self.check_spoken_version:
             raise NegotiationFailed(f"the agent answered protocolVersion 1, then sent a v2 "
                                     f"{self.v2_update}")
+        error = msg.get("error") if isinstance(msg, dict) and "error" in msg else None
         if in_flight:  # its turn goes on: the next prompt waits for it too
-            flight.extend(needed[len(flight):] or [None])  # None: a response without an ID
+            if error is None:  # a refused prompt starts no turn
+                flight.extend(needed[len(flight):] or [None])  # None: a response without an ID
         else:
             late = [m for m in needed if isinstance(m, str) and m not in self.echoed]
             if late and self.protocol >= 2 and not cancelling and self.proc is not None:
@@ -411,7 +422,7 @@ class ClientDriver:
             self.echoed.clear()
         if cancelling:
             self.settle()
-        return msg.get("error") if isinstance(msg, dict) and "error" in msg else None
+        return error
 
     def retry_prompt(self) -> Any:
         """v2: send the last prompt again, same content and same ``idempotencyKey`` (a client
@@ -420,22 +431,25 @@ class ClientDriver:
         if self.last_prompt is None:
             raise DriveAborted("a retry with no prompt before it")
         rid = self._send_request("session/prompt", dict(self.last_prompt))
-
-        def on_update(entry: Entry, update: dict[str, Any]) -> None:
-            # the original may be in flight: its echo and idle count for the next prompt
-            if update.get("sessionUpdate") in ("user_message", "user_message_chunk"):
-                self.echoed.add(update.get("messageId"))
-            if update.get("sessionUpdate") == "state_update" and update.get("state") == "idle":
-                self.idles += 1
-
-        self.pump(lambda: rid in self.responses, on_update=on_update,
+        self.pump(lambda: rid in self.responses, on_update=self._flight_update,
                   waiting_for="the retried prompt's response")
         msg = self.responses.pop(rid).msg
         if not self.flight:
             self.settle()  # what a retry inserts by mistake lands before the next step
         return msg.get("error") if isinstance(msg, dict) and "error" in msg else None
 
-    def settle(self, quiet: float = GRACE) -> None:
+    def _flight_update(self, entry: Entry, update: dict[str, Any]) -> None:
+        """While prompts are in flight and another request waits: their echoes and idles
+        count for the next prompt, which waits for their turns to end."""
+        if update.get("sessionUpdate") in ("user_message", "user_message_chunk"):
+            self.echoed.add(update.get("messageId"))
+        if (update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
+                and self.turn_running):  # an idle with no turn running is a state report
+            self.turn_running = False
+            self.idles += 1
+
+    def settle(self, quiet: float = GRACE,
+               on_update: Callable[[Entry, dict[str, Any]], None] | None = None) -> None:
         """Catalogue MID-A-09: keep a short grace window after a cancelled turn.
 
         Lines keep being handled until ``quiet`` seconds pass with none, so an
@@ -455,7 +469,7 @@ class ClientDriver:
                 continue
             except TargetExited:
                 return
-            self._handle(entry, None)
+            self._handle(entry, on_update)
             if self.proc.unrecorded_lines:
                 self.note("grace window cut at the recording cap: the agent kept writing",
                           {"max_entries": self.proc.max_entries})
@@ -482,7 +496,10 @@ class ClientDriver:
                      waiting_for="the session/load response")
         self.settle()  # a replay that trails the response must not pass for the next turn
 
-    def resume(self, replay: str | None) -> None:
+    def resume(self, replay: str | None, *, while_streaming: bool = False) -> None:
+        """``session/resume`` of the current session. ``while_streaming`` (v2, after an
+        ``in_flight`` prompt): first wait for an ``agent_message_chunk`` of that turn, so the
+        request reaches the agent while it streams on this connection (catalogue K.3)."""
         sid = self._sid()
         if not self.info.resume:
             raise NotTestable("the agent does not advertise session resume",
@@ -494,8 +511,25 @@ class ClientDriver:
             params["replayFrom"] = {"type": "start"}
         elif replay == "null":  # an explicit null: no replay either
             params["replayFrom"] = None
-        self.request("session/resume", params, waiting_for="the session/resume response")
-        self.settle()
+        flight = self._flight_update if self.flight else None
+        if while_streaming and self.flight:
+            streamed = [False]
+
+            def on_update(entry: Entry, update: dict[str, Any]) -> None:
+                self._flight_update(entry, update)
+                if update.get("sessionUpdate") == "agent_message_chunk":
+                    streamed[0] = True  # its answer streams (a thought may come first)
+
+            self.pump(lambda: streamed[0] or self.idles > 0, on_update=on_update,
+                      waiting_for="an agent_message_chunk of the prompt in flight")
+        rid = self._send_request("session/resume", params)
+        self.pump(lambda: rid in self.responses, on_update=flight,
+                  waiting_for="the session/resume response")
+        msg = self.responses.pop(rid).msg
+        if "error" in msg:
+            err = msg["error"] if isinstance(msg["error"], dict) else {}
+            raise _RpcError(err.get("code"), str(err.get("message")), "session/resume")
+        self.settle(on_update=flight)
 
     def close_session(self) -> None:
         self.request("session/close", {"sessionId": self._sid()},

@@ -12,6 +12,9 @@ from typing import Any
 from conformance.agent.driver import ClientDriver, RequestRefused, _RpcError
 from conformance.agent.steps import Step, StepError, split
 
+INVALID_PARAMS = -32602
+MAX_KEY = 255  # the longest valid idempotencyKey (catalogue K.4)
+
 
 class StepDriver(ClientDriver):
     """The client driver plus the whole step vocabulary (``$defs/agentStep`` of the case
@@ -26,6 +29,7 @@ class StepDriver(ClientDriver):
         # switch names), and those open on the current connection (by index).
         self.sessions: list[str] = []
         self.open: set[int] = set()
+        self.keys_refused = False  # a valid idempotencyKey was refused: none is sent since
 
     @property
     def current(self) -> int | None:
@@ -49,19 +53,46 @@ class StepDriver(ClientDriver):
     def prompt_spec(self, spec: Mapping[str, Any]) -> Any:
         """Play one ``prompt`` step; the error the agent answered it with, or None."""
         if spec.get("retry"):
+            if self.keys_refused:  # a retry without its key would be a new prompt
+                self.note("retry not sent: the agent refused idempotencyKey", {})
+                return None
             return self.retry_prompt()
         self._blocks = list(spec["blocks"]) if spec.get("blocks") else None
         cancel_after = spec.get("cancel_after")
-        try:
+        invalid_key = spec.get("invalid_key")
+
+        def send() -> Any:
             return self.prompt(str(spec.get("text", "")),
                                legacy_message_id=spec.get("legacy_message_id"),
                                meta_message_id=spec.get("meta_message_id"),
                                cancel=bool(spec.get("cancel")),
                                cancel_after=cancel_after if isinstance(cancel_after, int)
                                else None,
-                               in_flight=bool(spec.get("in_flight")))
+                               in_flight=bool(spec.get("in_flight")),
+                               invalid_key=str(invalid_key) if invalid_key else None)
+
+        try:
+            error = send()
+            if error is not None and invalid_key is None and self._key_refused(error):
+                # Was it the key? The same prompt once more, without one (catalogue K.4): if
+                # it is accepted, the refusal is the finding (MID-V2-15/rejected-key) and the
+                # rest of the case is played without keys, so it is still measured.
+                self.idempotency_keys = False
+                if send() is None:
+                    self.keys_refused = True
+                    self.note("the agent refused idempotencyKey and took the prompt without "
+                              "it: the rest of the case sends no key", {})
+                    return None
+                self.idempotency_keys = True
+            return error
         finally:
             self._blocks = None
+
+    def _key_refused(self, error: Any) -> bool:
+        """An invalid-params error to a prompt that carried a valid idempotencyKey."""
+        key = (self.last_prompt or {}).get("idempotencyKey")
+        return (self.idempotency_keys and isinstance(key, str) and 1 <= len(key) <= MAX_KEY
+                and isinstance(error, dict) and error.get("code") == INVALID_PARAMS)
 
     def _send_request(self, method: str, params: Any, *, fuzz: bool = False) -> int:
         if method == "session/prompt" and self._blocks is not None:
@@ -92,7 +123,8 @@ def perform(driver: StepDriver, step: Step, *, strict: bool = True) -> None:
         elif name == "prompt":
             _need_session(driver, name)
             error = driver.prompt_spec(args)
-            if error is not None and strict:  # the turn the case needs was refused
+            # the turn the case needs was refused (an invalid key may be: its answer is data)
+            if error is not None and strict and not args.get("invalid_key"):
                 err = error if isinstance(error, dict) else {}
                 raise RequestRefused("session/prompt",
                                      f"error {err.get('code')}: {err.get('message')}")
@@ -102,7 +134,8 @@ def perform(driver: StepDriver, step: Step, *, strict: bool = True) -> None:
                 driver.load()
             else:
                 replay = args.get("replay", "none")
-                driver.resume(None if replay == "none" else str(replay))
+                driver.resume(None if replay == "none" else str(replay),
+                              while_streaming=bool(args.get("while_streaming")))
             driver.open.add(index)
         elif name == "close_session":
             driver.open.discard(_need_session(driver, name))

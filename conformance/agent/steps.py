@@ -7,9 +7,11 @@ A step is plain JSON, and the same vocabulary as the agent cases' drive steps
     "start" | "restart" | "new_session" | "load" | "close_session"
     {"switch": {"session": 0}}            # make the n-th created session current
     {"resume": {"replay": "start" | "none" | "null"}}   # "null": replayFrom: null
+    {"resume": {"replay": "start", "while_streaming": true}}   # once an in-flight turn streams
     {"prompt": {"text": "...", "blocks": [...], "legacy_message_id": "...",
                 "meta_message_id": "...", "cancel_after": 3}}   # or "cancel": true
     {"prompt": {"text": "", "retry": true}}   # the previous prompt again, same idempotencyKey
+    {"prompt": {"text": "...", "invalid_key": "empty" | "too-long"}}   # a key outside 1..255
 
 ``cancel_after`` sends ``session/cancel`` once that many ``session/update``
 notifications of the turn have arrived (0: right after the request); ``cancel``
@@ -107,7 +109,8 @@ def shape(step: Step) -> str:
     """A step without its literal values: what a fingerprint is made of."""
     name, args = split(step)
     if name == "resume":
-        return f"resume:{args.get('replay', 'none')}"
+        return f"resume:{args.get('replay', 'none')}" + (
+            "+streaming" if args.get("while_streaming") else "")
     if name == "switch":
         return f"switch:{args.get('session')}"
     if name != "prompt":
@@ -121,6 +124,8 @@ def shape(step: Step) -> str:
         out += "+meta-id"
     if "cancel_after" in args or args.get("cancel"):
         out += "+cancel"
+    if args.get("invalid_key"):
+        out += f"+key-{args['invalid_key']}"
     return out
 
 
@@ -140,7 +145,8 @@ def describe(step: Step, limit: int = 50) -> str:
     if name == "resume":
         replay = args.get("replay", "none")
         return "session/resume" + (" replayFrom start" if replay == "start" else
-                                   " replayFrom null" if replay == "null" else " (no replay)")
+                                   " replayFrom null" if replay == "null" else " (no replay)") + (
+            ", while a prompt streams" if args.get("while_streaming") else "")
     if name == "close_session":
         return "session/close"
     if args.get("retry"):
@@ -160,6 +166,10 @@ def describe(step: Step, limit: int = 50) -> str:
         out += (", cancel at once" if n == 0 else f", cancel after {n} update(s)")
     elif args.get("cancel"):
         out += ", cancel once the agent answers"
+    if args.get("invalid_key") == "empty":
+        out += ", an empty idempotencyKey"
+    elif args.get("invalid_key"):
+        out += ", a 256-character idempotencyKey"
     return out
 
 

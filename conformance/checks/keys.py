@@ -7,6 +7,10 @@ message's ``messageId``; two submissions with the same text and different keys a
 messages. The checker follows the wire itself (prompt requests, their responses, the user
 messages of the session and later replays), like ``marker.py``: the timeline opens no
 turn for a retry (``timeline.Timeline.idempotency_keys``).
+
+A valid key refused with ``-32602`` fails only with evidence that the key was the cause:
+the error names it, or the same prompt without a key is accepted afterwards (the driver
+sends it so). The answer to a key outside 1 to 255 characters is recorded (info).
 """
 
 from __future__ import annotations
@@ -63,6 +67,11 @@ def _key(conn: int, request_id: Any) -> tuple[int, str, str]:
     return conn, type(request_id).__name__, repr(request_id)
 
 
+def _names_key(err: dict[str, Any]) -> bool:
+    """Whether an error's message or data names the idempotency key as what it refused."""
+    return "idempotency" in (str(err.get("message")) + str(err.get("data"))).lower()
+
+
 @register
 class IdempotencyKeys(FrameChecker):
     quiet_repeats = True  # a repeat chunk continues a message already seen
@@ -75,6 +84,7 @@ class IdempotencyKeys(FrameChecker):
         Rule("MID-V2-15/one-replay"),
         Rule("MID-V2-15/distinct-keys"),
         Rule("MID-V2-15/rejected-key"),
+        Rule("MID-V2-15/invalid-key"),
         Rule("MID-V2-15/conflict"),
     )
 
@@ -86,6 +96,13 @@ class IdempotencyKeys(FrameChecker):
         self.sessions: dict[str, _Session] = {}
         self.attempts: dict[tuple[int, str, str], _Attempt] = {}
         self.resumes: dict[tuple[int, str, str], str] = {}  # replaying resume -> session
+        # a key outside 1 to 255 characters: request -> (session, key, seq)
+        self.invalid: dict[tuple[int, str, str], tuple[str, str, int]] = {}
+        # a prompt without a key: request -> (session, text, seq)
+        self.unkeyed: dict[tuple[int, str, str], tuple[str, str, int]] = {}
+        # a valid key refused with -32602 for no reason the error names: (session, text) ->
+        # the evidence, until the same prompt without the key is accepted
+        self.refused: dict[tuple[str, str], list[int]] = {}
 
     def _s(self, sid: str) -> _Session:
         s = self.sessions.get(sid)
@@ -103,11 +120,18 @@ class IdempotencyKeys(FrameChecker):
             self.resumes[_key(conn, msg["id"])] = sid
             self._s(sid).replay = []
             return
+        if method != "session/prompt":
+            return
         key = params.get("idempotencyKey")
-        if method != "session/prompt" or not isinstance(key, str):
+        text = model.blocks_text(params.get("prompt"))
+        if key is None:
+            self.unkeyed[_key(conn, msg["id"])] = (sid, text, seq)
+            return
+        if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY:
+            self.invalid[_key(conn, msg["id"])] = (sid, key if isinstance(key, str) else "",
+                                                   seq)
             return
         s = self._s(sid)
-        text = model.blocks_text(params.get("prompt"))
         sub = s.subs.get(key)
         retry = sub is not None
         if sub is None:
@@ -131,6 +155,12 @@ class IdempotencyKeys(FrameChecker):
         if sid is not None:
             self._replay_ended(sid, seq)
             return
+        if rid in self.invalid:
+            self._invalid_answered(self.invalid.pop(rid), seq, msg)
+            return
+        if rid in self.unkeyed:
+            self._unkeyed_answered(self.unkeyed.pop(rid), seq, msg)
+            return
         at = self.attempts.pop(rid, None)
         if at is None:
             return
@@ -140,12 +170,11 @@ class IdempotencyKeys(FrameChecker):
         if not at.retry:
             self.exercised("MID-V2-15/rejected-key")
             err = model.as_object(msg.get("error"))
-            if err and err.get("code") == INVALID_PARAMS and 1 <= len(sub.key) <= MAX_KEY:
-                self.found("MID-V2-15/rejected-key", "a session/prompt with a valid "
-                           f"idempotencyKey is refused ({err.get('code')} "
-                           f"{short(str(err.get('message')), 60)})", key=(at.session, sub.key),
-                           entries=[at.seq, seq], expected="the key honoured",
-                           actual=err.get("code"))
+            if err and err.get("code") == INVALID_PARAMS:
+                if _names_key(err):
+                    self._rejected(at.session, sub.key, err, [at.seq, seq])
+                else:  # proven only when the same prompt without the key is accepted
+                    self.refused[(at.session, sub.text)] = [at.seq, seq]
             if isinstance(mid, str):
                 sub.mid, sub.answered, sub.response_seq = mid, True, seq
                 self._distinct(s, at, sub, mid, seq)
@@ -183,6 +212,41 @@ class IdempotencyKeys(FrameChecker):
                    "attempt's response named", key=(at.session, sub.key),
                    entries=[sub.response_seq, at.seq, seq], expected=short(sub.mid),
                    actual=short(mid))
+
+    def _rejected(self, sid: str, key: str, err: dict[str, Any], entries: list[int]) -> None:
+        self.found("MID-V2-15/rejected-key", "a session/prompt with a valid idempotencyKey is "
+                   f"refused ({err.get('code')} {short(str(err.get('message')), 60)})",
+                   key=(sid, key), entries=entries, expected="the key honoured",
+                   actual=err.get("code"))
+
+    def _unkeyed_answered(self, asked: tuple[str, str, int], seq: int,
+                          msg: dict[str, Any]) -> None:
+        """A prompt without a key: when it is accepted and the same prompt with a key was
+        refused with -32602, the key was what the agent refused."""
+        sid, text, sent = asked
+        evidence = self.refused.pop((sid, text), None)
+        if evidence is None or "result" not in msg:
+            return
+        first = self.sessions.get(sid)
+        key = next((k for k, sub in (first.subs if first else {}).items()
+                    if sub.seq == evidence[0]), "")
+        self._rejected(sid, key, {"code": INVALID_PARAMS, "message": "the same prompt "
+                                  "without the key was accepted"}, [*evidence, sent, seq])
+
+    def _invalid_answered(self, asked: tuple[str, str, int], seq: int,
+                          msg: dict[str, Any]) -> None:
+        """An empty or over-long key (outside 1 to 255 characters): the answer is recorded."""
+        sid, key, sent = asked
+        self.exercised("MID-V2-15/invalid-key")
+        what = "an empty idempotencyKey" if not key else f"an idempotencyKey of {len(key)} " \
+            "characters"
+        err = model.as_object(msg.get("error"))
+        result = model.as_object(msg.get("result"))
+        answer = (f"refused ({err.get('code')})" if err else
+                  f"accepted (messageId {short(str(result.get('messageId')))})")
+        self.found("MID-V2-15/invalid-key", f"a session/prompt with {what} is {answer}",
+                   key=(sid, sent), entries=[sent, seq], expected="1 to 255 characters",
+                   actual=err.get("code") if err else "accepted")
 
     def _distinct(self, s: _Session, at: _Attempt, sub: _Submission, mid: str,
                   seq: int) -> None:

@@ -37,9 +37,12 @@ class _Resume:
     requested: bool  # replayFrom set and not null
     markers: dict[str, list[int]] = field(default_factory=dict)  # session -> marker seqs
     children: dict[str, int] = field(default_factory=dict)  # new session -> its first update
-    live_ids: set[str] = field(default_factory=set)  # IDs streaming live when it was sent
+    # IDs streaming live when it was sent, with the text of each one's first chunk
+    live_ids: dict[str, str] = field(default_factory=dict)
     replayed: bool = False  # an update of the resumed session that is not a live chunk came
     upserted: set[str] = field(default_factory=set)  # IDs upserted with content in the window
+    # live IDs the replay rebuilds from chunks, from their first one: history, not live
+    rebuilt: set[str] = field(default_factory=set)
 
 
 def _key(conn: int, request_id: Any) -> tuple[int, str, str]:
@@ -68,7 +71,8 @@ class ReplayMarker(FrameChecker):
         self.on = self.rules[0].record.applies_under(self.profile.name)
         self.pending: dict[tuple[int, str, str], _Resume] = {}
         self.known: set[str] = set()  # sessions seen before
-        self.streaming: dict[str, set[str]] = {}  # session -> chunk IDs of its open prompt
+        # session -> the chunk IDs of its open prompt, each with its first chunk's text
+        self.streaming: dict[str, dict[str, str]] = {}
         self.answered: dict[str, int] = {}  # session -> seq of its last resume response
 
     def _in_flight(self, conn: int, session: str) -> _Resume | None:
@@ -84,11 +88,11 @@ class ReplayMarker(FrameChecker):
             return
         method = msg.get("method")
         if method == "session/prompt":
-            self.streaming[sid] = set()
+            self.streaming[sid] = {}
         elif method == "session/resume" and "id" in msg:
             requested = params.get("replayFrom") is not None
             self.pending[_key(conn, msg["id"])] = _Resume(
-                conn, seq, sid, requested, live_ids=set(self.streaming.get(sid, ())))
+                conn, seq, sid, requested, live_ids=dict(self.streaming.get(sid, {})))
         self.known.add(sid)
 
     def _update(self, conn: int, seq: int, msg: dict[str, Any]) -> None:
@@ -111,10 +115,12 @@ class ReplayMarker(FrameChecker):
         if utype in MESSAGE_UPDATES and isinstance(mid, str):
             if rep is None or rep.session != sid:
                 if model.is_chunk(str(utype)) and sid in self.streaming:
-                    self.streaming[sid].add(mid)
+                    self.streaming[sid].setdefault(mid, model.block_text(update.get("content")))
             elif not rep.markers.get(sid):
                 self._window(rep, seq, str(utype), mid, update)
-        elif utype == "state_update" and update.get("state") == "idle":
+        elif utype == "state_update" and update.get("state") == "idle" and self.streaming.get(sid):
+            # a turn that streamed ends; an idle before any chunk may be a state report (a
+            # real agent reports idle as a prompt arrives, before accepting it)
             self.streaming.pop(sid, None)
         if rep is None:
             self.known.add(sid)
@@ -122,7 +128,8 @@ class ReplayMarker(FrameChecker):
     def _window(self, rep: _Resume, seq: int, utype: str, mid: str,
                 update: dict[str, Any]) -> None:
         """A message update of the resumed session before its marker."""
-        if model.is_chunk(utype) and mid in rep.live_ids and mid not in rep.upserted:
+        if (model.is_chunk(utype) and mid in rep.live_ids and mid not in rep.upserted
+                and not self._rebuilt(rep, mid, update)):
             rule = "MID-V2-13/live-inside" if rep.replayed else "MID-V2-13/live-before-replay"
             where = ("after the first replayed update and before the marker" if rep.replayed
                      else "before the first replayed update")
@@ -134,6 +141,14 @@ class ReplayMarker(FrameChecker):
         rep.replayed = True
         if not model.is_chunk(utype) and "content" in update:
             rep.upserted.add(mid)
+
+    @staticmethod
+    def _rebuilt(rep: _Resume, mid: str, update: dict[str, Any]) -> bool:
+        """Whether a chunk of a live ID in the window is the replay rebuilding that message
+        from its chunks (it starts again with the first live chunk's text), not live."""
+        if mid not in rep.rebuilt and model.block_text(update.get("content")) == rep.live_ids[mid]:
+            rep.rebuilt.add(mid)
+        return mid in rep.rebuilt
 
     def _marker(self, conn: int, seq: int, sid: str, rep: _Resume | None) -> None:
         if rep is None:

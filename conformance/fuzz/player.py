@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,11 +158,13 @@ class FuzzDriver(StepDriver):
             self.spawner.retire(self.proc)
             self.proc = None
 
-    def settle(self, quiet: float = GRACE) -> None:
+    def settle(self, quiet: float = GRACE,
+               on_update: Callable[[Entry, dict[str, Any]], None] | None = None) -> None:
         """After a cancel or a replay: the ping answers as soon as the agent has caught
-        up; only an agent that does not answer pings costs the quiet window."""
-        if not self.sync():
-            super().settle(quiet)
+        up; only an agent that does not answer pings costs the quiet window. With
+        prompts in flight (``on_update``) their turns go on: the quiet window waits."""
+        if on_update is not None or not self.sync():
+            super().settle(quiet, on_update)
 
     def sync(self, timeout: float = 2.0) -> bool:
         """Wait until the agent has answered a ping sent now, so every line it wrote

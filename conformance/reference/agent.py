@@ -56,6 +56,7 @@ from conformance.reference.wire import (
     CHUNK_UPDATES,
     INVALID_PARAMS,
     LONG_PROMPT,
+    MAX_KEY,
     MESSAGE_UPDATES,
     RESOURCE_NOT_FOUND,
     SUPPORTED_VERSIONS,
@@ -215,9 +216,19 @@ class ReferenceAgent(Connection):
                 if not isinstance(cursor, dict) or cursor.get("type") != "start":
                     raise RpcError(INVALID_PARAMS, "Invalid params: unsupported replayFrom cursor")
                 replay = True
-        session = self.stored_session(params)
+        # a session open on this connection is the one its running turn writes to
+        sid = params.get("sessionId")
+        session = (self.sessions.get(sid) if isinstance(sid, str) else None) or \
+            self.stored_session(params)
         self.sessions[session.session_id] = session
         self.finish_restore(request_id, session, {}, replay=replay)
+
+    def answers_mid_turn(self, method: str, params: object) -> bool:
+        """v2: a ``session/resume`` that arrives while a turn streams is answered at once,
+        between two chunks: the history so far, ``replay_complete``, the response, and only
+        then the turn's next chunk (RFD session-replay-complete: live updates are held back
+        until the marker)."""
+        return self.v2 and method == "session/resume"
 
     def finish_restore(
         self, request_id: RequestId, session: Session, result: JsonObject, *, replay: bool
@@ -330,6 +341,9 @@ class ReferenceAgent(Connection):
         if not isinstance(prompt, list) or not all(isinstance(b, dict) for b in prompt):
             raise RpcError(INVALID_PARAMS, "Invalid params: prompt must be an array of blocks")
         key = params.get("idempotencyKey") if self.v2 else None
+        if key is not None and not (isinstance(key, str) and 1 <= len(key) <= MAX_KEY):
+            raise RpcError(INVALID_PARAMS, "Invalid params: idempotencyKey must be a string of "
+                           f"1 to {MAX_KEY} characters")
         if isinstance(key, str) and key in session.prompt_keys:
             # A retry of a submission: its message's ID again, and nothing inserted.
             self.respond(request_id, {"messageId": session.prompt_keys[key]})

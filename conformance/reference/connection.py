@@ -2,9 +2,10 @@
 
 This is the transport half of :class:`conformance.reference.agent.ReferenceAgent`:
 one compact JSON object per line on stdout, strict JSON in, batches taken entry by
-entry, requests queued while a turn runs (turns never nest), notifications handled at
-once, and the agent's own requests to the client with their answers. Which methods
-exist and what they do is the agent's business (``request_handlers``).
+entry, requests queued while a turn runs (turns never nest; an agent may take some at
+once, ``answers_mid_turn``), notifications handled at once, and the agent's own requests
+to the client with their answers. Which methods exist and what they do is the agent's
+business (``request_handlers``).
 """
 
 from __future__ import annotations
@@ -122,12 +123,19 @@ class Connection:
             self.respond_error(message.get("id"), INVALID_REQUEST, "Invalid request")
         elif "id" not in message:
             self.on_notification(method, message.get("params"))
+        elif self.turn is not None and self.answers_mid_turn(method, message.get("params")):
+            self.dispatch_request(message)
         elif self.turn is not None:
             if method == "session/close" and self._names_turn_session(message.get("params")):
                 self.turn.cancelled = True  # close cancels the work, as session/cancel
             self._backlog.append(message)
         else:
             self.dispatch_request(message)
+
+    def answers_mid_turn(self, method: str, params: Any) -> bool:
+        """Whether a request that arrives while a turn runs is handled at once, between two
+        of the turn's updates, rather than after the turn. None is, here."""
+        return False
 
     def on_answer(self, message: JsonObject) -> None:
         request_id = message["id"]

@@ -27,6 +27,8 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002
 
+MAX_KEY = 255  # the longest v2 session/prompt idempotencyKey (schema crate 1.21.2 IdempotencyKey)
+
 # Message kinds ("user", "agent", "thought") and their update kinds.
 CHUNK_UPDATES = {
     "user": "user_message_chunk",
