@@ -112,3 +112,22 @@ def test_progress_on_a_terminal_colour_and_quiet_in_ci() -> None:
     assert "done] running" not in ci and "verdict: PASS" in ci
     plain = spawn(ARGS, NO_COLOR="1")
     assert "\x1b[" not in plain and "verdict: PASS" in plain
+
+
+def test_every_requirement_names_its_upstream_source() -> None:
+    """Reports link each requirement to the text it was read from: a file of the upstream
+    repository at the catalogue's commit, or, for a text that is not in it there (a later
+    draft, an RFD page, a crate's docs, a pull request), its address. Only the suite's own
+    policy (MID-C-08, and the suite's rule families) has none."""
+    from conformance.report.catalogue import requirements, source_commit
+
+    metas = requirements()
+    unsourced = {i for i, m in metas.items() if not m.sources and i.startswith("MID-")}
+    assert unsourced == {"MID-C-08"}, unsourced
+    for m in metas.values():
+        for s in m.sources:
+            assert s.url.startswith("https://"), (m.id, s)
+            if not s.path.startswith("https://"):
+                assert s.url.endswith(f"/blob/{source_commit()}/{s.path}"), (m.id, s)
+    assert [s.url for s in metas["MID-V2-13"].sources][0] == (
+        "https://agentclientprotocol.com/rfds/v2/session-replay-complete")

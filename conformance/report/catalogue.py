@@ -33,8 +33,16 @@ _REQ_ID = re.compile(r"^(MID-(S|A|C|V2|P)-[0-9]{2}|TARGET)(/[a-z0-9-]+)?$")
 
 @dataclass(frozen=True)
 class Source:
-    path: str  # file in the upstream repository
+    path: str  # file in the upstream repository, or a page outside it (its address)
     url: str
+
+
+def _source(repo: str, commit: str, path: str) -> Source:
+    """A file of the upstream repository at the catalogue's commit, or (an address) a text
+    that is not in it at that commit: an RFD page, a crate's docs, a pull request."""
+    if path.startswith("https://"):
+        return Source(path, path)
+    return Source(path, f"{repo}/blob/{commit}/{path}")
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,7 @@ def _metas() -> tuple[RequirementMeta, ...]:
 
     repo, commit, paths = _sources()
     out = [RequirementMeta(r.id, r.title, r.level, r.versions, r.parties, dict(r.excluded),
-                           tuple(Source(p, f"{repo}/blob/{commit}/{p}")
+                           tuple(_source(repo, commit, p)
                                  for p in paths.get(r.id, ())), r.tck)
            for r in load_register().values()]
     out.extend(RequirementMeta(rid, title, SUITE_LEVEL, (1, 2), ("agent", "client"))
