@@ -211,3 +211,19 @@ def test_fuzz_scale_measures_the_floor_and_the_workers() -> None:
     assert len(ratios(done.stdout)) == 2, done.stdout
     assert re.search(r"^  raw driver  \d+ runs in", done.stdout, re.MULTILINE), done.stdout
     assert re.search(r"^  --workers 2  \d+ runs in", done.stdout, re.MULTILINE), done.stdout
+
+
+@pytest.mark.slow
+def test_campaign_control_logs_every_mode_and_replays_both_sets() -> None:
+    """The HypoFuzz control: each mode's runs logged by the probe plugin; with HypoFuzz
+    installed, its inputs and the plain engine's replayed by the plain player."""
+    done = bench("bench.campaign_control", "--seconds", "4", "--replay", "1", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    modes = ["engine", "pytest"]
+    if importlib.util.find_spec("hypofuzz") is not None:
+        modes += ["hypofuzz", "hypofuzz-notrace"]
+        assert re.search(r"^  replayed hypofuzz  inputs: 1 runs", done.stdout, re.MULTILINE)
+        assert len(ratios(done.stdout)) == 4, done.stdout
+    for mode in modes:
+        assert re.search(rf"^  {mode} +\d+ runs, +[\d.]+/s; a run: wall [\d.]+ s, harness cpu",
+                         done.stdout, re.MULTILINE), (mode, done.stdout)
