@@ -11,7 +11,9 @@ harness process's CPU time):
 * ``hypofuzz``: ``hypothesis fuzz -n 1 -- --acp-fuzz``: HypoFuzz's executor, its
   input distribution and its coverage tracing;
 * ``hypofuzz-notrace``: the same with HypoFuzz's coverage collector emptied
-  (``$ACP_BENCH_NO_TRACE``): its executor and inputs, no tracing.
+  (``$ACP_BENCH_NO_TRACE``): its executor and inputs, no tracing;
+* ``hypofuzz-before``: HypoFuzz with the campaign grading under its tracer, as it
+  did before grading lifted the tracer (``$ACP_BENCH_TRACE_GRADING``).
 
 Then the **replay control**: up to ``--replay`` step lists of the ``engine`` runs
 and as many of the ``hypofuzz`` runs, played again by the plain player
@@ -39,11 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.campaign import REFERENCE, hypothesis_cli
-from bench.campaign_probe import LOG_ENV, NO_TRACE_ENV
+from bench.campaign_probe import LOG_ENV, NO_TRACE_ENV, TRACE_GRADING_ENV
 from bench.common import env, ratio_line
 from conformance.transport.process import end_group
 
-MODES = ("engine", "pytest", "hypofuzz", "hypofuzz-notrace")
+MODES = ("engine", "pytest", "hypofuzz", "hypofuzz-notrace", "hypofuzz-before")
 
 
 def mode_argv(mode: str, protocol: str) -> list[str]:
@@ -63,6 +65,8 @@ def campaign(mode: str, seconds: float, protocol: str) -> list[dict[str, Any]]:
         extra = {LOG_ENV: str(log)}
         if mode == "hypofuzz-notrace":
             extra[NO_TRACE_ENV] = "1"
+        if mode == "hypofuzz-before":
+            extra[TRACE_GRADING_ENV] = "1"
         proc = subprocess.Popen(mode_argv(mode, protocol), cwd=tmp, env=env(extra),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -184,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if rate.get("engine") and "hypofuzz" in rate:
         print(ratio_line("runs per second, engine / hypofuzz",
                          rate["engine"] / rate["hypofuzz"] if rate["hypofuzz"] else 0.0, 1.5))
-    for mode in ("pytest", "hypofuzz-notrace"):
+    for mode in ("pytest", "hypofuzz-notrace", "hypofuzz-before"):
         if rate.get(mode) and rate.get("hypofuzz"):
             print(ratio_line(f"runs per second, {mode} / hypofuzz",
                              rate[mode] / rate["hypofuzz"], None))

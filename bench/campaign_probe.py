@@ -11,6 +11,8 @@ its pytest arguments on), it does two things, each only when its variable is set
   Python before 3.12 it is a ``sys.settrace`` line tracer over every traced
   frame), so a campaign runs HypoFuzz's executor and input distribution without
   the tracing. A control only: HypoFuzz then sees no coverage.
+* ``$ACP_BENCH_TRACE_GRADING=1``: the campaign grades under the tracer again (as it
+  did before it lifted it for grading): the "before" side of that change.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 LOG_ENV = "ACP_BENCH_EXEC_LOG"
 NO_TRACE_ENV = "ACP_BENCH_NO_TRACE"
+TRACE_GRADING_ENV = "ACP_BENCH_TRACE_GRADING"
 
 
 def pytest_configure(config: Any) -> None:
@@ -30,6 +33,12 @@ def pytest_configure(config: Any) -> None:
         _log_runs(log)
     if os.environ.get(NO_TRACE_ENV):
         _no_trace()
+    if os.environ.get(TRACE_GRADING_ENV):
+        from contextlib import nullcontext
+
+        from conformance.fuzz import campaign
+
+        campaign.untraced = nullcontext  # type: ignore[assignment]
 
 
 def _log_runs(log: str) -> None:

@@ -221,9 +221,9 @@ def test_campaign_control_logs_every_mode_and_replays_both_sets() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     modes = ["engine", "pytest"]
     if importlib.util.find_spec("hypofuzz") is not None:
-        modes += ["hypofuzz", "hypofuzz-notrace"]
+        modes += ["hypofuzz", "hypofuzz-notrace", "hypofuzz-before"]
         assert re.search(r"^  replayed hypofuzz  inputs: 1 runs", done.stdout, re.MULTILINE)
-        assert len(ratios(done.stdout)) == 4, done.stdout
+        assert len(ratios(done.stdout)) == 5, done.stdout
     for mode in modes:
         assert re.search(rf"^  {mode} +\d+ runs, +[\d.]+/s; a run: wall [\d.]+ s, harness cpu",
                          done.stdout, re.MULTILINE), (mode, done.stdout)
