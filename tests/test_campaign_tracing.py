@@ -19,7 +19,8 @@ from hypothesis import settings
 
 from conformance.checks import Options
 from conformance.fuzz.agent_machine import AgentFuzzConfig
-from conformance.fuzz.campaign import Campaign, agent_test, untraced
+from conformance.fuzz.campaign import Campaign, agent_test, client_test, untraced
+from conformance.fuzz.client_fuzz import ClientTarget
 from conformance.fuzz.player import AgentTarget
 from conformance.fuzz.settings import get_effort
 
@@ -32,10 +33,12 @@ class LineTracer:
 
     def __init__(self) -> None:
         self.files: set[str] = set()
+        self.functions: set[tuple[str, str]] = set()
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> Callable[..., Any]:
         if event == "line":
             self.files.add(frame.f_code.co_filename)
+            self.functions.add((Path(frame.f_code.co_filename).name, frame.f_code.co_name))
         return self
 
     def ours(self, folder: str) -> set[str]:
@@ -82,3 +85,23 @@ def test_a_campaign_execution_traces_the_driving_but_not_the_grading(tmp_path: P
     assert tracer.ours("agent"), "the driving (conformance/agent) ran traced"
     assert tracer.ours("fuzz"), "the state machine (conformance/fuzz) ran traced"
     assert not tracer.ours("checks"), f"grading ran traced: {sorted(tracer.ours('checks'))}"
+
+
+def test_a_client_campaign_execution_traces_the_playing_but_not_the_grading() -> None:
+    campaign = Campaign("client", get_effort("ci", max_examples=3), options=Options())
+    campaign.client = ClientTarget("reference client",
+                                   adapter="conformance.client.reference.adapter:make_client")
+    previous = getattr(settings, "_current_profile", None) or "default"
+    settings.register_profile("acp-test-no-database", database=None)
+    settings.load_profile("acp-test-no-database")
+    tracer = LineTracer()
+    try:
+        traced(tracer, client_test(campaign, 1))
+    finally:
+        settings.load_profile(previous)
+        campaign.close()
+    assert tracer.ours("client"), "playing the stream (conformance/client) ran traced"
+    # building the stream's case lists the client rules (checks/base.py's all_rules);
+    # no checker and no part of grading runs traced
+    assert {Path(f).name for f in tracer.ours("checks")} <= {"base.py"}, tracer.ours("checks")
+    assert not {("base.py", f) for f in ("grade", "_dispatch", "_rows")} & tracer.functions
