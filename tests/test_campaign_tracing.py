@@ -1,20 +1,24 @@
-"""A campaign's grading runs outside a coverage-guided fuzzer's line tracer.
+"""A campaign grades outside HypoFuzz's coverage collection, and leaves other tracers be.
 
-HypoFuzz on Python before 3.12 traces with ``sys.settrace``; grading every step's
-transcript under it was most of an execution's cost (bench/RESULTS.md, section 9).
-These tests run the campaign's real agent test against the real reference agent
-under a line tracer of their own, the kind HypoFuzz sets, and look at which of
-the suite's files it saw.
+HypoFuzz traces coverage with ``sys.settrace`` before Python 3.12 and with
+``sys.monitoring`` branch events from 3.12; grading every step's transcript under
+either was most of an execution's cost (bench/RESULTS.md, section 9). These tests run
+the campaign's real agent and client tests against the real reference agent and
+client, under HypoFuzz's own collector where HypoFuzz is installed (it is optional),
+and under a tracer of another tool (coverage.py, a debugger), which must stay on.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib.util import find_spec
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import pytest
 from hypothesis import settings
 
 from conformance.checks import Options
@@ -26,82 +30,103 @@ from conformance.fuzz.settings import get_effort
 
 PACKAGE = Path(__file__).resolve().parents[1] / "conformance"
 REFERENCE = [sys.executable, "-m", "conformance.reference.agent"]
+REFERENCE_CLIENT = "conformance.client.reference.adapter:make_client"
+needs_hypofuzz = pytest.mark.skipif(
+    find_spec("hypofuzz") is None,
+    reason="HypoFuzz is not installed: it is optional (the campaign extra has it)")
 
 
 class LineTracer:
-    """What a coverage tracer before Python 3.12 does: a call for every line run."""
+    """Another tool's line tracer (what coverage.py or a debugger sets)."""
 
     def __init__(self) -> None:
         self.files: set[str] = set()
-        self.functions: set[tuple[str, str]] = set()
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> Callable[..., Any]:
         if event == "line":
             self.files.add(frame.f_code.co_filename)
-            self.functions.add((Path(frame.f_code.co_filename).name, frame.f_code.co_name))
         return self
 
-    def ours(self, folder: str) -> set[str]:
-        root = str(PACKAGE / folder)
-        return {f for f in self.files if f.startswith(root)}
 
-
-def traced(tracer: LineTracer, fn: Callable[[], None]) -> None:
-    previous = sys.gettrace()
-    sys.settrace(tracer)
-    try:
-        fn()
-    finally:
-        sys.settrace(previous)
-
-
-def test_untraced_lifts_the_tracer_for_its_block_and_puts_it_back() -> None:
-    tracer = LineTracer()
-    seen: list[object] = []
-
-    def body() -> None:
-        with untraced():
-            seen.append(sys.gettrace())
-        seen.append(sys.gettrace())
-
-    traced(tracer, body)
-    assert seen == [None, tracer]
-    assert sys.gettrace() is not tracer
-
-
-def test_a_campaign_execution_traces_the_driving_but_not_the_grading(tmp_path: Path) -> None:
-    campaign = Campaign("agent", get_effort("ci", max_examples=3), options=Options())
-    campaign.agent = AgentFuzzConfig(AgentTarget(REFERENCE, "reference agent", {}, 10.0),
-                                     protocols=(2,))
-    previous = getattr(settings, "_current_profile", None) or "default"
-    settings.register_profile("acp-test-no-database", database=None)
-    settings.load_profile("acp-test-no-database")  # the campaign's tests take the profile's
-    tracer = LineTracer()
-    try:
-        traced(tracer, agent_test(campaign, 2))
-    finally:
-        settings.load_profile(previous)
-        campaign.close()
-    assert tracer.ours("agent"), "the driving (conformance/agent) ran traced"
-    assert tracer.ours("fuzz"), "the state machine (conformance/fuzz) ran traced"
-    assert not tracer.ours("checks"), f"grading ran traced: {sorted(tracer.ours('checks'))}"
-
-
-def test_a_client_campaign_execution_traces_the_playing_but_not_the_grading() -> None:
-    campaign = Campaign("client", get_effort("ci", max_examples=3), options=Options())
-    campaign.client = ClientTarget("reference client",
-                                   adapter="conformance.client.reference.adapter:make_client")
+@contextmanager
+def no_database() -> Iterator[None]:
+    """The campaign's tests take the settings profile's database: none here."""
     previous = getattr(settings, "_current_profile", None) or "default"
     settings.register_profile("acp-test-no-database", database=None)
     settings.load_profile("acp-test-no-database")
-    tracer = LineTracer()
     try:
-        traced(tracer, client_test(campaign, 1))
+        yield
     finally:
         settings.load_profile(previous)
+
+
+def agent_campaign() -> Campaign:
+    campaign = Campaign("agent", get_effort("ci", max_examples=3), options=Options())
+    campaign.agent = AgentFuzzConfig(AgentTarget(REFERENCE, "reference agent", {}, 10.0),
+                                     protocols=(2,))
+    return campaign
+
+
+def client_campaign() -> Campaign:
+    campaign = Campaign("client", get_effort("ci", max_examples=3), options=Options())
+    campaign.client = ClientTarget("reference client", adapter=REFERENCE_CLIENT)
+    return campaign
+
+
+def ours(files: set[str], folder: str) -> set[str]:
+    root = str(PACKAGE / folder)
+    return {Path(f).name for f in files if f.startswith(root)}
+
+
+def test_another_tools_tracer_stays_on_through_the_grading() -> None:
+    tracer = LineTracer()
+    campaign = agent_campaign()
+    seen: list[object] = []
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        with untraced():
+            seen.append(sys.gettrace())
+        with no_database():
+            agent_test(campaign, 2)()
+    finally:
+        sys.settrace(previous)
         campaign.close()
-    assert tracer.ours("client"), "playing the stream (conformance/client) ran traced"
-    # building the stream's case lists the client rules (checks/base.py's all_rules);
-    # no checker and no part of grading runs traced
-    assert {Path(f).name for f in tracer.ours("checks")} <= {"base.py"}, tracer.ours("checks")
-    assert not {("base.py", f) for f in ("grade", "_dispatch", "_rows")} & tracer.functions
+    assert seen == [tracer]
+    assert ours(tracer.files, "checks"), "the checkers ran under coverage.py's kind of tracer"
+
+
+@needs_hypofuzz
+def test_untraced_lifts_hypofuzz_collection_and_puts_it_back() -> None:
+    from hypofuzz.coverage import CoverageCollector
+
+    def state() -> tuple[object, int]:
+        monitoring: Any = getattr(sys, "monitoring", None)
+        events = monitoring.get_events(CoverageCollector.tool_id) if monitoring else 0
+        return sys.gettrace(), events
+
+    with CoverageCollector():
+        on = state()
+        with untraced():
+            off = state()
+        again = state()
+    assert on != (None, 0) and off == (None, 0) and again == on
+
+
+@needs_hypofuzz
+@pytest.mark.parametrize("role", ["agent", "client"])
+def test_a_campaign_under_hypofuzz_covers_the_driving_and_not_the_grading(role: str) -> None:
+    from hypofuzz.coverage import CoverageCollector
+
+    campaign = agent_campaign() if role == "agent" else client_campaign()
+    test = agent_test(campaign, 2) if role == "agent" else client_test(campaign, 1)
+    try:
+        with no_database(), CoverageCollector() as collector:
+            test()
+    finally:
+        campaign.close()
+    files = {f for b in collector.branches for f in (b.start.filename, b.end.filename)}
+    assert ours(files, role), f"the {role} side (conformance/{role}) was covered"
+    # a client stream's case lists the client rules (checks/base.py); no checker runs covered
+    assert ours(files, "checks") <= ({"base.py"} if role == "client" else set()), \
+        sorted(ours(files, "checks"))
