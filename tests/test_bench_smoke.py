@@ -211,3 +211,37 @@ def test_fuzz_scale_measures_the_floor_and_the_workers() -> None:
     assert len(ratios(done.stdout)) == 2, done.stdout
     assert re.search(r"^  raw driver  \d+ runs in", done.stdout, re.MULTILINE), done.stdout
     assert re.search(r"^  --workers 2  \d+ runs in", done.stdout, re.MULTILINE), done.stdout
+    # the CPU split: every pass names our processes and the agents', each with its count
+    one = r"harness [\d.]+ s \(1 proc, sys [\d.]+\), agent [\d.]+ s \(\d+ proc"
+    two = r"harness [\d.]+ s \(1 proc, sys [\d.]+\), worker [\d.]+ s \(2 proc, sys [\d.]+\), agent"
+    assert re.search(rf"^      cpu split of [\d.]+ s: {one}", done.stdout, re.MULTILINE), done.stdout
+    assert re.search(rf"^      cpu split of [\d.]+ s: {two}", done.stdout, re.MULTILINE), done.stdout
+
+
+@pytest.mark.slow
+def test_fuzz_scale_takes_another_agent() -> None:
+    """--agent: the workers part only, on the agent given (here a fixture agent, v1)."""
+    agent = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'agents' / 'numeric_id.py'}"
+    done = bench("bench.fuzz_scale", "--only", "workers", "--runs", "2", "--repeats", "1",
+                 "--agent", agent, "--protocol", "1", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"against {agent}," in done.stdout
+    assert "raw driver" not in done.stdout  # the floor needs the reference agent's runs
+    assert len(ratios(done.stdout)) == 1, done.stdout
+    assert re.search(r"agent [\d.]+ s \(\d+ proc", done.stdout), done.stdout
+
+
+@pytest.mark.slow
+def test_campaign_control_logs_every_mode_and_replays_both_sets() -> None:
+    """The HypoFuzz control: each mode's runs logged by the probe plugin; with HypoFuzz
+    installed, its inputs and the plain engine's replayed by the plain player."""
+    done = bench("bench.campaign_control", "--seconds", "4", "--replay", "1", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    modes = ["engine", "pytest"]
+    if importlib.util.find_spec("hypofuzz") is not None:
+        modes += ["hypofuzz", "hypofuzz-notrace", "hypofuzz-before"]
+        assert re.search(r"^  replayed hypofuzz  inputs: 1 runs", done.stdout, re.MULTILINE)
+        assert len(ratios(done.stdout)) == 5, done.stdout
+    for mode in modes:
+        assert re.search(rf"^  {mode} +\d+ runs, +[\d.]+/s; a run: wall [\d.]+ s, harness cpu",
+                         done.stdout, re.MULTILINE), (mode, done.stdout)

@@ -198,8 +198,11 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
     # heuristics name is confirmed once, on the shrunk stream (confirm_cause).
     played = play_client_case(run, case, protocol, target.label,
                               controls=bool(stream.get("controls")))
-    findings = grade_entries(played.transcript.entries, protocol=protocol, options=options,
-                              role="client", schema_dir=schema_dir)
+    from conformance.fuzz.campaign import untraced
+
+    with untraced():  # a coverage-guided fuzzer's tracer covers the client, not our grading
+        findings = grade_entries(played.transcript.entries, protocol=protocol,
+                                 options=options, role="client", schema_dir=schema_dir)
     return StreamRun(played.transcript, findings, played.note)
 
 
