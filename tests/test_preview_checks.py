@@ -428,5 +428,81 @@ def test_an_agent_without_id_addressed_methods_is_not_short_of_a_must() -> None:
     for options in (Options(), PREVIEW):
         rows = grade(transcript(2, lines).entries, protocol=2, options=options,
                      select=["MID-V2-16"])
-        assert [(f.outcome, f.reason) for f in rows] == [
-            (Outcome.NOT_APPLICABLE, Reason.NO_CAPABILITY)]
+        assert {f.requirement for f in rows} == {
+            "MID-V2-16/advertised", "MID-V2-16/unknown-id", "MID-V2-16/error-code"}
+        assert {(f.outcome, f.reason) for f in rows} == {
+            (Outcome.NOT_APPLICABLE, Reason.NO_CAPABILITY)}
+
+
+def _rewound(answer: Line, mid: str = "never") -> list[Line]:
+    """A v2 agent advertising session.rewind, one turn (user u2, agent a1), then a
+    session/rewind naming ``mid`` and the agent's ``answer`` to it (request 9)."""
+    return [req(0, "initialize", protocolVersion=2),
+            res(0, {"protocolVersion": 2, "capabilities": {"session": {"rewind": {}}}}),
+            req(1, "session/new"), res(1, {"sessionId": "s"}),
+            *v2_turn(2, [upd("agent_message_chunk", "a1", content=text("Hi"))]),
+            req(9, "session/rewind", sessionId="s", toMessageId=mid), answer]
+
+
+def _error(rid: int, code: int, data: Any = None) -> Line:
+    error: dict[str, Any] = {"code": code, "message": "no"}
+    if data is not None:
+        error["data"] = data
+    return ("agent", {"jsonrpc": "2.0", "id": rid, "error": error})
+
+
+UNKNOWN = {"reason": "unknown_message_id"}
+
+
+@pytest.mark.parametrize("lines,found", [
+    (_rewound(res(9, {"lastMessageId": "a1"})), {"fail": {"MID-V2-16/unknown-id"}}),
+    (_rewound(_error(9, -32602)), {"warn": {"MID-V2-16/error-code"},
+                                   "pass": {"MID-V2-16/unknown-id"}}),  # refused: no harm done
+    (_rewound(_error(9, -32002)), {"warn": {"MID-V2-16/error-code"},  # no reason
+                                   "pass": {"MID-V2-16/unknown-id"}}),
+    (_rewound(_error(9, -32002, UNKNOWN)), {"pass": {"MID-V2-16/unknown-id",
+                                                      "MID-V2-16/error-code"}}),
+    # near misses: the agent's own IDs with their case flipped are IDs it never sent
+    (_rewound(res(9, {"lastMessageId": "a1"}), "A1"), {"fail": {"MID-V2-16/unknown-id"}}),
+    # IDs it did send (a chunk's, the prompt response's): a rewind that may succeed
+    (_rewound(res(9, {"lastMessageId": "a1"}), "a1"), {}),
+    (_rewound(res(9, {"lastMessageId": "u2"}), "u2"), {}),
+], ids=["success", "other-code", "no-reason", "unknown-message-id", "near-miss",
+        "sent-chunk-id", "sent-response-id"])
+def test_an_id_addressed_method_given_an_id_the_agent_never_sent(
+        lines: list[Line], found: dict[str, set[str]]) -> None:
+    got = outcomes(lines, 2, ["MID-V2-16/unknown-id", "MID-V2-16/error-code"])
+    assert {o: r for o, r in got.items() if o in ("fail", "warn", "pass")} == found, got
+
+
+@pytest.mark.parametrize("agent,rows", [
+    ("_rewind", {("MID-V2-16/unknown-id", "pass"), ("MID-V2-16/error-code", "pass")}),
+    (None, {("MID-V2-16/unknown-id", "not_applicable"),
+            ("MID-V2-16/error-code", "not_applicable")}),
+])
+def test_rewind_is_driven_with_ids_the_agent_never_sent(tmp_path: Path, agent: str | None,
+                                                        rows: set[tuple[str, str]]) -> None:
+    """The positive control (an agent with the drafted rewind methods that refuses an ID it
+    never sent as the draft says) passes both sub-rules, after the suite called
+    session/rewind and session/edit_prompt with a never-seen ID, a near miss and an ID of
+    another session; the reference agent advertises no rewind: nothing is called."""
+    command = f"{sys.executable} fixtures/agents/{agent}.py" if agent else REFERENCE
+    report = tmp_path / "report.json"
+    proc = run_cli("--agent", command, "--protocol", "2", "--case", "id-addressed-methods",
+                   "--json", str(report), "--transcripts", str(tmp_path / "t"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = {(r["requirement"], r["outcome"]) for r in load_json(report)["results"]
+           if r["requirement"] in ("MID-V2-16/unknown-id", "MID-V2-16/error-code")}
+    assert got == rows
+    (path,) = (tmp_path / "t").glob("*.jsonl")
+    calls = [m["params"] for m in (json.loads(x).get("msg") for x in
+                                   path.read_text(encoding="utf-8").splitlines()[1:])
+             if isinstance(m, dict) and m.get("method") in ("session/rewind",
+                                                             "session/edit_prompt")]
+    if agent is None:
+        assert calls == []
+        return
+    named = [c.get("toMessageId", c.get("messageId")) for c in calls]
+    assert len(named) == 6 and len(set(named)) == 3, named  # 3 IDs x 2 methods
+    assert "msg-never-sent-by-the-agent" in named
+    assert len({c["sessionId"] for c in calls}) == 1

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import TOOL_NAME, __version__, model
+from conformance.checks.addressed import addressed_methods
 from conformance.lifecycle import CaseAborted, CaseCut, CaseNotPlayable, Cutoff
 from conformance.profiles import PROFILES
 from conformance.results import Reason
@@ -113,6 +114,7 @@ class AgentInfo:
     resume: bool = False
     auth_methods: list[Any] = field(default_factory=list)
     no_session: bool = False  # v2: capabilities without the session marker
+    addressed: list[str] = field(default_factory=list)  # v2: drafted ID-addressed methods
 
 
 NO_SESSION_CAPABILITY = ("the agent negotiated v2 but does not advertise capabilities.session "
@@ -226,6 +228,7 @@ class ClientDriver:
             # object is no v2 result at all: driven as it is, its faults reported.
             self.info.no_session = (isinstance(result.get("capabilities"), dict)
                                     and not isinstance(session_caps, dict))
+            self.info.addressed = addressed_methods(caps)
         else:
             self.info.load_session = caps.get("loadSession") is True
             scaps = caps.get("sessionCapabilities") or {}
@@ -530,6 +533,46 @@ class ClientDriver:
             err = msg["error"] if isinstance(msg["error"], dict) else {}
             raise _RpcError(err.get("code"), str(err.get("message")), "session/resume")
         self.settle(on_update=flight)
+
+    def address_unknown_ids(self) -> None:
+        """MID-V2-16 (catalogue K.8): when the agent advertises ``session.rewind``, call
+        ``session/rewind`` and ``session/edit_prompt`` on the current session with message
+        IDs it never sent there: one never seen, a near miss of one it sent (its letters'
+        case flipped) and one of another session of the case. Each answer is data, graded by
+        checks/addressed.py; the drafted inject and fork methods are not driven."""
+        if "session.rewind" not in self.info.addressed:
+            self.note("ID-addressed methods not driven", {"advertised": self.info.addressed})
+            return
+        sid = self._sid()
+        sent = self._sent_ids()
+        mine = sent.get(sid, set())
+        ids = ["msg-never-sent-by-the-agent"]
+        ids += sorted(m.swapcase() for m in mine
+                      if m.isascii() and m.swapcase() != m and m.swapcase() not in mine)[:1]
+        ids += sorted(m for s, ms in sent.items() if s != sid for m in ms - mine)[:1]
+        for mid in ids:
+            for method, params in (
+                    ("session/rewind", {"sessionId": sid, "toMessageId": mid}),
+                    ("session/edit_prompt", {"sessionId": sid, "messageId": mid,
+                                             "content": [{"type": "text", "text": "An edit."}]})):
+                rid = self._send_request(method, params)
+                self.pump(lambda rid=rid: rid in self.responses,  # type: ignore[misc]
+                          waiting_for=f"the {method} response")
+                self.responses.pop(rid)
+
+    def _sent_ids(self) -> dict[str, set[str]]:
+        """The message IDs the agent sent so far, by session (its message updates)."""
+        out: dict[str, set[str]] = {}
+        for e in self.transcript.entries:
+            msg = e.msg
+            if e.src != "agent" or not isinstance(msg, dict) or msg.get("method") != "session/update":
+                continue
+            params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+            update = params.get("update") if isinstance(params.get("update"), dict) else {}
+            mid, sid = update.get("messageId"), params.get("sessionId")
+            if isinstance(mid, str) and isinstance(sid, str):
+                out.setdefault(sid, set()).add(mid)
+        return out
 
     def close_session(self) -> None:
         self.request("session/close", {"sessionId": self._sid()},

@@ -137,6 +137,9 @@ def perform(driver: StepDriver, step: Step, *, strict: bool = True) -> None:
                 driver.resume(None if replay == "none" else str(replay),
                               while_streaming=bool(args.get("while_streaming")))
             driver.open.add(index)
+        elif name == "address_unknown_ids":
+            _need_session(driver, name)
+            driver.address_unknown_ids()
         elif name == "close_session":
             driver.open.discard(_need_session(driver, name))
             driver.close_session()

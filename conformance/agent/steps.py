@@ -5,6 +5,8 @@ A step is plain JSON, and the same vocabulary as the agent cases' drive steps
 (``conformance/data/case.schema.json``), so a counterexample can become a case::
 
     "start" | "restart" | "new_session" | "load" | "close_session"
+    "address_unknown_ids"   # MID-V2-16: the advertised ID-addressed methods, with IDs the
+                            # agent never sent for the current session (none advertised: no-op)
     {"switch": {"session": 0}}            # make the n-th created session current
     {"resume": {"replay": "start" | "none" | "null"}}   # "null": replayFrom: null
     {"resume": {"replay": "start", "while_streaming": true}}   # once an in-flight turn streams
@@ -32,7 +34,7 @@ from typing import Any
 
 Step = Any  # a str or a one-key dict, as documented above
 STEP_NAMES = ("start", "restart", "new_session", "switch", "load", "resume", "close_session",
-              "prompt")
+              "prompt", "address_unknown_ids")
 
 
 class StepError(Exception):

@@ -327,7 +327,6 @@ class ClientDrive:
                     except ClientAborted as exc:
                         if (reload.hangup and not isinstance(exc, ClientCut)
                                 and exc.kind.startswith(("exited", "raised"))):
-                            # the suite hung up: ending with the agent is no fault of identity
                             raise CaseNotPlayable(EXITED_ON_HANGUP, Reason.NO_CAPABILITY) \
                                 from None
                         raise
