@@ -336,14 +336,15 @@ def _bundled_cases() -> list[Any]:
     return list(casemod.load_dir(None))
 
 
-def _first_case(rule: str | None, protocol: int, ids: list[str]) -> str:
-    """The first of ``ids`` that applies to ``protocol`` and lists ``rule`` (a sub-rule:
-    its requirement); with no rule, or a rule every case grades (MID-C-08), the first
-    that applies."""
+def _first_case(rule: str | None, protocol: int, ids: list[str],
+                profile: str | None = None) -> str:
+    """The first of ``ids`` that applies to ``protocol`` (under ``profile``, by default the
+    default one) and lists ``rule`` (a sub-rule: its requirement); with no rule, or a rule
+    every case grades (MID-C-08), the first that applies."""
     from conformance.profiles import DEFAULT_PROFILE
 
     by_id = {c.id: c for c in _bundled_cases()}
-    applies = [i for i in ids if by_id[i].applies_to(protocol, DEFAULT_PROFILE)]
+    applies = [i for i in ids if by_id[i].applies_to(protocol, profile or DEFAULT_PROFILE)]
     return next((i for i in applies if rule is not None
                  and rule.split("/", 1)[0] in by_id[i].requirements), applies[0])
 
@@ -362,7 +363,7 @@ def _client_fixtures() -> list[tuple[str, int, str | None, str]]:
     for entry in manifest["clients"]:
         protocol, rule = _first_rule(entry["expect"], sorted(int(v[1:]) for v in entry["expect"]))
         out.append((entry["file"][:-3], protocol, rule,
-                    _first_case(rule, protocol, entry["cases"])))
+                    _first_case(rule, protocol, entry["cases"], entry.get("acp_profile"))))
     return out
 
 
@@ -374,16 +375,19 @@ def _client_targets(name: str) -> tuple[list[str], list[str]]:
     manifest = yaml.safe_load((CLIENTS / "manifest.yaml").read_text(encoding="utf-8"))
     entry = next(e for e in manifest["clients"] if e["file"] == f"{name}.py")
     path = CLIENTS / entry["file"]
-    if entry["run"] == "adapter":
-        return (["--client-adapter", f"{path}:make_client"],
-                ["--acp-client-adapter", f"{path}:make_client"])
     command = shlex.join([sys.executable, str(path), "--agent-cmd", "{agent}",
                           *entry.get("args", [])])
     cli, plug = ["--client", command, "--timeout", "20"], ["--acp-client", command,
                                                             "--acp-timeout", "20"]
-    if entry["run"] != "wire":
+    if entry["run"] == "adapter":
+        cli, plug = (["--client-adapter", f"{path}:make_client"],
+                     ["--acp-client-adapter", f"{path}:make_client"])
+    elif entry["run"] != "wire":
         cli += ["--client-profile", str(CLIENTS / entry["profile"])]
         plug += ["--acp-client-profile", str(CLIENTS / entry["profile"])]
+    if "acp_profile" in entry:  # a rule only that profile grades
+        cli += ["--profile", entry["acp_profile"]]
+        plug += ["--acp-profile", entry["acp_profile"]]
     return cli, plug
 
 
