@@ -212,16 +212,28 @@ _OUTPUTS: dict[str, str] = {}
 @pytest.mark.parametrize("where,command,excerpt", EXCERPTS, ids=[w for w, _, _ in EXCERPTS])
 def test_every_excerpt_is_what_its_command_prints(where: str, command: str, excerpt: str,
                                                   tmp_path: Path) -> None:
-    if command not in _OUTPUTS:  # each command runs once for all the excerpts of it
-        (tmp_path / "fixtures").symlink_to(REPO_ROOT / "fixtures")
+    def output() -> str:
+        work = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}"
+        work.mkdir()
+        (work / "fixtures").symlink_to(REPO_ROOT / "fixtures")
         env = cli_env()
         env.update(PATH=os.pathsep.join([str(Path(sys.executable).parent),
                                          env.get("PATH", "")]), CI="1",
-                   ACP_REFERENCE_STATE_DIR=str(tmp_path / "agent-state"))
-        proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, text=True,
+                   ACP_REFERENCE_STATE_DIR=str(work / "agent-state"))
+        proc = subprocess.run(["bash", "-c", command], cwd=work, env=env, text=True,
                               capture_output=True, timeout=600, check=False)
-        _OUTPUTS[command] = proc.stdout
+        return proc.stdout
+
+    if command not in _OUTPUTS:  # each command runs once for all the excerpts of it
+        _OUTPUTS[command] = output()
     missing = drift(excerpt, _OUTPUTS[command])
+    if missing is not None:
+        # A live run against a real process races it: the demo's broken agent may get one
+        # chunk more out before it reads a cancel, or interleave two in-flight turns, on a
+        # loaded machine (a count of the summary moves by one). The excerpt stands when a
+        # second run prints it; a real drift fails both.
+        _OUTPUTS[command] = output()
+        missing = drift(excerpt, _OUTPUTS[command])
     assert missing is None, (
         f"{where}: the excerpt of '{command}' is not what it prints; these lines are not "
         f"in its output (in this order):\n{missing}\n--- its output:\n{_OUTPUTS[command]}")
