@@ -78,6 +78,20 @@ def as_object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+# capabilities.session members of the v2 drafts whose methods take a messageId (K.8)
+DRAFTED_ADDRESSED = ("rewind", "inject")
+
+
+def addressed_methods(capabilities: Any) -> list[str]:
+    """The drafted ID-addressed methods an ``initialize`` result's capabilities advertise
+    (``session.rewind``, ``session.inject``, ``session.fork.messageId``)."""
+    session = as_object(as_object(capabilities).get("session"))
+    found = [f"session.{name}" for name in DRAFTED_ADDRESSED if name in session]
+    if "messageId" in as_object(session.get("fork")):
+        found.append("session.fork.messageId")
+    return found
+
+
 def as_array(value: Any) -> list[Any]:
     """``value`` when it is a JSON array, else an empty one."""
     return value if isinstance(value, list) else []

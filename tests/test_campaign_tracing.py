@@ -23,10 +23,11 @@ from hypothesis import settings
 
 from conformance.checks import Options
 from conformance.fuzz.agent_machine import AgentFuzzConfig
-from conformance.fuzz.campaign import Campaign, agent_test, client_test, untraced
+from conformance.fuzz.campaign import Campaign, agent_test, client_test
 from conformance.fuzz.client_fuzz import ClientTarget
 from conformance.fuzz.player import AgentTarget
 from conformance.fuzz.settings import get_effort
+from conformance.fuzz.tracing import untraced
 
 PACKAGE = Path(__file__).resolve().parents[1] / "conformance"
 REFERENCE = [sys.executable, "-m", "conformance.reference.agent"]

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import TOOL_NAME, __version__, model
-from conformance.checks.addressed import addressed_methods
 from conformance.lifecycle import CaseAborted, CaseCut, CaseNotPlayable, Cutoff
 from conformance.profiles import PROFILES
 from conformance.results import Reason
@@ -228,7 +227,7 @@ class ClientDriver:
             # object is no v2 result at all: driven as it is, its faults reported.
             self.info.no_session = (isinstance(result.get("capabilities"), dict)
                                     and not isinstance(session_caps, dict))
-            self.info.addressed = addressed_methods(caps)
+            self.info.addressed = model.addressed_methods(caps)
         else:
             self.info.load_session = caps.get("loadSession") is True
             scaps = caps.get("sessionCapabilities") or {}

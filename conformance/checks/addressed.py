@@ -22,21 +22,10 @@ from conformance.checks.events import Frame
 from conformance.checks.wire import short
 from conformance.results import Reason
 
-# capabilities.session members of the drafts whose methods take a messageId
-DRAFTED = ("rewind", "inject")
 # the drafted methods the suite drives, and the parameter that names the message
 ADDRESSED = {"session/rewind": "toMessageId", "session/edit_prompt": "messageId"}
 UNKNOWN_CODE = -32002
 UNKNOWN_REASON = "unknown_message_id"
-
-
-def addressed_methods(capabilities: Any) -> list[str]:
-    """The drafted ID-addressed methods an ``initialize`` result's capabilities advertise."""
-    session = model.as_object(model.as_object(capabilities).get("session"))
-    found = [f"session.{name}" for name in DRAFTED if name in session]
-    if "messageId" in model.as_object(session.get("fork")):
-        found.append("session.fork.messageId")
-    return found
 
 
 @register
@@ -96,7 +85,7 @@ class AddressedMethods(Checker):
         result = model.as_object(msg.get("result"))
         if result.get("protocolVersion") != 2:
             return
-        methods = addressed_methods(result.get("capabilities"))
+        methods = model.addressed_methods(result.get("capabilities"))
         if not methods:
             # an optional method the agent does not offer: its choice, not a gap
             for rule in ("MID-V2-16/advertised", "MID-V2-16/unknown-id", "MID-V2-16/error-code"):

@@ -198,7 +198,7 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
     # heuristics name is confirmed once, on the shrunk stream (confirm_cause).
     played = play_client_case(run, case, protocol, target.label,
                               controls=bool(stream.get("controls")))
-    from conformance.fuzz.campaign import untraced
+    from conformance.fuzz.tracing import untraced
 
     with untraced():  # a coverage-guided fuzzer's tracer covers the client, not our grading
         findings = grade_entries(played.transcript.entries, protocol=protocol,
