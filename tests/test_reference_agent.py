@@ -838,6 +838,9 @@ class Scenario:
     # IDs it streamed before, and what came from the request to the resume response
     streaming_ids: set[str] = field(default_factory=set)
     streaming_resume: list[JsonObject] = field(default_factory=list)
+    # v2 (catalogue K.8): the answers to session/rewind and session/edit_prompt naming an
+    # ID the agent never sent
+    rewind_answers: list[JsonObject] = field(default_factory=list)
 
     @property
     def live(self) -> list[JsonObject]:
@@ -873,15 +876,16 @@ def first_agent_ids_per_turn(items: list[JsonObject]) -> list[Any]:
 def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: bool,
                  schemas: dict[int, list[Schema]] | None = None,
                  phases: frozenset[str] = frozenset({"cancel", "quiet", "same", "flight",
-                                                     "keys", "refused", "streaming",
-                                                     "restore"}),
+                                                     "keys", "refused", "rewind",
+                                                     "streaming", "restore"}),
                  ) -> Scenario:
     """Two turns always; then, if in ``phases``, the cancelled "long" turn
     ("cancel"), a "long" turn cancelled at its echo in a second session ("quiet"),
     resumes on the same connection ("same": v1 without replay, v2
     without and with replayFrom), v2 a "long" prompt and a second one sent while it
     runs ("flight"), keyed prompts and a retry ("keys"), a keyed prompt and, when it
-    is refused, the same without its key ("refused"), a resume with replayFrom while a
+    is refused, the same without its key ("refused"), a drafted rewind and prompt edit
+    naming an ID never sent ("rewind"), a resume with replayFrom while a
     "long" prompt streams ("streaming"), and the fresh-process replay and last turn
     ("restore")."""
     client = Client(state_dir, schemas, argv=argv, strict=strict)
@@ -958,6 +962,12 @@ def run_scenario(argv: list[str], state_dir: Path, protocol: int, *, strict: boo
                     sc.turns.append(seen + [answer] + a.read_until(
                         turn_end(a, session_id, answer["id"])))
                     break
+        if "rewind" in phases and protocol == 2:  # a drafted rewind to an ID never sent
+            for method, params in (("session/rewind", {"toMessageId": "never-sent"}),
+                                   ("session/edit_prompt", {"messageId": "never-sent",
+                                                            "content": text("An edit.")})):
+                _, answer = a.call(method, {"sessionId": session_id, **params})
+                sc.rewind_answers.append(answer)
         if "streaming" in phases and protocol == 2:  # a resume while a prompt streams
             request_id = a.request("session/prompt", {"sessionId": session_id,
                                                       "prompt": text("Write a long story.")})
@@ -1178,6 +1188,10 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
     "v2_key_by_text": lambda sc: len(sc.keyed) == 3 and _keyed_ids(sc)[1] == _keyed_ids(sc)[0],
     "v2_key_rejected": lambda sc: [a.get("error", {}).get("code") for a in sc.key_answers]
     == [-32602, None],
+    "v2_rewind_accepts_unknown": lambda sc: [("result" in a) for a in sc.rewind_answers]
+    == [True, True],
+    "v2_rewind_wrong_code": lambda sc: [a.get("error", {}).get("code")
+                                        for a in sc.rewind_answers] == [-32602, -32602],
     "v2_marker_live_inside": _live_inside,
     "v2_marker_live_before_replay": _live_before_replay,
     "replay_drops_ids": lambda sc: sc.protocol == 1 and bool(sc.replay) and all(
@@ -1251,6 +1265,7 @@ NEEDS = {
     "keys": {"v2_key_ignored", "v2_key_new_id", "v2_key_reinserts", "v2_key_replays_twice",
              "v2_key_by_text"},
     "refused": {"v2_key_rejected"},
+    "rewind": {"v2_rewind_accepts_unknown", "v2_rewind_wrong_code"},
     "streaming": {"v2_marker_live_inside", "v2_marker_live_before_replay"},
 }
 
@@ -1288,7 +1303,7 @@ FIXTURE_RUNS = [(name, p) for name, entry in FIXTURES.items() for p in entry["pr
 def test_fixture_shows_its_fault_on_the_wire(tmp_path: Path, name: str, protocol: int) -> None:
     argv = [sys.executable, str(FIXTURE_DIR / f"{name}.py")]
     phases = frozenset(p for p in ("cancel", "quiet", "same", "flight", "keys", "refused",
-                                   "streaming", "restore") if name in NEEDS[p])
+                                   "rewind", "streaming", "restore") if name in NEEDS[p])
     sc = run_scenario(argv, tmp_path / "state", protocol, strict=False, phases=phases)
     assert SMOKE[name](sc), f"{name} did not show its fault in v{protocol}"
 
