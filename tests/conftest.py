@@ -105,3 +105,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def plugin_pytest(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """pytest in a subprocess with only the suite's plugin (the tests that use it load
+    ``pytester``): other installed plugins (hypothesis's takes seconds to import) stay out,
+    and the entry point is tested on its own (tests/test_plugin.py)."""
+    root = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+
+    def go(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess("-p", "conformance.pytest_plugin",
+                                             "-p", "no:cacheprovider", *args, timeout=300)
+    return go

@@ -5,7 +5,6 @@ runs real agent processes.
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 import xml.etree.ElementTree as ET
@@ -29,18 +28,9 @@ def fixture_agent(name: str) -> str:
 
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Run:
-    """pytest in a subprocess with only this plugin: other installed plugins (hypothesis's
-    takes seconds to import) stay out, and the entry point is tested on its own below."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
-
-    def go(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("-p", "conformance.pytest_plugin",
-                                             "-p", "no:cacheprovider", *args, timeout=300)
-    return go
+def run(plugin_pytest: Run) -> Run:
+    """pytest in a subprocess with only this plugin (conftest.py)."""
+    return plugin_pytest
 
 
 def test_cases_are_items_named_by_case_id(run: Run) -> None:

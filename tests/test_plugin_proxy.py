@@ -12,7 +12,6 @@ it with the command line's rows.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -45,17 +44,9 @@ def rows(path: Path) -> set[tuple[str, str, str]]:
 
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Run:
-    """pytest in a subprocess with only this plugin (as tests/test_plugin.py runs it)."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
-
-    def go(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("-p", "conformance.pytest_plugin",
-                                             "-p", "no:cacheprovider", *args, timeout=300)
-    return go
+def run(plugin_pytest: Run) -> Run:
+    """pytest in a subprocess with only this plugin (conftest.py)."""
+    return plugin_pytest
 
 
 def test_a_transparent_proxy_passes_its_items(run: Run) -> None:
