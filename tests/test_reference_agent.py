@@ -597,6 +597,64 @@ def test_jsonrpc_errors_and_clean_exit(client: Client) -> None:
     agent.close()
 
 
+def _raw_line(agent: AgentProcess, data: bytes) -> Any:
+    """Write ``data`` as one line and read back the next line the agent writes, as JSON."""
+    assert agent.proc.stdin is not None
+    agent.proc.stdin.write(data + b"\n")
+    agent.proc.stdin.flush()
+    message = json.loads(agent._line())
+    agent.log.append(message)
+    agent.validate(message)
+    return message
+
+
+def test_a_batch_is_answered_with_one_array(client: Client) -> None:
+    """JSON-RPC 2.0 section 6, over a real pipe: a batch line is answered by one line, an
+    array of its requests' responses; its notifications get none; a batch of
+    notifications alone gets nothing; an empty batch one Invalid Request error object."""
+    agent = client.start(2)
+    agent.schemas = agent.schemas[:1]  # v2/schema.json: the 2.4.0 SDK's schema has no batches
+    agent.methods[10] = "session/new"
+    batch = [{"jsonrpc": "2.0", "id": 10, "method": "session/new", "params": {"cwd": CWD}},
+             {"jsonrpc": "2.0", "method": "_acp_mid/unknown_notification", "params": {}},
+             {"jsonrpc": "2.0", "id": 11, "method": "_acp_mid/ping", "params": {}},
+             5]
+    answer = _raw_line(agent, json.dumps(batch).encode())
+    assert isinstance(answer, list), f"a batch answered as separate lines: {answer}"
+    by_id = {m["id"]: m for m in answer}
+    assert set(by_id) == {10, 11, None} and len(answer) == 3, answer
+    assert by_id[10]["result"]["sessionId"]
+    assert by_id[11]["error"]["code"] == -32601
+    assert by_id[None]["error"]["code"] == -32600
+
+    notes = [{"jsonrpc": "2.0", "method": "_acp_mid/unknown_notification", "params": {}}] * 2
+    assert agent.proc.stdin is not None
+    agent.proc.stdin.write(json.dumps(notes).encode() + b"\n")
+    agent.proc.stdin.flush()
+    _, after = agent.call("_acp_mid/ping", {})  # the next line answers this call
+    assert after["error"]["code"] == -32601 and agent.log[-1] is after
+
+    empty = _raw_line(agent, b"[]")
+    assert isinstance(empty, dict), f"an empty batch answered with an array: {empty}"
+    assert empty["id"] is None and empty["error"]["code"] == -32600
+
+    # A prompt in a batch: the turn streams its updates as lines, and the batch's
+    # responses come in one array once the turn has answered.
+    session_id = by_id[10]["result"]["sessionId"]
+    agent.methods.update({12: "session/prompt", 13: "session/new"})
+    prompt = [{"jsonrpc": "2.0", "id": 12, "method": "session/prompt",
+               "params": {"sessionId": session_id, "prompt": text("Say hello.")}},
+              {"jsonrpc": "2.0", "id": 13, "method": "session/new", "params": {"cwd": CWD}}]
+    agent.send(prompt)
+    seen = agent.read_until(lambda m: "method" not in m)  # permission asked and answered
+    lines = [m for m in agent.log if isinstance(m, list)]
+    assert len(lines) == 2, "one array for the first batch, one for the prompt's"
+    assert sorted(m["id"] for m in lines[-1]) == [12, 13]
+    assert "messageId" in next(m for m in lines[-1] if m["id"] == 12)["result"]
+    assert "user_message" in [u["sessionUpdate"] for u in updates(seen)]
+    agent.close()
+
+
 def _agent_cli(args: list[str], stdin: bytes = b"", **env: str) -> subprocess.CompletedProcess[bytes]:
     full = dict(os.environ, **env)
     full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full.get("PYTHONPATH")]))

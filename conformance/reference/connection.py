@@ -2,7 +2,8 @@
 
 This is the transport half of :class:`conformance.reference.agent.ReferenceAgent`:
 one compact JSON object per line on stdout, strict JSON in, batches taken entry by
-entry, requests queued while a turn runs (turns never nest; an agent may take some at
+entry and answered with one array of their responses (JSON-RPC 2.0 section 6:
+notifications get none, an empty array one Invalid Request error), requests queued while a turn runs (turns never nest; an agent may take some at
 once, ``answers_mid_turn``), notifications handled at once, and the agent's own requests
 to the client with their answers. Which methods exist and what they do is the agent's
 business (``request_handlers``).
@@ -13,8 +14,9 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from conformance.reference.sessions import Session, Turn
@@ -36,6 +38,53 @@ from conformance.reference.wire import (
 Handler = Callable[[RequestId, JsonObject], "JsonObject | None"]
 
 
+@dataclass
+class _Batch:
+    """A batch line whose responses are held until each of its requests is answered,
+    then written as one array (JSON-RPC 2.0 section 6). ``expected`` counts the IDs its
+    responses will carry (None: an entry too malformed to name one); ``open`` while its
+    entries are still being taken."""
+
+    expected: Counter[Any]
+    replies: list[JsonObject] = field(default_factory=list)
+    open: bool = True
+
+    def takes(self, response_id: Any) -> bool:
+        key = _id_key(response_id)
+        if self.expected[key] > 0:
+            self.expected[key] -= 1
+            return True
+        return False
+
+    @property
+    def done(self) -> bool:
+        return not self.open and not +self.expected
+
+
+def _id_key(request_id: Any) -> Any:
+    """A hashable key for a JSON-RPC ID (1 and True, 1 and 1.0 kept apart)."""
+    return (type(request_id).__name__, request_id if isinstance(request_id, (int, str)) else None)
+
+
+def _batch_reply_id(entry: Any) -> tuple[bool, Any]:
+    """Whether a batch entry gets a response, and the ID that response carries (as
+    :meth:`Connection.receive` and :meth:`Connection.dispatch_request` answer it)."""
+    if not isinstance(entry, dict) or entry.get("jsonrpc") != "2.0":
+        request_id = entry.get("id") if isinstance(entry, dict) else None
+        ok = isinstance(request_id, (int, str)) and not isinstance(request_id, bool)
+        return True, request_id if ok else None
+    method = entry.get("method")
+    if method is None:  # an answer to one of our requests gets none, a malformed one an error
+        return not ("id" in entry and ("result" in entry or "error" in entry)), None
+    if "id" not in entry:
+        return False, None  # a notification
+    request_id = entry.get("id")
+    if isinstance(method, str) and (not isinstance(request_id, (int, str))
+                                    or isinstance(request_id, bool)):
+        return True, None  # dispatch_request answers a bad id with null
+    return True, request_id
+
+
 class Connection:
     """Serves one client over stdin/stdout. Subclasses say which requests they answer."""
 
@@ -50,6 +99,7 @@ class Connection:
         self._awaiting: set[int] = set()  # our requests without an answer yet
         self._answers: dict[int, JsonObject] = {}
         self._abandoned: set[int] = set()
+        self._batches: list[_Batch] = []  # batch lines not yet answered, oldest first
 
     def request_handlers(self) -> dict[str, Handler]:
         """Methods this agent answers. A handler returns the result to send,
@@ -95,11 +145,19 @@ class Connection:
         except (UnicodeDecodeError, ValueError) as exc:
             self.respond_error(None, PARSE_ERROR, "Parse error", str(exc))
             return
-        if isinstance(message, list):  # a JSON-RPC batch: entries in order
-            if not message:
+        if isinstance(message, list):  # a JSON-RPC batch: entries in order, one array back
+            if not message:  # a single error, not an array (JSON-RPC 2.0 section 6)
                 self.respond_error(None, INVALID_REQUEST, "Invalid request: empty batch")
-            for entry in message:
-                self.receive(entry)
+                return
+            replies = [_batch_reply_id(entry) for entry in message]
+            batch = _Batch(Counter(_id_key(i) for answered, i in replies if answered))
+            self._batches.append(batch)
+            try:
+                for entry in message:
+                    self.receive(entry)
+            finally:
+                batch.open = False
+                self._flush_batches()
         else:
             self.receive(message)
 
@@ -196,8 +254,23 @@ class Connection:
     # ---- the wire --------------------------------------------------------
 
     def send(self, message: WireMessage) -> None:
-        """The single place that serialises a message: one compact JSON line."""
+        """The single place that serialises a message: one compact JSON line. A response
+        to a request of a batch line waits for the rest of that batch's responses."""
+        if self._batches and isinstance(message, dict) and "method" not in message:
+            batch = next((b for b in self._batches if b.takes(message.get("id"))), None)
+            if batch is not None:
+                batch.replies.append(message)
+                self._flush_batches()
+                return
         self.write_line(encode_line(message))
+
+    def _flush_batches(self) -> None:
+        """Write each batch whose requests are all answered as one array (a batch of
+        notifications alone writes nothing)."""
+        for batch in [b for b in self._batches if b.done]:
+            self._batches.remove(batch)
+            if batch.replies:
+                self.write_line(encode_line(batch.replies))
 
     def write_line(self, data: bytes) -> None:
         """Write raw bytes to stdout and flush (nothing else writes there)."""
