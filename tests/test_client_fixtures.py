@@ -93,3 +93,21 @@ def test_warn_level_breach_fails_under_strict(tmp_path: Path) -> None:
                                       "client-grouping", "--strict", tmp_path=tmp_path)
     assert code == 1, output
     assert "fail" in outcomes(report, 1)["MID-C-03/merged"]
+
+
+@pytest.mark.parametrize("road", ["pty", "adapter"])
+def test_a_prompt_joined_with_its_echo_is_a_warning_on_both_client_roads(
+        road: str, tmp_path: Path) -> None:
+    """A client that adds the v1 live echo to its own copy of the prompt (one user message
+    that shows the prompt twice, as marimo's use-acp does) is graded as C-7 says for any
+    layout: MID-C-03/prompt-twice warn, not a MID-C-03/content fail; through a pty with a
+    profile and in-process through the adapter API alike."""
+    entry = dict(next(e for e in MANIFEST if e["file"] == "joins_prompt_and_echo.py"), run=road)
+    code, report, output = cli_report(*client_args(entry), "--protocol", "1", "--case",
+                                      "client-live-echo", "--timeout", "20", tmp_path=tmp_path)
+    seen = outcomes(report, 1)
+    assert seen.get("MID-C-03/prompt-twice") == {"warn"}, (seen, output)
+    assert "fail" not in seen.get("MID-C-03", set()), (seen, output)
+    row = next(r for r in report["results"] if r["requirement"] == "MID-C-03/prompt-twice")
+    assert "joined in one message" in row["message"], row
+    assert code == 0, output

@@ -113,7 +113,8 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
         if not v2 and _prompt_twice(reducer, e, places, mine, shown):
             issues.append(Issue(
                 "MID-C-03/prompt-twice", f"the prompt is shown twice: the client's own copy and "
-                f"the agent's live echo of it (the {e.label()})", tuple(e.entries[:3]),
+                f"the agent's live echo of it (the {e.label()})"
+                f"{', joined in one message' if len(places) == 1 else ''}", tuple(e.entries[:3]),
                 expected=e.text(), actual=_shown_text(shown, places)))
             continue
         missing = [b for b in e.blocks if b.text not in mine
@@ -195,13 +196,19 @@ def compare(reducer: Reducer, expected: list[Expected], shown: list[Shown], *, p
 def _prompt_twice(reducer: Reducer, e: Expected, places: list[int],
                   where: dict[str, list[tuple[int, int]]], shown: list[Shown]) -> bool:
     """A v1 live echo of the prompt (a user message whose text is the prompt's) shown
-    beside the client's own copy of the prompt: two user messages, each the whole prompt
-    (catalogue Part C, C-7: the client reconciles the two; showing both is a warning)."""
-    text = e.text()
-    return (e.kind == "user" and text in reducer.prompts and len(places) == 2
+    beside the client's own copy of the prompt (catalogue Part C, C-7: the client
+    reconciles the two; showing both is a warning, however it lays them out): the
+    prompt twice in all, in user messages that hold nothing else, as two messages or
+    joined in one ("...answer.Echo my prompt, then answer.")."""
+    text = e.text().strip()
+    if not (text and e.kind == "user" and e.text() in reducer.prompts
+            and 1 <= len(places) <= 2
             and all(len(where.get(b.text, ())) == 2 for b in e.blocks)
-            and all(shown[j].role == "user" and shown[j].text.strip() == text.strip()
-                    for j in places))
+            and all(shown[j].role == "user" for j in places)):
+        return False
+    texts = [shown[j].text for j in places]
+    return (sum(t.count(text) for t in texts) == 2
+            and all(t.strip() and not t.replace(text, "").strip() for t in texts))
 
 
 def _shown_text(shown: list[Shown], places: list[int]) -> Any:
