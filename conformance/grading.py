@@ -5,8 +5,9 @@ it ended (its :class:`Ending`); :func:`grade_recorded` grades the entries from t
 alone: one transcript (agent, client), or two (a proxy case: its client side, whose
 header this is, and its agent side). The live run (``lifecycle.play_case``, the proxy
 runner), ``acp-conformance check``, ``replay``, the pytest plugin's ``acp_session`` and
-both fuzzers call it, so each road folds the consequences of a client's fault and
-applies the case file's exclusions alike. :func:`grade_entries` is the same grading for
+both fuzzers call it, so each road folds the consequences of a client's fault (and of
+an agent's fault that other rules see again, :mod:`conformance.faultfold`) and applies
+the case file's exclusions alike. :func:`grade_entries` is the same grading for
 entries with no header yet (a scope made of options, for the fuzzers' invariants).
 
 Pure: it imports the checkers, the results and the transcript format, nothing of
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from conformance.faultfold import fold_faults
 from conformance.results import CaseResult, Finding, Outcome, Reason, RunResult, apply_strict
 from conformance.transcript import Entry
 
@@ -163,10 +165,17 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
                                   select=list(NEGOTIATION), role=scope.role)
                  if f.outcome not in dropped]
         return apply_strict(rows, strict)
+    entries = list(entries)
     found = grade(entries, protocol=protocol, options=options,
                   select=list(scope.rules) if scope.rules is not None else None,
                   role=scope.role, schema_dir=schema_dir)
-    found = _excluded(fold_consequences(found), scope.exclude)
+
+    def regrade(control: list[Entry], rules: list[str]) -> list[Finding]:
+        return grade(control, protocol=protocol, options=options, select=rules,
+                     role=scope.role, schema_dir=schema_dir)
+
+    found = fold_faults(fold_consequences(found), entries, role=scope.role, regrade=regrade)
+    found = _excluded(found, scope.exclude)
     if ending.cut:  # what a cut case never reached is cut, not merely untested
         found = [dataclasses.replace(f, reason=Reason.CUT)
                  if f.reason is Reason.NOT_TESTABLE else f for f in found]

@@ -7,6 +7,7 @@ once in the header and gets no column, rather than a not-applicable count in eve
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import defaultdict
 
@@ -142,14 +143,16 @@ def _failures(result: RunResult, rows: dict[str, dict[int, list[Finding]]],
             continue
         top = max(SEVERITY[f.outcome] for f in bad)
         bad = [f for f in bad if SEVERITY[f.outcome] == top]
-        first = bad[0]
+        first = next((f for f in bad if f.consequences), bad[0])  # one that lists them
         faults = sum(f.faults for f in bad)
         cases = list(dict.fromkeys(f.case for f in bad if f.case))
         seen = (f", seen in {len(cases)} case{'s' if len(cases) != 1 else ''}"
                 f" ({', '.join(cases[:3])}{', ...' if len(cases) > 3 else ''})" if cases else "")
         title = f"{req}: {first.outcome.value.upper()}, {faults} fault{'s' if faults != 1 else ''}"
         lines.append(_colour(colour, first.outcome, title) + seen)
-        lines.append(f"    {safe(first.shown_message)}")
+        # A fault's consequences each get a line of their own, never cut off with it.
+        lines.append(f"    {safe(dataclasses.replace(first, consequences=()).shown_message)}")
+        lines += [f"    then, as a consequence: {safe(c)}" for c in first.consequences]
         if first.expected is not None:
             lines.append(f"    expected:   {_value(first.expected)}")
         if first.actual is not None:
