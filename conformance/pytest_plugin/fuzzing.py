@@ -186,10 +186,60 @@ class AcpFuzz(pytest.Collector):
         items: list[pytest.Item] = []
         for protocol, test in zip(state.protocols, tests_of(state.campaign, state.protocols),
                                   strict=True):
-            item = pytest.Function.from_parent(self, name=test.__name__, callobj=test)
+            item = pytest.Function.from_parent(self, name=test.__name__,
+                                               callobj=timing_proof(test, state.campaign,
+                                                                    protocol))
             item.add_marker(f"acp_v{protocol}")
             items.append(item)
         return items
+
+
+#: What a run says when the target did not repeat a run the same way and broke no rule
+#: (the ``fuzz`` subcommand's note for the same situation).
+TIMING_NOTE = ("generation stopped early: the target did not repeat a run the same way "
+               "(its behaviour depends on timing), so Hypothesis could not replay what it "
+               "drew ({error}); no rule broke in the runs it played")
+
+
+def timing_proof(test: Any, campaign: Any, protocol: int) -> Any:
+    """``test``, whose Hypothesis errors about a run the target did not repeat the same
+    way (``Flaky``: "the second run stopped drawing earlier than the first run",
+    "inconsistent data generation", a failure that did not fail again) become what they
+    mean: the finding the campaign recorded for this version (shrunk and saved already),
+    or, when no rule broke, a skip that says why (never a pass, never Hypothesis'
+    traceback). HypoFuzz fuzzes the inner ``@given`` test (``test.hypothesis``, copied
+    by ``functools.wraps``) and handles flakiness its own way."""
+    import functools
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        __tracebackhide__ = True  # the finding is the report, not this frame
+        from hypothesis.errors import Flaky
+
+        try:
+            test(*args, **kwargs)
+        except Flaky as exc:
+            found = _finding_of(exc, campaign, protocol)
+            if found is not None:
+                raise found from None
+            pytest.skip(TIMING_NOTE.format(error=type(exc).__name__))
+
+    return run
+
+
+def _finding_of(exc: BaseException, campaign: Any, protocol: int) -> BaseException | None:
+    """The rule-broken error behind a flaky run: one the run raised (inside Hypothesis'
+    group), else the first rule the campaign handled for ``protocol`` in this process."""
+    from conformance.fuzz.campaign import CampaignFailure, failure_type
+
+    for inner in getattr(exc, "exceptions", ()) or ():
+        if isinstance(inner, CampaignFailure):
+            return inner
+    handled = [h for (_, p), h in sorted(campaign.handled.items()) if p == protocol]
+    if not handled:
+        return None
+    first = handled[0]
+    return failure_type(first.failure.requirement)(first, first.failure, campaign.masker)
 
 
 def collect(session: pytest.Session) -> list[pytest.Item]:
