@@ -99,6 +99,21 @@ def test_spawns_and_abandons_the_agent_double(tmp_path: Path) -> None:
     assert_contained(run, waited=0)  # ... including: the abandoned double is gone
 
 
+def test_a_double_still_starting_when_the_client_exits_is_recorded_and_ended(
+        tmp_path: Path) -> None:
+    """The cause of "the double never reported to the suite" on a busy machine: the client
+    exits before its double's Python has started. The double's start script notes its PID
+    first, so the suite waits (up to --timeout) for it to report, records it, then ends
+    it. Provoked deterministically: the double takes 2 s to start."""
+    run = run_client("abandons_slow_double", tmp_path, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    only(run, "MID-C-08/exit")
+    doubles = [e for e in run.harness_events("start")
+               if e["data"].get("pid_role") == "agent-double"]
+    assert doubles, "the double never reported to the suite"
+    assert_contained(run, waited=TIMEOUT)
+
+
 def test_fixture_table_lists_every_hostile_client() -> None:
     readme = Path(__file__).resolve().parents[1] / "fixtures" / "hostile" / "README.md"
     table = readme.read_text("utf-8")

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import stat
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,6 +29,7 @@ from conformance.cases import Case
 from conformance.checks import Options
 from conformance.client.profile import Profile
 from conformance.client.pty import ClientAborted, ClientCut, PtyClient, Template, check_cut
+from conformance.client.reaper import end_doubles
 from conformance.client.script import (
     TurnScript,
     build_control,
@@ -136,6 +135,9 @@ def absolute_paths(words: Sequence[str], cwd: str) -> list[str]:
     return out
 
 
+SPAWNED = "spawned"  # in a case's folder: the PID of every double the client started
+
+
 def double_command(directory: str, protocol: int, control: str) -> str:
     """A one-word agent command: a script that starts the double from any directory."""
     import conformance
@@ -144,8 +146,12 @@ def double_command(directory: str, protocol: int, control: str) -> str:
     code = ("import sys; sys.path.insert(0, " + repr(root) + "); "
             "from conformance.client.double import main; sys.exit(main())")
     path = os.path.join(directory, "acp-agent-double")
+    spawned = shlex.quote(os.path.join(directory, SPAWNED))
     with open(path, "w", encoding="utf-8") as fh:
+        # Each start notes its PID (exec keeps it) before Python starts, which can take
+        # seconds on a busy machine: the suite then knows of a double still starting.
         fh.write("#!/bin/sh\n"
+                 f"echo $$ >> {spawned}\n"
                  f"exec {shlex.quote(sys.executable)} -c {shlex.quote(code)} "
                  f"--protocol {protocol} --control {shlex.quote(control)} \"$@\"\n")
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
@@ -373,7 +379,8 @@ class ClientDrive:
         if self.client is not None:
             self.client.stop()
         if self.control is not None:
-            _end_doubles(self.control)
+            assert self.tmp is not None  # made with the control channel
+            end_doubles(self.control, os.path.join(self.tmp.name, SPAWNED), self.run.timeout)
             self.control.close()
         if self.tmp is not None:
             self.tmp.cleanup()
@@ -418,21 +425,6 @@ def _client_info(transcript: Transcript) -> dict[str, Any]:
                 return {"name": info.get("name"), "version": info.get("version"),
                         "protocol": params.get("protocolVersion")}
     return {}
-
-
-def _end_doubles(control: Any) -> None:
-    """Every double the client started is ended: wait for their reports to close, then kill."""
-    deadline = time.monotonic() + 2.0
-    while control.pids() and time.monotonic() < deadline:
-        control.next_event(max(0.0, deadline - time.monotonic()))
-    for pid in control.pids():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    deadline = time.monotonic() + 2.0
-    while control.pids() and time.monotonic() < deadline:
-        control.next_event(max(0.0, deadline - time.monotonic()))
 
 
 def reference_client(render: str = "cumulative") -> tuple[str, Profile]:
