@@ -87,6 +87,7 @@ class ClientRun:
     jobs: int = 1  # cases run at the same time (--jobs)
     deadline: float | None = None  # seconds the whole run may last (--deadline)
     keep_going: bool = False  # --keep-going: run every case even after a repeated fault
+    repeat: int = 1  # --repeat N: each case played N times (conformance.repetition)
     masker: Masker | None = None  # masks secrets where transcripts record them (None: off)
 
 

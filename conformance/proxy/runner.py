@@ -72,6 +72,7 @@ class ProxyRun:
     jobs: int = 1
     deadline: float | None = None
     keep_going: bool = False
+    repeat: int = 1  # --repeat N: each case played N times (conformance.repetition)
     model: Any = None  # a running ModelServer (--model-server) for the agent behind, or None
     model_script: Path | None = None
     masker: Any = None  # masks secrets where the transcripts record them (None: off)
