@@ -39,6 +39,7 @@ from conformance.masking import Masker
 from conformance.results import CaseResult, RunResult
 from conformance.transcript import Transcript
 from conformance.transport import owner_of_connection
+from conformance.transport.home import case_env
 
 __all__ = ["CUT_NOTE", "DEADLINE_NOTE", "AgentRun", "RunInterrupted", "Shortcut", "agent_plan",
            "agent_suite", "not_run", "run_agent_case", "run_agent_suite",
@@ -147,6 +148,9 @@ class AgentDrive:
             command = [a.replace(run.model.url, url) for a in command]
             env = {k: v.replace(run.model.url, url) for k, v in env.items()}
         self.cwd = tempfile.TemporaryDirectory(prefix="acp-conformance-")
+        # the case's own HOME, XDG folders and TMPDIR: cases at once cannot race each other
+        self.home = tempfile.TemporaryDirectory(prefix="acp-home-")
+        env = case_env(env, self.home.name)
         self.driver = StepDriver(command, transcript, protocol=protocol, timeout=run.timeout,
                                    cwd=self.cwd.name, env=env, turn_timeout=run.turn_timeout,
                                    cutoff=cutoff)
@@ -159,6 +163,7 @@ class AgentDrive:
         self.stderr = stop_driver(self.driver, self.transcript, hurry, self.run.model,
                                   self.name, self.run.jobs)
         self.cwd.cleanup()
+        self.home.cleanup()
 
     def conn(self) -> int:
         return self.driver.conn

@@ -48,6 +48,7 @@ from conformance.proxy.grading import ROLE, proxy_scope
 from conformance.proxy.sides import agent_side
 from conformance.results import CaseResult, RunResult
 from conformance.transcript import Transcript
+from conformance.transport.home import case_env
 
 
 class ProxySetupError(Exception):
@@ -234,6 +235,7 @@ class ProxyDrive:
         argv = [w.replace("{agent}", agent_cmd) for w in proxy_template(run.proxy)]
         workdir = os.path.join(tmp, "work")
         os.mkdir(workdir)
+        env = case_env(env, os.path.join(tmp, "env"))  # its own HOME, XDG folders, TMPDIR
         front = int(transcript.header["protocol"])
         self.driver = StepDriver(argv, transcript, protocol=front, timeout=run.timeout,
                                  cwd=workdir, env=env, turn_timeout=run.turn_timeout,

@@ -98,8 +98,8 @@ def _statement(st: Statement, verdict: str) -> str:
          + (f" (schemas {esc(st.graded_against['schema_versions'])})"
             if st.graded_against.get("schema_versions") else "")),
         ("Date", esc(st.date or "not recorded")),
-        ("Repetitions", esc(st.repetitions, 300)
-         + "".join(f"<br>{esc(u, 300)}" for u in st.unstable)),
+        *([("Repetitions", esc(st.repetitions, 300)
+            + "".join(f"<br>{esc(u, 300)}" for u in st.unstable))] if st.repeat > 1 else []),
         ("MUST", _badge(Outcome.PASS if st.must_passed else Outcome.FAIL,
                         "pass" if st.must_passed else "fail") + " "
          + (esc(st.partial) + "; " if st.partial and st.must_passed else "")

@@ -87,7 +87,7 @@ def certification_statement(st: Statement) -> str:
           for p in st.protocols),
         f"| SHOULD requirements | {st.summary(st.should)} |",
         f"| Date | {md(st.date) if st.date else 'not recorded'} |",
-        f"| Repetitions | {md(st.repetitions, 300)} |",
+        *([f"| Repetitions | {md(st.repetitions, 300)} |"] if st.repeat > 1 else []),
         "",
         ("MUST passes only when no MUST requirement fails. A requirement that could not be "
          "exercised is listed as *not testable*, one no selected case graded as *not run*, "
