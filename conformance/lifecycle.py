@@ -23,6 +23,7 @@ the grading package only inside functions, so a driver that imports it stays lig
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import signal
 import time
@@ -45,6 +46,7 @@ from conformance.grading import (
 )
 from conformance.masking import Masker
 from conformance.results import CaseResult, Finding, Outcome, Reason
+from conformance.timers import late_notes
 from conformance.transcript import Transcript
 
 if TYPE_CHECKING:
@@ -212,6 +214,10 @@ def play_case(case: Any, protocol: int, role: str, drive: Drive, transcript: Tra
     except BaseException:  # a bug of ours, or an unhandled interrupt: keep the evidence
         save(transcripts, transcript, name)
         raise
+    late = late_notes(transcript.header, transcript.entries)  # output past a clock: said
+    if late and ending.reason is None:
+        ending = dataclasses.replace(ending, note="; ".join([*filter(None, [ending.note]),
+                                                              *late]))
     ended(cr, ending)
     transcript.header["ended"] = ending.to_json()
     cr.findings = [f.with_case(name) for f in grade_recorded(

@@ -132,6 +132,9 @@ class Finding:
     # --repeat N: the rule's outcome differed between the case's repetitions (None: it did
     # not, or the case was played once)
     repeats: Repeats | None = None
+    # the clock-ended wait the finding rests on, and the option that lengthens it
+    # (conformance.timers); "" when it rests on none
+    timer: str = ""
 
     @property
     def base_requirement(self) -> str:
@@ -147,6 +150,8 @@ class Finding:
             text += "; then, as a consequence: " + "; ".join(self.consequences)
         if self.repeats is not None:
             text += f" [unstable: {self.repeats.text}]"
+        if self.timer:
+            text += f" [timer: {self.timer}]"
         return text
 
     def with_case(self, case: str) -> Finding:
@@ -182,6 +187,8 @@ class Finding:
             out["faults"] = self.faults
         if self.repeats is not None:
             out["repeats"] = self.repeats.to_json()
+        if self.timer:
+            out["timer"] = self.timer
         return out
 
 

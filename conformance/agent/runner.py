@@ -65,6 +65,7 @@ class AgentRun:
     deadline: float | None = None  # seconds the whole run may last (--deadline)
     keep_going: bool = False  # --keep-going: run every case even after a repeated fault
     repeat: int = 1  # --repeat N: each case played N times (conformance.repetition)
+    grace: float | None = None  # --grace: MID-A-09's grace window (None: the driver's 0.25 s)
     masker: Masker | None = None  # masks secrets where transcripts record them (None: off)
 
 
@@ -153,7 +154,7 @@ class AgentDrive:
         env = case_env(env, self.home.name)
         self.driver = StepDriver(command, transcript, protocol=protocol, timeout=run.timeout,
                                    cwd=self.cwd.name, env=env, turn_timeout=run.turn_timeout,
-                                   cutoff=cutoff)
+                                   cutoff=cutoff, grace=run.grace)
         self.stderr = ""
 
     def drive(self) -> None:

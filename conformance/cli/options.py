@@ -320,7 +320,7 @@ def check_run_options(ns: argparse.Namespace) -> None:
     """Options a run would trip over only at its end: refused before anything starts."""
     import math
 
-    for opt in ("timeout", "turn_timeout", "deadline"):
+    for opt in ("timeout", "turn_timeout", "deadline", "grace"):
         value = getattr(ns, opt, None)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(f"--{opt.replace('_', '-')} must be a positive number of seconds")

@@ -65,6 +65,11 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
     t.add_argument("--turn-timeout", type=float, default=None, metavar="SECONDS",
                    help="longest any single wait may last even while the target keeps "
                         "writing, e.g. a stream that never ends (default: 6 x --timeout)")
+    t.add_argument("--grace", type=float, default=None, metavar="SECONDS",
+                   help="silence that closes a cancelled turn, a replay or a retry before the "
+                        "next step (default 0.25): what the target writes later is read as "
+                        "the next step's; a finding that rests on it says so (lengthen it on "
+                        "a slow machine)")
     t.add_argument("-j", "--jobs", type=parse_jobs, default="auto", metavar="N",
                    help="cases run at the same time (default auto: the number of cores; "
                         "-j 1 runs them one after another); the reports do not depend on it")
@@ -133,7 +138,7 @@ def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str,
                            progress=progress if progress.enabled else None,
                            model=model, model_script=getattr(ns, "model_script", None),
                            turn_timeout=ns.turn_timeout, handle_signals=True,
-                           jobs=ns.jobs, repeat=ns.repeat,
+                           jobs=ns.jobs, repeat=ns.repeat, grace=ns.grace,
                            deadline=ns.deadline, keep_going=ns.keep_going, masker=masker)
             result = run_agent_suite(run, cases, label, all_cases, lambda: announce_out(ns))
         except RunInterrupted as exc:
@@ -272,7 +277,7 @@ def cmd_proxy(ns: argparse.Namespace) -> int:
                    env=env, progress=progress if progress.enabled else None,
                    turn_timeout=ns.turn_timeout, handle_signals=True, jobs=ns.jobs,
                    deadline=ns.deadline, keep_going=ns.keep_going, masker=masker,
-                   repeat=ns.repeat)
+                   repeat=ns.repeat, grace=ns.grace)
     try:
         proxy_template(ns.proxy)  # a command without {agent}: one error line, nothing more
         results = run_proxy_suite(run, cases, ns.proxy, all_cases, lambda: announce_out(ns))

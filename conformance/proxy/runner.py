@@ -74,6 +74,7 @@ class ProxyRun:
     deadline: float | None = None
     keep_going: bool = False
     repeat: int = 1  # --repeat N: each case played N times (conformance.repetition)
+    grace: float | None = None  # --grace: MID-A-09's grace window (None: the driver's 0.25 s)
     model: Any = None  # a running ModelServer (--model-server) for the agent behind, or None
     model_script: Path | None = None
     masker: Any = None  # masks secrets where the transcripts record them (None: off)
@@ -239,7 +240,7 @@ class ProxyDrive:
         front = int(transcript.header["protocol"])
         self.driver = StepDriver(argv, transcript, protocol=front, timeout=run.timeout,
                                  cwd=workdir, env=env, turn_timeout=run.turn_timeout,
-                                 cutoff=cutoff)
+                                 cutoff=cutoff, grace=run.grace)
         # A declared v2-to-v1 adapter passes on what v1 cannot express (MID-V2-10 grades it).
         self.driver.check_spoken_version = not run.adapts
         self.stderr = ""

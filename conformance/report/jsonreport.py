@@ -155,7 +155,8 @@ def case_from_json(d: dict[str, Any], results: list[dict[str, Any]]) -> CaseResu
                                    tuple(str(x) for x in r.get("consequences") or ()),
                                    ev.get("transcript") or None,
                                    tuple(str(x) for x in ev.get("lines") or ()),
-                                   Repeats.from_json(r.get("repeats"))))
+                                   Repeats.from_json(r.get("repeats")),
+                                   str(r.get("timer") or "")))
     return cr
 
 
