@@ -38,7 +38,15 @@ from typing import Any, Protocol
 from conformance import __version__
 from conformance.cases import Case
 from conformance.grading import Scope, conclude
-from conformance.lifecycle import DEADLINE_NOTE, Cutoff, Ending, new_transcript, not_run, save
+from conformance.lifecycle import (
+    DEADLINE_NOTE,
+    REPETITION,
+    Cutoff,
+    Ending,
+    new_transcript,
+    not_run,
+    save,
+)
 from conformance.masking import Masker
 from conformance.results import CaseResult, Reason, RunResult
 from conformance.usage import UsageError
@@ -243,24 +251,19 @@ class Engine:
         """Play one case ``repeat`` times (once without ``--repeat``), as one result. A
         repetition that did not run to its end (cut, not playable) ends the repeating: what
         it recorded is reported, and a later one would only repeat it."""
-        from conformance.repetition import merge_runs, run_name
+        from conformance.repetition import merge_runs
 
         runs: list[CaseResult] = []
         for k in range(1, self.repeat + 1):
-            cr = self.suite.play(protocol, case, signals, cutoff)
-            if self.repeat > 1 and cr.transcript_path:  # aside, so the next cannot overwrite it
-                path = cr.transcript_path
-                moved = run_name(path, k) if k > 1 else path + ".run-1"
-                Path(cr.transcript_path).replace(moved)
-                cr.transcript_path = moved
+            token = REPETITION.set(k)  # its transcripts: NAME.jsonl, NAME.run-2.jsonl, ...
+            try:
+                cr = self.suite.play(protocol, case, signals, cutoff)
+            finally:
+                REPETITION.reset(token)
             runs.append(cr)
             if cr.cut or cr.reason is not None or cutoff.reason() or (
                     signals is not None and signals.signum):
                 break
-        first = runs[0].transcript_path
-        if first and first.endswith(".run-1"):  # the first keeps the case's own name
-            Path(first).replace(first[: -len(".run-1")])
-            runs[0].transcript_path = first[: -len(".run-1")]
         return merge_runs(runs)
 
     # -- a whole plan (the command line) ---------------------------------------------

@@ -6,7 +6,8 @@ in 2 of 5 runs, passes in 3", with one transcript of each outcome). A fault seen
 any repetition is still a fault: each rule is reported from the first repetition in
 which it came out worst, so the merged result is never greener than its worst run.
 A rule that came out the same in every repetition is reported from the first of them,
-as a single run reports it.
+as a single run reports it. The k-th repetition's transcripts are named ``NAME.run-K.jsonl``
+(:func:`conformance.lifecycle.file_stem`); the first keeps the case's own name.
 """
 
 from __future__ import annotations
@@ -16,17 +17,7 @@ from collections.abc import Sequence
 
 from conformance.results import SEVERITY, CaseResult, Outcome, Repeats, worst
 
-__all__ = ["merge_runs", "run_name"]
-
-
-def run_name(path: str, k: int) -> str:
-    """The transcript path of repetition ``k`` (1-based): the first keeps the case's own
-    name, so a run of one and the first of N name the same file; the k-th is
-    ``NAME.run-K.jsonl``."""
-    if k <= 1:
-        return path
-    stem, dot, ext = path.rpartition(".")
-    return f"{stem}.run-{k}.{ext}" if dot else f"{path}.run-{k}"
+__all__ = ["merge_runs"]
 
 
 def _rule_outcomes(cr: CaseResult) -> dict[str, Outcome]:

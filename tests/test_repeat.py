@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from conftest import REPO_ROOT, cli_env, run_cli
 
-from conformance.repetition import merge_runs, run_name
+from conformance.lifecycle import REPETITION, file_stem
+from conformance.repetition import merge_runs
 from conformance.results import CaseResult, Finding, Outcome, Reason
 
 pytest_plugins = ["pytester"]
@@ -183,5 +184,27 @@ def test_merge_of_a_cut_run_says_it_was_cut() -> None:
 
 
 def test_run_names() -> None:
-    assert run_name("t/x@v1.jsonl", 1) == "t/x@v1.jsonl"
-    assert run_name("t/x@v1.jsonl", 3) == "t/x@v1.run-3.jsonl"
+    assert file_stem("x@v1") == "x@v1"
+    token = REPETITION.set(3)
+    try:
+        assert file_stem("x@v1") == "x@v1.run-3"
+        assert file_stem("x@v1.agent-side") == "x@v1.agent-side.run-3"
+    finally:
+        REPETITION.reset(token)
+
+
+def test_a_proxy_repetition_keeps_both_sides(tmp_path: Path) -> None:
+    """Each repetition of a proxy case keeps its client side and its agent side, and the
+    client side names its own agent side: ``check`` grades each repetition whole."""
+    proxy = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'proxies' / 'transparent.py'} {{agent}}"
+    t = tmp_path / "t"
+    proc = run_cli("--proxy", proxy, "--case", "proxy-grouping", "--protocol", "2",
+                   "--repeat", "2", "--transcripts", str(t), "--no-color")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in t.glob("*.jsonl")) == [
+        "proxy-grouping@v2.agent-side.jsonl", "proxy-grouping@v2.agent-side.run-2.jsonl",
+        "proxy-grouping@v2.jsonl", "proxy-grouping@v2.run-2.jsonl"]
+    header = json.loads((t / "proxy-grouping@v2.run-2.jsonl").read_text().split("\n", 1)[0])
+    assert header["agent_side"] == "proxy-grouping@v2.agent-side.run-2.jsonl"
+    again = run_cli("check", str(t / "proxy-grouping@v2.run-2.jsonl"))
+    assert again.returncode == 0, again.stdout + again.stderr

@@ -39,6 +39,7 @@ from conformance.lifecycle import (
     case_scope,
     drive_case,
     ended,
+    file_stem,
     grade_recorded,
     new_transcript,
     safe_name,
@@ -275,7 +276,7 @@ def run_proxy_case(run: ProxyRun, case: Case, protocol: int, *, signals: Any = N
     transcript = new_transcript(ROLE, front, scope, run.proxy, name, REQUIREMENTS, run.masker)
     side = {"agent_protocol": protocol, "adapter": run.adapts}
     transcript.header.update(side, side="client",
-                             agent_side=f"{safe_name(name + AGENT_SIDE)}.jsonl")
+                             agent_side=f"{file_stem(name + AGENT_SIDE)}.jsonl")
     with tempfile.TemporaryDirectory(prefix="acp-px-") as tmp:
         drive = ProxyDrive(run, case, protocol, transcript, cutoff, tmp)
         played: Ending | None = None
@@ -285,7 +286,7 @@ def run_proxy_case(run: ProxyRun, case: Case, protocol: int, *, signals: Any = N
             agent_t = agent_side(drive.log, {
                 "role": ROLE, "protocol": protocol, "profile": scope.profile, "case": name,
                 "target": " ".join(drive.inner) if run.agent else "(the suite's agent double)",
-                **side, "side": "agent", "client_side": f"{safe_name(name)}.jsonl"}, run.masker)
+                **side, "side": "agent", "client_side": f"{file_stem(name)}.jsonl"}, run.masker)
             if played is None:
                 save(run.transcripts, transcript, name)
                 save(run.transcripts, agent_t, name + AGENT_SIDE)
