@@ -13,7 +13,11 @@ owns the rest, once for all of them:
 * the run's deadline (``--deadline``) and SIGINT/SIGTERM: the case in progress is cut
   and graded, the rest are not run (:class:`RunInterrupted` carries what was graded);
 * the target's info, and the conclusion (:func:`conformance.grading.conclude`): a
-  version in which no case ran to its end fails the run.
+  version in which no case ran to its end fails the run;
+* ``--repeat N``: each case played N times in a row (its transcripts kept as
+  ``NAME.jsonl``, ``NAME.run-2.jsonl``, ...) and read as one result
+  (:func:`conformance.repetition.merge_runs`), so every shell reports a rule that came
+  out differently between repetitions the same way.
 
 The command line runs a whole plan (:func:`run_suite`, serially or with ``--jobs``);
 the pytest plugin runs it one item at a time (:meth:`Engine.result_at`) and reports
@@ -34,7 +38,15 @@ from typing import Any, Protocol
 from conformance import __version__
 from conformance.cases import Case
 from conformance.grading import Scope, conclude
-from conformance.lifecycle import DEADLINE_NOTE, Cutoff, Ending, new_transcript, not_run, save
+from conformance.lifecycle import (
+    DEADLINE_NOTE,
+    REPETITION,
+    Cutoff,
+    Ending,
+    new_transcript,
+    not_run,
+    save,
+)
 from conformance.masking import Masker
 from conformance.results import CaseResult, Reason, RunResult
 from conformance.usage import UsageError
@@ -177,6 +189,7 @@ class Settings(Protocol):
     jobs: int
     deadline: float | None
     keep_going: bool
+    # repeat: int  (--repeat N; read with getattr, default 1: a role's settings may lack it)
 
 
 def check_plan(suite: Suite, protocols: Sequence[int]) -> None:
@@ -207,6 +220,8 @@ class Engine:
         self.run_cut = Cutoff(time.monotonic() + run.deadline if run.deadline else None)
         self.done: dict[int, CaseResult] = {}  # plan index -> result (one item at a time)
         self.wanted: set[int] | None = None  # the plan indices a shell will ask for (None: all)
+        self.repeat = max(1, int(getattr(run, "repeat", 1) or 1))
+        self.result.repeat = self.repeat
 
     # -- one case ------------------------------------------------------------------
 
@@ -228,8 +243,28 @@ class Engine:
         if cr is None:
             if self.run.progress:
                 self.run.progress(i, len(self.suite.plan), f"{case.id} v{protocol}")
-            cr = self.suite.play(protocol, case, signals, Cutoff(parent=self.run_cut))
+            cr = self.play(protocol, case, signals, Cutoff(parent=self.run_cut))
         return cr
+
+    def play(self, protocol: int, case: Case, signals: Signals | None,
+             cutoff: Cutoff) -> CaseResult:
+        """Play one case ``repeat`` times (once without ``--repeat``), as one result. A
+        repetition that did not run to its end (cut, not playable) ends the repeating: what
+        it recorded is reported, and a later one would only repeat it."""
+        from conformance.repetition import merge_runs
+
+        runs: list[CaseResult] = []
+        for k in range(1, self.repeat + 1):
+            token = REPETITION.set(k)  # its transcripts: NAME.jsonl, NAME.run-2.jsonl, ...
+            try:
+                cr = self.suite.play(protocol, case, signals, cutoff)
+            finally:
+                REPETITION.reset(token)
+            runs.append(cr)
+            if cr.cut or cr.reason is not None or cutoff.reason() or (
+                    signals is not None and signals.signum):
+                break
+        return merge_runs(runs)
 
     # -- a whole plan (the command line) ---------------------------------------------
 
@@ -247,7 +282,7 @@ class Engine:
             else:
                 from conformance.parallel import play_concurrently
 
-                play_concurrently(self.result, plan, self.suite.play, jobs=run.jobs,
+                play_concurrently(self.result, plan, self.play, jobs=run.jobs,
                                   signals=signals, run_cut=self.run_cut,
                                   progress=run.progress, not_run=self.not_run,
                                   record=self.record)

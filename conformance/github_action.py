@@ -120,7 +120,7 @@ def suite_arguments(env: Mapping[str, str], out: Path) -> list[str]:
     if profile:
         argv += ["--client-profile", profile]
     argv += ["--protocol", _input(env, "protocol", "both")]
-    for name in ("profile", "baseline", "jobs"):  # forwarded only when given
+    for name in ("profile", "baseline", "jobs", "repeat"):  # forwarded only when given
         if _input(env, name):
             argv += [f"--{name}", _input(env, name)]
     if _flag(env, "model-server"):

@@ -143,14 +143,17 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
     header's (``check --protocol``); ``options`` the grading options the scope records
     (a caller that holds them already: the fuzzers)."""
     from conformance.checks import grade
+    from conformance.timers import annotate  # the clock-ended waits a finding rests on
 
+    entries = list(entries)
     scope = Scope.from_header(header)
     ending = Ending.from_header(header)
     strict = strict or scope.strict
     options = options or scope.options()
     if scope.role == PROXY_ROLE:
-        return apply_strict(_grade_proxy(header, scope, ending, entries, agent_side or (),
-                                         protocol, schema_dir, options), strict)
+        return apply_strict(annotate(_grade_proxy(header, scope, ending, entries,
+                                                  agent_side or (), protocol, schema_dir,
+                                                  options), header, entries), strict)
     protocol = int(header.get("protocol", 1)) if protocol is None else protocol
     if ending.reason is not None:  # the case was not played: its rules say why
         requirements = [str(r) for r in header.get("requirements") or []]
@@ -179,7 +182,7 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
     if ending.cut:  # what a cut case never reached is cut, not merely untested
         found = [dataclasses.replace(f, reason=Reason.CUT)
                  if f.reason is Reason.NOT_TESTABLE else f for f in found]
-    return apply_strict(found, strict)
+    return apply_strict(annotate(found, header, entries), strict)
 
 
 def grade_entries(entries: Iterable[Entry], *, protocol: int, options: Options | None = None,

@@ -23,6 +23,8 @@ the grading package only inside functions, so a driver that imports it stays lig
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import re
 import signal
 import time
@@ -45,6 +47,7 @@ from conformance.grading import (
 )
 from conformance.masking import Masker
 from conformance.results import CaseResult, Finding, Outcome, Reason
+from conformance.timers import late_notes
 from conformance.transcript import Transcript
 
 if TYPE_CHECKING:
@@ -212,6 +215,10 @@ def play_case(case: Any, protocol: int, role: str, drive: Drive, transcript: Tra
     except BaseException:  # a bug of ours, or an unhandled interrupt: keep the evidence
         save(transcripts, transcript, name)
         raise
+    late = late_notes(transcript.header, transcript.entries)  # output past a clock: said
+    if late and ending.reason is None:
+        ending = dataclasses.replace(ending, note="; ".join([*filter(None, [ending.note]),
+                                                              *late]))
     ended(cr, ending)
     transcript.header["ended"] = ending.to_json()
     cr.findings = [f.with_case(name) for f in grade_recorded(
@@ -224,9 +231,21 @@ def save(directory: Path | None, transcript: Transcript, name: str) -> str | Non
     """Write a case's transcript (atomically) into ``directory``, when there is one."""
     if directory is None:
         return None
-    path = Path(directory) / f"{safe_name(name)}.jsonl"
+    path = Path(directory) / f"{file_stem(name)}.jsonl"
     transcript.save(path)
     return str(path)
+
+
+#: ``--repeat``: which repetition of its case this thread plays (1: the first, or the only)
+REPETITION: contextvars.ContextVar[int] = contextvars.ContextVar("repetition", default=1)
+
+
+def file_stem(name: str) -> str:
+    """The file name, less ``.jsonl``, of a transcript named ``name``: the k-th repetition of
+    a case (``--repeat``, see :data:`REPETITION`) adds ``.run-K``; the first keeps the
+    case's own name, as a run of one does."""
+    k = REPETITION.get()
+    return safe_name(name) + (f".run-{k}" if k > 1 else "")
 
 
 def safe_name(name: str) -> str:
@@ -250,4 +269,4 @@ __all__ = ["CONSEQUENCE_RULES", "CRASH_RULE", "CUT_NOTE", "DEADLINE_NOTE", "DEFA
            "NEGOTIATION", "CaseAborted", "CaseCut", "CaseNotPlayable", "CaseStop", "Drive",
            "Ending", "Scope", "case_scope", "conclude", "drive_case", "ended",
            "fold_consequences", "grade_recorded", "new_transcript", "not_run", "play_case",
-           "safe_name", "save", "shown_note"]
+           "safe_name", "save", "shown_note", "REPETITION", "file_stem"]

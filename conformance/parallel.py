@@ -41,8 +41,9 @@ class _Slot:
         self.dropped = True
         if self.cutoff is not None and not self.done:
             self.cutoff.cut(NOT_NEEDED)
-        if self.result is not None and self.result.transcript_path:
-            Path(self.result.transcript_path).unlink(missing_ok=True)
+        if self.result is not None:  # its transcript, and each repetition's (--repeat)
+            for path in {self.result.transcript_path, *self.result.runs} - {None}:
+                Path(str(path)).unlink(missing_ok=True)
 
     @property
     def label(self) -> str:

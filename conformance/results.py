@@ -53,6 +53,55 @@ SEVERITY: dict[Outcome, int] = {
 }
 
 
+_VERBS = {"fail": "fails", "warn": "warns", "info": "gives info", "pass": "passes",
+          "not_applicable": "is not graded"}
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """How a rule came out over the repetitions of its case (``--repeat N``), on the rows of
+    a rule whose outcome differed between them: a race in the target, told from a steady
+    fault. ``outcomes`` counts the repetitions by the rule's outcome in each (worst first);
+    ``transcripts`` names one repetition's transcript for each outcome (None: not kept)."""
+
+    runs: int
+    outcomes: tuple[tuple[str, int], ...]
+    transcripts: tuple[tuple[str, str | None], ...] = ()
+
+    def count(self, outcome: Outcome | str) -> int:
+        return dict(self.outcomes).get(str(outcome), 0)
+
+    def transcript(self, outcome: Outcome | str) -> str | None:
+        return dict(self.transcripts).get(str(outcome))
+
+    @property
+    def text(self) -> str:
+        """"fails in 2 of 5 runs, passes in 3"."""
+        (first, n), *rest = self.outcomes
+        head = f"{_VERBS.get(first, first)} in {n} of {self.runs} runs"
+        return ", ".join([head] + [f"{_VERBS.get(o, o)} in {k}" for o, k in rest])
+
+    def kept(self) -> list[tuple[str, str]]:
+        """("fails", PATH), ("passes", PATH): a kept transcript of each outcome."""
+        return [(_VERBS.get(o, o), p) for o, p in self.transcripts if p]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": self.runs, "outcomes": dict(self.outcomes),
+                "transcripts": {o: p for o, p in self.transcripts}}
+
+    @classmethod
+    def from_json(cls, d: Any) -> Repeats | None:
+        if not isinstance(d, dict) or not d.get("outcomes"):
+            return None
+        return cls(int(d.get("runs", 0)),
+                   tuple((str(o), int(n)) for o, n in dict(d["outcomes"]).items()),
+                   tuple((str(o), None if p is None else str(p))
+                         for o, p in dict(d.get("transcripts") or {}).items()))
+
+    def without_paths(self) -> Repeats:
+        return dataclasses.replace(self, transcripts=())
+
+
 @dataclass(frozen=True)
 class Finding:
     """One graded observation about one requirement (or sub-rule).
@@ -80,6 +129,12 @@ class Finding:
     # transcript and the wire lines of ``entries``, the ones the finding points at marked
     transcript: str | None = None
     wire: tuple[str, ...] = ()
+    # --repeat N: the rule's outcome differed between the case's repetitions (None: it did
+    # not, or the case was played once)
+    repeats: Repeats | None = None
+    # the clock-ended wait the finding rests on, and the option that lengthens it
+    # (conformance.timers); "" when it rests on none
+    timer: str = ""
 
     @property
     def base_requirement(self) -> str:
@@ -93,6 +148,10 @@ class Finding:
             text = f"{text} (x {self.occurrences} occurrences)"
         if self.consequences:
             text += "; then, as a consequence: " + "; ".join(self.consequences)
+        if self.repeats is not None:
+            text += f" [unstable: {self.repeats.text}]"
+        if self.timer:
+            text += f" [timer: {self.timer}]"
         return text
 
     def with_case(self, case: str) -> Finding:
@@ -126,6 +185,10 @@ class Finding:
             out["occurrences"] = self.occurrences
         if self.faults > 1:
             out["faults"] = self.faults
+        if self.repeats is not None:
+            out["repeats"] = self.repeats.to_json()
+        if self.timer:
+            out["timer"] = self.timer
         return out
 
 
@@ -163,6 +226,8 @@ class CaseResult:
     reason: Reason | None = None  # why the case was not graded (not run, a version, ...) or cut
     cut: str = ""  # what cut the case ("deadline", "SIGINT"), "" when nothing did
     aborted: bool = False  # a target fault ended it early (graded on what was recorded)
+    # --repeat N: the transcript of each repetition played, in order (None: not kept)
+    runs: list[str | None] = field(default_factory=list)
 
     @property
     def completed(self) -> bool:
@@ -190,6 +255,11 @@ class RunResult:
     unfinished: dict[int, str] = field(default_factory=dict)
     catalogue: str = ""  # the register's revision it was graded against ("": this version's)
     fuzz: dict[str, Any] = field(default_factory=dict)  # a fuzz run: runs, seconds, workers, ...
+    repeat: int = 1  # --repeat N: how many times each case was played
+
+    def unstable(self) -> list[Finding]:
+        """The rows of rules whose outcome differed between a case's repetitions."""
+        return [f for f in self.all_findings() if f.repeats is not None]
 
     def all_findings(self) -> list[Finding]:
         return [f for c in self.cases for f in c.findings]

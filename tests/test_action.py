@@ -405,6 +405,9 @@ def test_jobs_and_model_server_are_forwarded_only_when_given(tmp_path: Path) -> 
                                  INPUT_PROFILE="acp-repo-2026-08-22",
                                  INPUT_ARGS="--strict --json elsewhere.json"), tmp_path)
     assert given[given.index("--jobs") + 1] == "4" and "--model-server" in given
+    assert "--repeat" not in plain
+    repeated = suite_arguments(dict(env, INPUT_REPEAT="3"), tmp_path)
+    assert repeated[repeated.index("--repeat") + 1] == "3"
     assert given[given.index("--profile") + 1] == "acp-repo-2026-08-22"
     # the action's own report paths come last, so they win over the same option in args
     assert given[len(given) - 1 - given[::-1].index("--json") + 1] == str(

@@ -27,6 +27,7 @@ from conformance import TOOL_NAME, __version__, model
 from conformance.lifecycle import CaseAborted, CaseCut, CaseNotPlayable, Cutoff
 from conformance.profiles import PROFILES
 from conformance.results import Reason
+from conformance.timers import record as record_timer
 from conformance.transcript import Entry, Transcript
 from conformance.transport import DEFAULT_GRACE, TargetExited, TargetProcess, TargetTimeout
 
@@ -125,8 +126,10 @@ class ClientDriver:
 
     def __init__(self, argv: Sequence[str], transcript: Transcript, *, protocol: int,
                  timeout: float, cwd: str, env: Mapping[str, str] | None = None,
-                 turn_timeout: float | None = None, cutoff: Cutoff | None = None) -> None:
+                 turn_timeout: float | None = None, cutoff: Cutoff | None = None,
+                 grace: float | None = None) -> None:
         self.argv = list(argv)
+        self.grace = grace if grace else GRACE  # MID-A-09's grace window (--grace)
         self.transcript = transcript
         self.protocol = protocol
         self.timeout = timeout  # longest silence in a wait
@@ -351,6 +354,8 @@ class ClientDriver:
                 if not state["agent_output"]:
                     self.note("cancel sent before any agent output",
                               {"after_seconds": CANCEL_SHARE * self.timeout})
+                    self._clock("cancel timer", CANCEL_SHARE * self.timeout, "--timeout",
+                                "half of --timeout: no agent output came to cancel at")
                 send_cancel()
             if rid in self.responses and not response:
                 response.append(self.responses[rid])
@@ -404,7 +409,7 @@ class ClientDriver:
         result = msg.get("result") if isinstance(msg, dict) else None
         if (self.check_spoken_version and self.protocol < 2 and isinstance(result, dict)
                 and "stopReason" not in result):
-            self.settle()  # a v2 turn goes on after its acceptance: do its updates follow?
+            self.settle(why="after a v1 prompt response without stopReason")  # v2 updates?
         if self.v2_update is not None and self.check_spoken_version:
             raise NegotiationFailed(f"the agent answered protocolVersion 1, then sent a v2 "
                                     f"{self.v2_update}")
@@ -418,12 +423,12 @@ class ClientDriver:
                 # Idle came, but not the echo of an ID a response named (an agent that
                 # queued the prompt echoes it when its turn starts): a grace window records
                 # a late echo before the next step.
-                self.settle()
+                self.settle(why="for a late echo of a prompt")
             flight.clear()
             self.idles = 0
             self.echoed.clear()
         if cancelling:
-            self.settle()
+            self.settle(why="after a cancelled turn")
         return error
 
     def retry_prompt(self) -> Any:
@@ -437,7 +442,7 @@ class ClientDriver:
                   waiting_for="the retried prompt's response")
         msg = self.responses.pop(rid).msg
         if not self.flight:
-            self.settle()  # what a retry inserts by mistake lands before the next step
+            self.settle(why="after a retried prompt")  # what it inserts lands before the next step
         return msg.get("error") if isinstance(msg, dict) and "error" in msg else None
 
     def _flight_update(self, entry: Entry, update: dict[str, Any]) -> None:
@@ -450,20 +455,24 @@ class ClientDriver:
             self.turn_running = False
             self.idles += 1
 
-    def settle(self, quiet: float = GRACE,
-               on_update: Callable[[Entry, dict[str, Any]], None] | None = None) -> None:
+    def settle(self, quiet: float | None = None,
+               on_update: Callable[[Entry, dict[str, Any]], None] | None = None,
+               why: str = "") -> None:
         """Catalogue MID-A-09: keep a short grace window after a cancelled turn.
 
-        Lines keep being handled until ``quiet`` seconds pass with none, so an
-        update the agent sends after its ``cancelled`` answer lands in that
-        turn's tail, not in the next turn.
+        Lines keep being handled until ``quiet`` seconds (``--grace``) pass with none, so
+        an update the agent sends after its ``cancelled`` answer lands in that turn's
+        tail, not in the next turn. The window ends on its clock: the transcript header
+        records it (conformance.timers), ``why`` saying what it closed.
         """
         assert self.proc is not None
+        quiet = self.grace if quiet is None else quiet
         deadline = time.monotonic() + self.turn_timeout  # an agent that never stops writing
         quiet_until = time.monotonic() + quiet
         while (now := time.monotonic()) < deadline:
             self._check_cut()
             if now >= quiet_until:
+                self._clock("grace window", quiet, "--grace", why, live=on_update is not None)
                 return
             try:
                 entry = self.proc.receive(min(quiet_until - now, CUT_POLL))
@@ -479,6 +488,12 @@ class ClientDriver:
             quiet_until = time.monotonic() + quiet
         self.note("grace window cut at --turn-timeout: the agent kept writing",
                   {"turn_timeout": self.turn_timeout})
+
+    def _clock(self, timer: str, seconds: float, option: str, why: str,
+               live: bool = False) -> None:
+        """A wait ended on its clock: the header says which, how long, and where."""
+        record_timer(self.transcript.header, timer, seconds, option, why,
+                     len(self.transcript.entries) - 1, live)
 
     def _check_cut(self) -> None:
         """Stop the case when its Cutoff says so (recorded, so grading knows why it ended)."""
@@ -496,7 +511,7 @@ class ClientDriver:
             raise NotTestable("the agent does not advertise loadSession", Reason.NO_CAPABILITY)
         self.request("session/load", {"sessionId": sid, "cwd": self.cwd, "mcpServers": []},
                      waiting_for="the session/load response")
-        self.settle()  # a replay that trails the response must not pass for the next turn
+        self.settle(why="after session/load")  # a replay that trails the response
 
     def resume(self, replay: str | None, *, while_streaming: bool = False) -> None:
         """``session/resume`` of the current session. ``while_streaming`` (v2, after an
@@ -531,7 +546,7 @@ class ClientDriver:
         if "error" in msg:
             err = msg["error"] if isinstance(msg["error"], dict) else {}
             raise _RpcError(err.get("code"), str(err.get("message")), "session/resume")
-        self.settle(on_update=flight)
+        self.settle(on_update=flight, why="after session/resume")
 
     def address_unknown_ids(self) -> None:
         """MID-V2-16 (catalogue K.8): when the agent advertises ``session.rewind``, call

@@ -39,6 +39,7 @@ from conformance.masking import Masker
 from conformance.results import CaseResult, RunResult
 from conformance.transcript import Transcript
 from conformance.transport import owner_of_connection
+from conformance.transport.home import case_env
 
 __all__ = ["CUT_NOTE", "DEADLINE_NOTE", "AgentRun", "RunInterrupted", "Shortcut", "agent_plan",
            "agent_suite", "not_run", "run_agent_case", "run_agent_suite",
@@ -63,6 +64,8 @@ class AgentRun:
     jobs: int = 1  # cases run at the same time (--jobs)
     deadline: float | None = None  # seconds the whole run may last (--deadline)
     keep_going: bool = False  # --keep-going: run every case even after a repeated fault
+    repeat: int = 1  # --repeat N: each case played N times (conformance.repetition)
+    grace: float | None = None  # --grace: MID-A-09's grace window (None: the driver's 0.25 s)
     masker: Masker | None = None  # masks secrets where transcripts record them (None: off)
 
 
@@ -146,9 +149,12 @@ class AgentDrive:
             command = [a.replace(run.model.url, url) for a in command]
             env = {k: v.replace(run.model.url, url) for k, v in env.items()}
         self.cwd = tempfile.TemporaryDirectory(prefix="acp-conformance-")
+        # the case's own HOME, XDG folders and TMPDIR: cases at once cannot race each other
+        self.home = tempfile.TemporaryDirectory(prefix="acp-home-")
+        env = case_env(env, self.home.name)
         self.driver = StepDriver(command, transcript, protocol=protocol, timeout=run.timeout,
                                    cwd=self.cwd.name, env=env, turn_timeout=run.turn_timeout,
-                                   cutoff=cutoff)
+                                   cutoff=cutoff, grace=run.grace)
         self.stderr = ""
 
     def drive(self) -> None:
@@ -158,6 +164,7 @@ class AgentDrive:
         self.stderr = stop_driver(self.driver, self.transcript, hurry, self.run.model,
                                   self.name, self.run.jobs)
         self.cwd.cleanup()
+        self.home.cleanup()
 
     def conn(self) -> int:
         return self.driver.conn

@@ -152,6 +152,17 @@ def build_masker(ns: argparse.Namespace) -> Any:
                          names=getattr(ns, "mask_env", None) or [])
 
 
+def parse_repeat(text: str) -> int:
+    """``--repeat N``: a whole number from 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {n}")
+    return n
+
+
 def parse_jobs(text: str) -> int:
     """``--jobs N`` or ``auto`` (the number of cores)."""
     if text == "auto":
@@ -309,7 +320,7 @@ def check_run_options(ns: argparse.Namespace) -> None:
     """Options a run would trip over only at its end: refused before anything starts."""
     import math
 
-    for opt in ("timeout", "turn_timeout", "deadline"):
+    for opt in ("timeout", "turn_timeout", "deadline", "grace"):
         value = getattr(ns, opt, None)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(f"--{opt.replace('_', '-')} must be a positive number of seconds")

@@ -45,6 +45,13 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
     from conformance.report.evidence import attach
 
     attach(result, saved)  # each finding's wire lines travel with it, masked below
+    if scratch:  # --repeat: nor may a repetition's transcript be named
+        import dataclasses
+
+        for c in result.cases:
+            c.runs = []
+            c.findings = [dataclasses.replace(f, repeats=f.repeats.without_paths())
+                          if f.repeats is not None else f for f in c.findings]
     result = masker.data(result)
     if result.date is None:
         result.date = run_date()

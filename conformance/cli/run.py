@@ -21,6 +21,7 @@ from conformance.cli.options import (
     find_model_script,
     grading_options,
     parse_jobs,
+    parse_repeat,
     protocols_of,
 )
 from conformance.cli.output import interrupted, load_baseline, report_run
@@ -64,12 +65,21 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
     t.add_argument("--turn-timeout", type=float, default=None, metavar="SECONDS",
                    help="longest any single wait may last even while the target keeps "
                         "writing, e.g. a stream that never ends (default: 6 x --timeout)")
+    t.add_argument("--grace", type=float, default=None, metavar="SECONDS",
+                   help="silence that closes a cancelled turn, a replay or a retry before the "
+                        "next step (default 0.25): what the target writes later is read as "
+                        "the next step's; a finding that rests on it says so (lengthen it on "
+                        "a slow machine)")
     t.add_argument("-j", "--jobs", type=parse_jobs, default="auto", metavar="N",
                    help="cases run at the same time (default auto: the number of cores; "
                         "-j 1 runs them one after another); the reports do not depend on it")
     t.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
                    help="longest the whole run may last: then the case in progress is cut and "
                         "graded, the rest are not run, and the run exits 1")
+    t.add_argument("--repeat", type=parse_repeat, default=1, metavar="N",
+                   help="play every case N times (default 1): a rule whose outcome differs "
+                        "between them is reported as unstable ('fails in 2 of 5 runs') with "
+                        "a transcript of each outcome; a fault seen in any run still counts")
     t.add_argument("--keep-going", action="store_true",
                    help="run every case even after two in a row hit the same target fault")
     t.add_argument("--cases", type=Path, metavar="DIR", help="case directory (default: bundled)")
@@ -128,7 +138,7 @@ def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str,
                            progress=progress if progress.enabled else None,
                            model=model, model_script=getattr(ns, "model_script", None),
                            turn_timeout=ns.turn_timeout, handle_signals=True,
-                           jobs=ns.jobs,
+                           jobs=ns.jobs, repeat=ns.repeat, grace=ns.grace,
                            deadline=ns.deadline, keep_going=ns.keep_going, masker=masker)
             result = run_agent_suite(run, cases, label, all_cases, lambda: announce_out(ns))
         except RunInterrupted as exc:
@@ -198,7 +208,7 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
                         progress=progress if progress.enabled else None,
                         turn_timeout=ns.turn_timeout, handle_signals=True,
                         jobs=ns.jobs, deadline=ns.deadline, keep_going=ns.keep_going,
-                        masker=masker)
+                        masker=masker, repeat=ns.repeat)
         try:
             def started() -> None:
                 announce_out(ns)
@@ -266,7 +276,8 @@ def cmd_proxy(ns: argparse.Namespace) -> int:
                    transcripts=ns.transcripts, schema_dir=ns.schema_dir,
                    env=env, progress=progress if progress.enabled else None,
                    turn_timeout=ns.turn_timeout, handle_signals=True, jobs=ns.jobs,
-                   deadline=ns.deadline, keep_going=ns.keep_going, masker=masker)
+                   deadline=ns.deadline, keep_going=ns.keep_going, masker=masker,
+                   repeat=ns.repeat, grace=ns.grace)
     try:
         proxy_template(ns.proxy)  # a command without {agent}: one error line, nothing more
         results = run_proxy_suite(run, cases, ns.proxy, all_cases, lambda: announce_out(ns))

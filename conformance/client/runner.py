@@ -1,15 +1,13 @@
 """The client runner: client cases x protocol versions -> client + agent double -> transcript
 -> the same checkers and the same CaseResult/RunResult shapes as the agent suite.
 
-For each case the suite opens a control socket in a fresh temporary folder,
-writes a one-word agent command there (a small script that starts
-``python -m conformance.client.double`` for this case's protocol and socket),
-puts it where the client command says ``{agent}``, and drives the client
-(through a pty, or in-process through an adapter). The double reports every
-wire line; the driver adds what the client showed after each turn
-(``observed`` harness events). Grading is :func:`conformance.checks.grade`
-with ``role="client"``, so ``acp-conformance check`` regrades a saved client
-transcript the same way.
+For each case the suite opens a control socket in a fresh temporary folder, writes a one-word
+agent command there (a small script that starts ``python -m conformance.client.double`` for this
+case's protocol and socket), puts it where the client command says ``{agent}``, and drives the
+client (through a pty, or in-process through an adapter). The double reports every wire line;
+the driver adds what the client showed after each turn (``observed`` harness events). Grading is
+:func:`conformance.checks.grade` with ``role="client"``, so ``acp-conformance check`` regrades a
+saved client transcript the same way.
 """
 
 from __future__ import annotations
@@ -86,6 +84,7 @@ class ClientRun:
     jobs: int = 1  # cases run at the same time (--jobs)
     deadline: float | None = None  # seconds the whole run may last (--deadline)
     keep_going: bool = False  # --keep-going: run every case even after a repeated fault
+    repeat: int = 1  # --repeat N: each case played N times (conformance.repetition)
     masker: Masker | None = None  # masks secrets where transcripts record them (None: off)
 
 
@@ -285,6 +284,7 @@ class ClientDrive:
             self.client.replay_marker = run.options.profile.replay_marker
             return
         from conformance.client.channel import SuiteSide
+        from conformance.transport.home import case_env  # its own HOME, XDG folders, TMPDIR
 
         assert run.command is not None
         template = template_of(run.command, run.profile)
@@ -296,12 +296,12 @@ class ClientDrive:
         self.control.config["load_session"] = self.reloads
         self.control.config["replay_marker"] = run.options.profile.replay_marker
         agent = double_command(tmp, protocol, self.control.path)
-        workdir = os.path.join(tmp, "work")
-        os.mkdir(workdir)
+        os.mkdir(workdir := os.path.join(tmp, "work"))
         self.client = PtyClient(template, agent=agent, profile=run.profile, control=self.control,
                                 transcript=transcript, protocol=protocol, timeout=run.timeout,
-                                env=run.env, cwd=workdir, max_output=run.max_output,
-                                turn_timeout=run.turn_timeout, cutoff=self.cutoff)
+                                env=case_env(run.env, os.path.join(tmp, "env")), cwd=workdir,
+                                max_output=run.max_output, turn_timeout=run.turn_timeout,
+                                cutoff=self.cutoff)
 
     def drive(self) -> None:
         why = self._cannot_reload()

@@ -158,13 +158,14 @@ class FuzzDriver(StepDriver):
             self.spawner.retire(self.proc)
             self.proc = None
 
-    def settle(self, quiet: float = GRACE,
-               on_update: Callable[[Entry, dict[str, Any]], None] | None = None) -> None:
+    def settle(self, quiet: float | None = GRACE,
+               on_update: Callable[[Entry, dict[str, Any]], None] | None = None,
+               why: str = "") -> None:
         """After a cancel or a replay: the ping answers as soon as the agent has caught
         up; only an agent that does not answer pings costs the quiet window. With
         prompts in flight (``on_update``) their turns go on: the quiet window waits."""
         if on_update is not None or not self.sync():
-            super().settle(quiet, on_update)
+            super().settle(quiet, on_update, why)
 
     def sync(self, timeout: float = 2.0) -> bool:
         """Wait until the agent has answered a ping sent now, so every line it wrote

@@ -39,6 +39,7 @@ from conformance.lifecycle import (
     case_scope,
     drive_case,
     ended,
+    file_stem,
     grade_recorded,
     new_transcript,
     safe_name,
@@ -48,6 +49,7 @@ from conformance.proxy.grading import ROLE, proxy_scope
 from conformance.proxy.sides import agent_side
 from conformance.results import CaseResult, RunResult
 from conformance.transcript import Transcript
+from conformance.transport.home import case_env
 
 
 class ProxySetupError(Exception):
@@ -72,6 +74,8 @@ class ProxyRun:
     jobs: int = 1
     deadline: float | None = None
     keep_going: bool = False
+    repeat: int = 1  # --repeat N: each case played N times (conformance.repetition)
+    grace: float | None = None  # --grace: MID-A-09's grace window (None: the driver's 0.25 s)
     model: Any = None  # a running ModelServer (--model-server) for the agent behind, or None
     model_script: Path | None = None
     masker: Any = None  # masks secrets where the transcripts record them (None: off)
@@ -233,10 +237,11 @@ class ProxyDrive:
         argv = [w.replace("{agent}", agent_cmd) for w in proxy_template(run.proxy)]
         workdir = os.path.join(tmp, "work")
         os.mkdir(workdir)
+        env = case_env(env, os.path.join(tmp, "env"))  # its own HOME, XDG folders, TMPDIR
         front = int(transcript.header["protocol"])
         self.driver = StepDriver(argv, transcript, protocol=front, timeout=run.timeout,
                                  cwd=workdir, env=env, turn_timeout=run.turn_timeout,
-                                 cutoff=cutoff)
+                                 cutoff=cutoff, grace=run.grace)
         # A declared v2-to-v1 adapter passes on what v1 cannot express (MID-V2-10 grades it).
         self.driver.check_spoken_version = not run.adapts
         self.stderr = ""
@@ -271,7 +276,7 @@ def run_proxy_case(run: ProxyRun, case: Case, protocol: int, *, signals: Any = N
     transcript = new_transcript(ROLE, front, scope, run.proxy, name, REQUIREMENTS, run.masker)
     side = {"agent_protocol": protocol, "adapter": run.adapts}
     transcript.header.update(side, side="client",
-                             agent_side=f"{safe_name(name + AGENT_SIDE)}.jsonl")
+                             agent_side=f"{file_stem(name + AGENT_SIDE)}.jsonl")
     with tempfile.TemporaryDirectory(prefix="acp-px-") as tmp:
         drive = ProxyDrive(run, case, protocol, transcript, cutoff, tmp)
         played: Ending | None = None
@@ -281,7 +286,7 @@ def run_proxy_case(run: ProxyRun, case: Case, protocol: int, *, signals: Any = N
             agent_t = agent_side(drive.log, {
                 "role": ROLE, "protocol": protocol, "profile": scope.profile, "case": name,
                 "target": " ".join(drive.inner) if run.agent else "(the suite's agent double)",
-                **side, "side": "agent", "client_side": f"{safe_name(name)}.jsonl"}, run.masker)
+                **side, "side": "agent", "client_side": f"{file_stem(name)}.jsonl"}, run.masker)
             if played is None:
                 save(run.transcripts, transcript, name)
                 save(run.transcripts, agent_t, name + AGENT_SIDE)

@@ -73,6 +73,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--acp-deadline", type=float, default=None, metavar="SECONDS",
                 help="longest the whole session may spend on the cases: then the case in "
                      "progress is cut and graded and the rest are not run; both fail")
+    g.addoption("--acp-repeat", type=int, default=1, metavar="N",
+                help="play every case N times: a rule whose outcome differs between them is "
+                     "reported as unstable ('fails in 2 of 5 runs'); a fault in any run counts")
     g.addoption("--acp-cases", metavar="DIR", help="case directory (default: bundled)")
     g.addoption("--acp-case", action="append", default=[], metavar="SELECTOR",
                 help="collect only the cases this selects: a case, requirement or sub-rule ID, "

@@ -43,7 +43,8 @@ class Reports:
         if behind:
             label, role, gathered = " ".join(state.run.agent), "agent", self.agents
         result = RunResult(__version__, label, role, list(state.run.protocols),
-                           state.run.options.profile.name, state.run.strict, date=run_date())
+                           state.run.options.profile.name, state.run.strict, date=run_date(),
+                           repeat=self.config.getoption("acp_repeat"))
         for order in sorted(gathered):
             data = gathered[order]
             cr = case_from_json(data["case"], data["results"])

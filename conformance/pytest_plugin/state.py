@@ -41,7 +41,8 @@ class State:
             from conformance.engine import Engine
 
             run = dataclasses.replace(self.run, transcripts=transcripts_dir(config, self),
-                                      deadline=config.getoption("acp_deadline"))
+                                      deadline=config.getoption("acp_deadline"),
+                                      repeat=config.getoption("acp_repeat"))
             self.suite.play = self.role_play(run)
             self.engine = Engine(self.suite, run)
             self.engine.wanted = wanted
@@ -86,6 +87,8 @@ def load_state(config: pytest.Config, role: str, command: str) -> State:
             raise ValueError("--acp-timeout must be a positive number of seconds")
         if opt("acp_deadline") is not None and not opt("acp_deadline") > 0:
             raise ValueError("--acp-deadline must be a positive number of seconds")
+        if opt("acp_repeat") < 1:
+            raise ValueError("--acp-repeat must be at least 1")
         env = {}
         for pair in opt("acp_agent_env"):
             if "=" not in pair:

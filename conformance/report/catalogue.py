@@ -245,6 +245,18 @@ class Statement:
     # per protocol version: (MUST requirements the traffic exercised, those it did not)
     exercised: dict[int, tuple[list[str], list[str]]] = field(default_factory=dict)
     partial: str = ""  # "partial: 2 of 8 MUST requirements exercised", or "" (see partial())
+    repeat: int = 1  # --repeat N: how many times each case was played
+    unstable: list[str] = field(default_factory=list)  # "case: rule fails in 1 of 3 runs, ..."
+
+    @property
+    def repetitions(self) -> str:
+        """What the verdict rests on, in repetitions: one line."""
+        if self.repeat <= 1:
+            return "each case played once"
+        line = (f"each case played {self.repeat} times; a fault seen in any run counts")
+        n = len(self.unstable)
+        return line + (f"; {n} rule row{'s' if n != 1 else ''} varied between runs"
+                       if n else "; every rule came out the same in every run")
 
     def exercised_line(self, protocol: int) -> str:
         """"18 of 22 exercised; not exercised: MID-A-07, ..." for one version."""
@@ -306,7 +318,10 @@ def statement(result: RunResult) -> Statement:
         date=getattr(result, "date", None) or None,
         must=[v for v in rows if v.meta.is_must], should=[v for v in rows if v.meta.is_should],
         notes=notes, failed=result.failed, graded_against=graded_against(result),
-        exercised=exercised_musts(result), partial=partial(result))
+        exercised=exercised_musts(result), partial=partial(result),
+        repeat=getattr(result, "repeat", 1),
+        unstable=list(dict.fromkeys(f"{f.case}: {f.requirement} {f.repeats.text}"
+                                    for f in result.unstable() if f.repeats is not None)))
 
 
 # -- traceability ------------------------------------------------------------------

@@ -42,6 +42,12 @@ def _header(result: RunResult, unsupported: dict[int, str]) -> list[str]:
     lines = [f"acp-conformance {result.tool_version}: {result.role} {safe(result.target, 100)}",
              f"protocol v{'/v'.join(map(str, result.protocols))}, profile {result.profile}"
              + (", strict" if result.strict else "")]
+    if result.repeat > 1:  # --repeat N
+        unstable = len({(f.case, f.requirement) for f in result.unstable()})
+        lines.append(f"each case played {result.repeat} times; "
+                     + (f"{unstable} rule row{'s' if unstable != 1 else ''} varied between "
+                        "runs (marked unstable)" if unstable
+                        else "every rule came out the same in every run"))
     info = result.target_info
     if info.get("name"):
         lines.append(f"target reports itself as {safe(info.get('name'))} "
@@ -160,8 +166,13 @@ def _failures(result: RunResult, rows: dict[str, dict[int, list[Finding]]],
         if first.entries:
             lines.append("    entries:    " + ", ".join(f"#{e}" for e in first.entries[:8])
                          + (f" of {first.case}" if first.case else ""))
-        if transcripts.get(first.case):
-            lines.append(f"    transcript: {safe(transcripts[first.case])}")
+        own = first.transcript if first.repeats is not None else None  # --repeat: its run's
+        if own or transcripts.get(first.case):
+            lines.append(f"    transcript: {safe(own or transcripts[first.case])}")
+        if first.repeats is not None:  # --repeat: a race, told from a steady fault
+            lines.append(f"    unstable:   {first.repeats.text}")
+            lines += [f"      a run where it {verb}: {safe(path)}"
+                      for verb, path in first.repeats.kept()]
         lines += [f"    {safe(line, 300)}" for line in first.wire]  # the lines it points at
     return lines
 

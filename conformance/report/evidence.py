@@ -76,7 +76,15 @@ def attach(result: RunResult, transcripts: Mapping[str, str | None] | None = Non
         source = (transcripts or {}).get(case.case) or case.transcript_path
         entries = _entries(source) if any(f.entries for f in wanted) else None
         case.findings = [_with_evidence(f, case.transcript_path, entries)
+                         if f.outcome in SHOWN and not _own_run(f) else
+                         _with_evidence(f, case.transcript_path and _own_run(f),
+                                        _entries(_own_run(f)))
                          if f.outcome in SHOWN else f for f in case.findings]
+
+
+def _own_run(f: Finding) -> str | None:
+    """--repeat: the transcript of the repetition a row comes from, when it has its own."""
+    return f.repeats.transcript(f.outcome) if f.repeats is not None else None
 
 
 def _with_evidence(f: Finding, path: str | None, entries: dict[int, Entry] | None) -> Finding:
@@ -90,6 +98,9 @@ def evidence_text(f: Finding) -> list[str]:
     if f.transcript:
         where = f.transcript + (f"#{f.entries[0]}" if f.entries else "")
         out.append(f"transcript: {f.transcript} (acp-conformance show {where})")
+    if f.repeats is not None:  # --repeat: a transcript of each outcome, when kept
+        out += [f"unstable: {f.repeats.text}"] + [
+            f"  a run where it {verb}: {path}" for verb, path in f.repeats.kept()]
     out += list(f.wire)
     return out
 

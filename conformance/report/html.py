@@ -98,6 +98,8 @@ def _statement(st: Statement, verdict: str) -> str:
          + (f" (schemas {esc(st.graded_against['schema_versions'])})"
             if st.graded_against.get("schema_versions") else "")),
         ("Date", esc(st.date or "not recorded")),
+        *([("Repetitions", esc(st.repetitions, 300)
+            + "".join(f"<br>{esc(u, 300)}" for u in st.unstable))] if st.repeat > 1 else []),
         ("MUST", _badge(Outcome.PASS if st.must_passed else Outcome.FAIL,
                         "pass" if st.must_passed else "fail") + " "
          + (esc(st.partial) + "; " if st.partial and st.must_passed else "")
@@ -163,6 +165,10 @@ def _finding_list(findings: Iterable[Finding], case_index: dict[str, int],
             ev.append(f"<dt>actual</dt><dd><code>{_json_value(f.actual)}</code></dd>")
         if entries:
             ev.append(f"<dt>entries</dt><dd>{entries}</dd>")
+        if f.repeats is not None:  # --repeat: the rule came out differently between runs
+            ev.append(f"<dt>unstable</dt><dd>{esc(f.repeats.text)}"
+                      + "".join(f"<br>a run where it {esc(verb)}: <code>{esc(path)}</code>"
+                                for verb, path in f.repeats.kept()) + "</dd>")
         own_id = f' id="{anchors[j]}"' if anchors and j in anchors else ""
         label = NOT_ATTRIBUTABLE if unattributable(f) else None
         items.append(f"<li{own_id}>{_badge(f.outcome, label)} <code>{html.escape(f.requirement)}</code> "

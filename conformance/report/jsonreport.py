@@ -58,7 +58,7 @@ from typing import Any
 
 from conformance import TOOL_NAME
 from conformance.report.catalogue import graded_against, requirements
-from conformance.results import CaseResult, Finding, Outcome, Reason, RunResult
+from conformance.results import CaseResult, Finding, Outcome, Reason, Repeats, RunResult
 from conformance.transcript import write_atomic
 
 FORMAT = "acp-conformance-report"
@@ -98,6 +98,9 @@ def to_json(result: RunResult) -> dict[str, Any]:
         out["unfinished"] = {str(p): why for p, why in sorted(result.unfinished.items())}
     if result.fuzz:
         out["fuzz"] = result.fuzz
+    if result.repeat > 1:  # --repeat N: what the verdict rests on
+        out["repeat"] = result.repeat
+        out["summary"]["unstable"] = len({(f.case, f.requirement) for f in result.unstable()})
     return out
 
 
@@ -119,6 +122,8 @@ def case_to_json(c: CaseResult) -> dict[str, Any]:
     if c.aborted:
         out["aborted"] = True
     out.update({"transcript": c.transcript_path, "stderr_tail": c.stderr_tail})
+    if len(c.runs) > 1:  # --repeat N: each repetition's transcript, in order
+        out["runs"] = list(c.runs)
     return out
 
 
@@ -138,7 +143,8 @@ def case_from_json(d: dict[str, Any], results: list[dict[str, Any]]) -> CaseResu
                     [str(r) for r in d.get("requirements", [])], int(d.get("protocol", 1)),
                     transcript_path=d.get("transcript"), stderr_tail=str(d.get("stderr_tail") or ""),
                     note=str(d.get("note") or ""), reason=_reason(d.get("reason")),
-                    cut=str(d.get("cut") or ""), aborted=d.get("aborted") is True)
+                    cut=str(d.get("cut") or ""), aborted=d.get("aborted") is True,
+                    runs=[None if p is None else str(p) for p in d.get("runs") or ()])
     for r in results:
         ev = r.get("evidence") or {}
         cr.findings.append(Finding(str(r["requirement"]), Outcome(r["outcome"]), str(r["message"]),
@@ -148,7 +154,9 @@ def case_from_json(d: dict[str, Any], results: list[dict[str, Any]]) -> CaseResu
                                    _reason(r.get("reason")),
                                    tuple(str(x) for x in r.get("consequences") or ()),
                                    ev.get("transcript") or None,
-                                   tuple(str(x) for x in ev.get("lines") or ())))
+                                   tuple(str(x) for x in ev.get("lines") or ()),
+                                   Repeats.from_json(r.get("repeats")),
+                                   str(r.get("timer") or "")))
     return cr
 
 
@@ -169,7 +177,7 @@ def from_json(data: Any, name: str = "report") -> RunResult:
                            unfinished={int(p): str(w) for p, w in
                                        (data.get("unfinished") or {}).items()},
                            catalogue=str((data.get("graded_against") or {}).get("catalogue")
-                                         or ""))
+                                         or ""), repeat=int(data.get("repeat") or 1))
         result.cases = [case_from_json(c, by_case.get(str(c["case"]), [])) for c in data["cases"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise ReportFormatError(f"{name}: malformed report ({type(exc).__name__}: {exc})") from None

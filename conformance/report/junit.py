@@ -70,6 +70,10 @@ def _run_properties(suites: ET.Element, result: RunResult) -> None:
     props = ET.SubElement(run, "properties")
     ET.SubElement(props, "property", name="verdict", value="fail" if result.failed else "pass")
     ET.SubElement(props, "property", name="headline", value=xml_safe(headline(result)))
+    if result.repeat > 1:  # --repeat N: what the verdict rests on, and the rules that varied
+        ET.SubElement(props, "property", name="repeat", value=str(result.repeat))
+        ET.SubElement(props, "property", name="unstable",
+                      value=str(len({(f.case, f.requirement) for f in result.unstable()})))
     for p, c in coverage(result).items():
         ET.SubElement(props, "property", name=f"coverage.v{p}",
                       value=f"{c['exercised']} of {c['musts']} MUST requirements exercised")

@@ -87,6 +87,7 @@ def certification_statement(st: Statement) -> str:
           for p in st.protocols),
         f"| SHOULD requirements | {st.summary(st.should)} |",
         f"| Date | {md(st.date) if st.date else 'not recorded'} |",
+        *([f"| Repetitions | {md(st.repetitions, 300)} |"] if st.repeat > 1 else []),
         "",
         ("MUST passes only when no MUST requirement fails. A requirement that could not be "
          "exercised is listed as *not testable*, one no selected case graded as *not run*, "
@@ -101,6 +102,9 @@ def certification_statement(st: Statement) -> str:
         "",
         *_rows(st.should),
     ]
+    if st.unstable:  # --repeat: the rules a race decided
+        lines += ["", "### Unstable between repetitions", ""] + [
+            f"- {md(n, 300)}" for n in st.unstable]
     if st.notes:
         lines += ["", "### Notes", ""] + [f"- {md(n, 300)}" for n in st.notes]
     return "\n".join(lines)
@@ -120,6 +124,8 @@ def _findings(result: RunResult) -> list[str]:
             ev.append(f"expected {md(f.expected, 80)}")
         if f.actual is not None:
             ev.append(f"actual {md(f.actual, 80)}")
+        if f.repeats is not None:  # --repeat: where to see each outcome
+            ev += [f"a run where it {verb}: `{md(path, 200)}`" for verb, path in f.repeats.kept()]
         out.append(f"| {f.outcome.value.upper()} | `{f.requirement}` | {md(f.case)} | "
                    f"{md(f.shown_message, 300)} | {'; '.join(ev) or '-'} |")
     if len(bad) > MAX_ROWS:
