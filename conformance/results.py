@@ -190,6 +190,9 @@ class RunResult:
     unfinished: dict[int, str] = field(default_factory=dict)
     catalogue: str = ""  # the register's revision it was graded against ("": this version's)
     fuzz: dict[str, Any] = field(default_factory=dict)  # a fuzz run: runs, seconds, workers, ...
+    # the signal that stopped the run before its plan ended ("SIGTERM"), "" when none did:
+    # what was graded is kept, and the run is never a pass
+    interrupted: str = ""
 
     def all_findings(self) -> list[Finding]:
         return [f for c in self.cases for f in c.findings]
@@ -203,9 +206,10 @@ class RunResult:
 
     @property
     def failed(self) -> bool:
-        """A fail finding, a run cut short (``cut``), or a version in which no case ran to
-        its end (``unfinished``): it did not test what it should."""
-        return (bool(self.cut) or bool(self.unfinished)
+        """A fail finding, a run cut short (``cut``) or interrupted (``interrupted``), or a
+        version in which no case ran to its end (``unfinished``): it did not test what it
+        should."""
+        return (bool(self.cut) or bool(self.unfinished) or bool(self.interrupted)
                 or any(f.outcome is Outcome.FAIL for f in self.all_findings()))
 
 

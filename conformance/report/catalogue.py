@@ -245,6 +245,7 @@ class Statement:
     # per protocol version: (MUST requirements the traffic exercised, those it did not)
     exercised: dict[int, tuple[list[str], list[str]]] = field(default_factory=dict)
     partial: str = ""  # "partial: 2 of 8 MUST requirements exercised", or "" (see partial())
+    interrupted: str = ""  # the signal that stopped the run ("SIGTERM"), "" when none did
 
     def exercised_line(self, protocol: int) -> str:
         """"18 of 22 exercised; not exercised: MID-A-07, ..." for one version."""
@@ -258,6 +259,10 @@ class Statement:
 
     @property
     def verdict(self) -> str:  # the headline: no more than what was measured (coverage.py)
+        if self.interrupted:
+            from conformance.report.coverage import interrupted_headline
+
+            return interrupted_headline(self.interrupted)
         return say(self.failed or not self.must_passed, self.partial)
 
     @staticmethod
@@ -296,6 +301,11 @@ def statement(result: RunResult) -> Statement:
     notes = sorted({f"{c.case}: {c.note}" for c in result.cases if c.note})
     if result.cut:
         notes.insert(0, f"run cut: {result.cut}")
+    if result.interrupted:
+        unplayed = sum(c.reason is Reason.NOT_RUN and c.cut == result.interrupted
+                       for c in result.cases)
+        notes.insert(0, f"run interrupted by {result.interrupted}: "
+                        f"{len(result.cases) - unplayed} case(s) graded, {unplayed} not run")
     for why in reversed(result.unfinished.values()):
         notes.insert(0, f"not tested: {why}")
     return Statement(
@@ -306,7 +316,8 @@ def statement(result: RunResult) -> Statement:
         date=getattr(result, "date", None) or None,
         must=[v for v in rows if v.meta.is_must], should=[v for v in rows if v.meta.is_should],
         notes=notes, failed=result.failed, graded_against=graded_against(result),
-        exercised=exercised_musts(result), partial=partial(result))
+        exercised=exercised_musts(result), partial=partial(result),
+        interrupted=result.interrupted)
 
 
 # -- traceability ------------------------------------------------------------------
