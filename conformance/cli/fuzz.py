@@ -44,7 +44,7 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
                     "Hypothesis until a rule breaks; shrink each broken rule to a minimal "
                     "counterexample and save it to the regression library.",
         epilog="exit codes: 0 nothing found, 1 at least one rule broken, 2 usage or input "
-               "error, 3 internal error")
+               "error, 3 internal error, 128+N interrupted by signal N (never a pass)")
     target_group(p, required_hint="give --agent CMD, or --client CMD / --client-adapter")
     model_group(p, fuzz=True)
     e = p.add_argument_group("effort")
