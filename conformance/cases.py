@@ -37,6 +37,13 @@ class Case:
     model: str | None = None  # model script under cases/model/ for --model-server
     # (rule, reason): rules the case does not grade, with the reason its file gives
     exclude: tuple[tuple[str, str], ...] = ()
+    # "file:line" of each ID its requirements, checks and exclude name (for the error
+    # naming an unknown one where it is written)
+    where: tuple[tuple[str, str], ...] = ()
+
+    def line_of(self, rule: str) -> str:
+        """"file:line" where the case names ``rule`` (its own line if not known)."""
+        return next((at for r, at in self.where if r == rule), self.source)
 
     def applies_to(self, protocol: int, profile: str) -> bool:
         return protocol in self.protocols and (self.profiles is None or profile in self.profiles)
@@ -177,7 +184,12 @@ def load_file(path: Path) -> list[Case]:
             drive=tuple(c["drive"]), checks=tuple(c["checks"]), stream=tuple(c.get("stream", [])),
             area=data["area"], source=f"{name}:{_line_of(lines, ('cases', i))}",
             model=c.get("model"),
-            exclude=tuple((str(k), str(v)) for k, v in (c.get("exclude") or {}).items())))
+            exclude=tuple((str(k), str(v)) for k, v in (c.get("exclude") or {}).items()),
+            where=tuple((str(rule), f"{name}:{_line_of(lines, ('cases', i, key, j))}")
+                        for key in ("requirements", "checks")
+                        for j, rule in enumerate(c.get(key) or []))
+            + tuple((str(rule), f"{name}:{_line_of(lines, ('cases', i, 'exclude', rule))}")
+                    for rule in c.get("exclude") or {})))
     return out
 
 
@@ -196,7 +208,30 @@ def _check_switches(case: dict[str, Any], name: str, lines: dict[tuple[Any, ...]
                                 f"#{n}, but only {created} session(s) were created before it")
 
 
-def load_dir(directory: Path | None = None) -> list[Case]:
+def load_dir(directory: Path | None = None, *, known_rules: bool = True) -> list[Case]:
+    """Every case of ``directory`` (default: the bundled ones). With ``known_rules`` (what
+    a run wants), a case naming a requirement or rule the suite does not know is a
+    :class:`CaseError` naming its file and line: a typo never grades nothing and passes
+    (``lint-cases`` lists every such problem instead)."""
+    cases = _load_dir(directory)
+    if known_rules:
+        check_rules(cases)
+    return cases
+
+
+def check_rules(cases: list[Case]) -> None:
+    """Raise :class:`CaseError` for the first case naming an unknown requirement or rule."""
+    from conformance.checks import all_rules
+    from conformance.requirements import case_problems
+
+    problems = case_problems(cases, all_rules())
+    if problems:
+        more = (f" (and {len(problems) - 1} more problem(s): acp-conformance lint-cases "
+                "--cases DIR lists them)" if len(problems) > 1 else "")
+        raise CaseError(problems[0] + more)
+
+
+def _load_dir(directory: Path | None = None) -> list[Case]:
     directory = Path(directory) if directory else default_cases_dir()
     if not directory.is_dir():
         raise CaseError(f"{directory}: no such cases directory")

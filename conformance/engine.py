@@ -361,7 +361,23 @@ def run_suite(suite: Suite, run: Settings, result: RunResult | None = None,
     if started is not None:
         started()
     signum = engine.play_all()
+    if signum:
+        mark_interrupted(engine, signum)
     engine.finish()
     if signum:
         raise RunInterrupted(engine.result, signum)
     return engine.result
+
+
+def mark_interrupted(engine: Engine, signum: int) -> None:
+    """A signal stopped the run: it says so (``RunResult.interrupted``, never a pass), keeps
+    what was graded and lists every case of the plan it did not play as not run, so each
+    report names what went untested (a version not reached too)."""
+    name = signal.Signals(signum).name
+    result = engine.result
+    result.interrupted = name
+    played = {c.case: c for c in result.cases}
+    note = f"not run: the run was interrupted by {name}"
+    result.cases = [played.get(f"{case.id}@v{protocol}")
+                    or not_run(case, protocol, note, cut=name)
+                    for protocol, case in engine.suite.plan]

@@ -13,7 +13,7 @@ installed, so it uses the standard library only:
   the agent), write JSON, JUnit, HTML, Markdown and the transcripts into the output
   folder, let the suite annotate each failing rule (``--github-annotations``), append
   the Markdown summary to ``$GITHUB_STEP_SUMMARY``, and set the step outputs
-  ``verdict`` (pass, fail or error), ``json``, ``junit``, ``html`` and ``markdown``.
+  ``verdict`` (pass, fail, interrupted or error), ``json``, ``junit``, ``html`` and ``markdown``.
   The step exits with the suite's exit status.
 """
 
@@ -167,16 +167,46 @@ def run(env: Mapping[str, str]) -> int:
         path.unlink(missing_ok=True)
     print("$ acp-conformance " + shlex.join(shown_arguments(argv)), flush=True)
     # -I: a folder named conformance in the working directory is not the suite
-    status = subprocess.run([sys.executable, "-I", "-m", "conformance", *argv],
-                            check=False).returncode
-    verdict = VERDICTS.get(status, "error")
+    status = _run_suite([sys.executable, "-I", "-m", "conformance", *argv])
+    verdict = _verdict(status)
     written = {name: out / file for name, file in REPORTS.items() if (out / file).is_file()}
     _finish(env, verdict, written, f"the suite could not run (exit {status}); the step log "
             "says why")
-    if verdict == "error":  # a fail is annotated by the suite, one ::error per failing rule
+    if verdict in ("error", "interrupted"):  # a fail is annotated by the suite, one ::error per failing rule
         print(f"::error title=acp-conformance::verdict {verdict} (exit {status}); the step "
               "summary and the reports say why", flush=True)
     return status
+
+
+def _run_suite(argv: list[str]) -> int:
+    """Run the suite; a SIGINT or SIGTERM this step gets (a cancelled job) is passed on to
+    it, so it grades what it has, writes its reports and exits 128+N, and the step waits
+    for that instead of dying first."""
+    import signal
+
+    proc = subprocess.Popen(argv)
+
+    def forward(signum: int, frame: object) -> None:
+        try:
+            proc.send_signal(signum)
+        except OSError:
+            pass
+
+    old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        status = proc.wait()
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return 128 - status if status < 0 else status  # killed by signal N: as a shell says it
+
+
+def _verdict(status: int) -> str:
+    """The ``verdict`` output of an exit status: pass, fail, interrupted (128+N: SIGINT
+    or SIGTERM, the reports cover what was graded) or error."""
+    if status in VERDICTS:
+        return VERDICTS[status]
+    return "interrupted" if status > 128 else "error"
 
 
 def _finish(env: Mapping[str, str], verdict: str, written: Mapping[str, Path],

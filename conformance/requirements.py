@@ -189,25 +189,44 @@ def load_grades() -> dict[str, Grades]:
     return out
 
 
-def lint(cases: Iterable[Any], rules: dict[str, Any]) -> list[str]:
-    """Problems with the cases against the register and the checkers (empty = clean)."""
+def case_problems(cases: Iterable[Any], rules: Iterable[str]) -> list[str]:
+    """What the cases themselves get wrong: a requirement the register does not know, a
+    rule no checker implements in ``checks`` or ``exclude`` (a typo such as MID-A-99
+    would otherwise grade nothing and pass). Each names the case's file and line."""
     register = load_register()
+    rules = list(rules)
     problems: list[str] = []
-    covered: dict[str, set[str]] = {"agent": set(), "client": set(), "proxy": set()}
     for case in cases:
         for req in case.requirements:
             base = req.split("/", 1)[0]
             if base not in register and base not in SUITE_FAMILIES:
-                problems.append(f"{case.source}: case {case.id} cites unknown requirement {req}")
-            covered[case.role].add(base)
+                problems.append(f"{_at(case, req)}: case {case.id} cites unknown requirement {req}")
         for check in case.checks:
             if not any(r == check or r.startswith(check + "/") for r in rules):
-                problems.append(f"{case.source}: case {case.id} checks {check}, "
+                problems.append(f"{_at(case, check)}: case {case.id} checks {check}, "
                                 "which no registered rule implements")
         for rule, _ in getattr(case, "exclude", ()):
             if not any(r == rule or r.startswith(rule + "/") for r in rules):
-                problems.append(f"{case.source}: case {case.id} excludes {rule}, "
+                problems.append(f"{_at(case, rule)}: case {case.id} excludes {rule}, "
                                 "which no registered rule implements")
+    return problems
+
+
+def _at(case: Any, rule: str) -> str:
+    """Where ``case`` names ``rule``: its file and line."""
+    line_of = getattr(case, "line_of", None)
+    return str(line_of(rule) if line_of is not None else case.source)
+
+
+def lint(cases: Iterable[Any], rules: dict[str, Any]) -> list[str]:
+    """Problems with the cases against the register and the checkers (empty = clean)."""
+    register = load_register()
+    cases = list(cases)
+    problems = case_problems(cases, rules)
+    covered: dict[str, set[str]] = {"agent": set(), "client": set(), "proxy": set()}
+    for case in cases:
+        for req in case.requirements:
+            covered[case.role].add(req.split("/", 1)[0])
     for req in register.values():
         for side in ("agent", "client", "proxy"):
             if side not in req.parties or not req.normative:

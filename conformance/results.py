@@ -260,6 +260,9 @@ class RunResult:
     def unstable(self) -> list[Finding]:
         """The rows of rules whose outcome differed between a case's repetitions."""
         return [f for f in self.all_findings() if f.repeats is not None]
+    # the signal that stopped the run before its plan ended ("SIGTERM"), "" when none did:
+    # what was graded is kept, and the run is never a pass
+    interrupted: str = ""
 
     def all_findings(self) -> list[Finding]:
         return [f for c in self.cases for f in c.findings]
@@ -273,9 +276,10 @@ class RunResult:
 
     @property
     def failed(self) -> bool:
-        """A fail finding, a run cut short (``cut``), or a version in which no case ran to
-        its end (``unfinished``): it did not test what it should."""
-        return (bool(self.cut) or bool(self.unfinished)
+        """A fail finding, a run cut short (``cut``) or interrupted (``interrupted``), or a
+        version in which no case ran to its end (``unfinished``): it did not test what it
+        should."""
+        return (bool(self.cut) or bool(self.unfinished) or bool(self.interrupted)
                 or any(f.outcome is Outcome.FAIL for f in self.all_findings()))
 
 

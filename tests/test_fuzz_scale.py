@@ -288,7 +288,8 @@ def test_sigterm_while_shrinking_keeps_the_counterexample(tmp_path: Path) -> Non
     assert "not shrunk to the end: the run was stopped before shrinking ended" in stdout
     assert len(header["steps"]) <= len(unshrunk["steps"])  # type: ignore[arg-type]
     data = load_json(report)
-    assert data["summary"]["verdict"] == "fail" and data["fuzz"]["workers"] == 1
+    assert data["summary"]["verdict"] == "interrupted" and data["fuzz"]["workers"] == 1
+    assert data["interrupted"] == "SIGTERM"
     assert {r["requirement"] for r in data["results"] if r["outcome"] == "fail"} == \
         {"MID-S-01/type"}
 
@@ -341,7 +342,7 @@ def test_sigterm_stops_the_workers_and_keeps_one_file(tmp_path: Path) -> None:
     assert header["finding"]["requirement"] == "MID-S-01/type"  # type: ignore[index]
     assert not [p for p in regs.iterdir() if not p.name.endswith(".jsonl")]
     data = load_json(report)
-    assert data["fuzz"]["workers"] == 2 and data["summary"]["verdict"] == "fail"
+    assert data["fuzz"]["workers"] == 2 and data["summary"]["verdict"] == "interrupted"
     time.sleep(1)  # the workers' last retired agents are ended in the background
     assert not _marked(mark), "agent processes outlived the run"
 

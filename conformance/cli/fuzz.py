@@ -44,7 +44,7 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
                     "Hypothesis until a rule breaks; shrink each broken rule to a minimal "
                     "counterexample and save it to the regression library.",
         epilog="exit codes: 0 nothing found, 1 at least one rule broken, 2 usage or input "
-               "error, 3 internal error")
+               "error, 3 internal error, 128+N interrupted by signal N (never a pass)")
     target_group(p, required_hint="give --agent CMD, or --client CMD / --client-adapter")
     model_group(p, fuzz=True)
     e = p.add_argument_group("effort")
@@ -87,7 +87,7 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     from conformance.fuzz import settings
     from conformance.fuzz.database import describe
-    from conformance.fuzz.keeper import Interrupted, interrupts
+    from conformance.fuzz.keeper import Interrupted, interrupts, received
 
     ns = build_fuzz_parser().parse_args(list(argv))
     ns.worker_report, ns.worker_index = worker_of_run()
@@ -153,6 +153,8 @@ def main(argv: Sequence[str]) -> int:
                 result = _fuzz_client(ns, effort, seed, options, progress, masker)
         except Interrupted as exc:  # before the engine started: nothing is held
             result = _nothing(ns, effort, seed, exc.signum)
+    if result.interrupted is None and received() is not None:  # swallowed on its way up:
+        result.interrupted = received()  # still an interrupted run, never a pass
     for sig in (signal.SIGINT, signal.SIGTERM):  # saving and the reports are not torn
         signal.signal(sig, signal.SIG_IGN)
     if worker:
@@ -332,6 +334,8 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
     run = to_run_result(result, options, ns.strict, saved_paths)
     run.fuzz = {"runs": result.examples, "seconds": round(result.elapsed, 3),
                 "workers": result.workers, "database": result.database}
+    if result.interrupted is not None:  # every report says so; never a pass
+        run.interrupted = signal.Signals(result.interrupted).name
     return report_run(ns, run, masker=masker)
 
 

@@ -41,8 +41,8 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
         description=SUBCOMMANDS[subcommand].capitalize() + "." if subcommand else
         "Conformance suite for message identity (messageId) in the Agent Client "
         "Protocol.\n\nsubcommands (acp-conformance SUBCOMMAND --help):\n" + commands,
-        epilog="exit codes: 0 no fail, 1 at least one fail, 2 usage or input error, "
-               "3 internal error")
+        epilog="exit codes: 0 no fail, 1 at least one fail, 2 usage or input error,\n"
+               "            3 internal error, 128+N interrupted by signal N (never a pass)")
     if subcommand is None:
         from conformance import __version__
 

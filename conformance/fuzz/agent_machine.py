@@ -64,7 +64,7 @@ from conformance.agent.steps import Step
 from conformance.checks import Options
 from conformance.fuzz import database, model_side
 from conformance.fuzz.grading import Failure, FuzzResult, merge_coverage, violations
-from conformance.fuzz.keeper import Interrupted
+from conformance.fuzz.keeper import Interrupted, received
 from conformance.fuzz.player import (
     AgentTarget,
     FuzzDriver,
@@ -174,11 +174,17 @@ class AgentMachine(RuleBasedStateMachine):
                 self._note(f"aborted: {exc}")
         except NotTestable as exc:
             self.busy = False
-            if step == "start":
-                self.ctx.unsupported[self.protocol] = f"not testable: {exc}"
-                self.ended = True  # nothing of it is graded
-                reject()
-            self._note(f"not testable: {exc}")
+            # A failed negotiation is the agent's fault, as the suite grades it
+            # (TARGET/negotiation/agent): a failure, and the version is settled.
+            fault = getattr(exc, "every_case", False) and self._check(sync=False)
+            if fault or step == "start":
+                self.ctx.unsupported[self.protocol] = str(exc) if fault else \
+                    f"not testable: {exc}"
+                self.ended = True  # nothing more of it is graded
+                if step == "start":
+                    reject()
+            if not fault:
+                self._note(f"not testable: {exc}")
         self.busy = False
 
     def _note(self, why: str) -> None:
@@ -462,6 +468,8 @@ def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, s
     except StopFuzzing:
         pass
     except Flaky:  # the agent answered a repeated run differently (timing): keep what we have
+        if received() is not None:  # a signal, not the agent, made the repeat differ
+            raise Interrupted(received() or 0) from None
         result.notes.append("generation stopped early: the agent did not repeat a run "
                             "the same way (its behaviour depends on timing)")
     except Unsatisfiable:

@@ -45,6 +45,7 @@ def interrupts(enabled: bool = True) -> Iterator[list[int]]:
 
     def handle(signum: int, frame: Any) -> None:
         got.append(signum)
+        _RECEIVED.append(signum)
         if len(got) == 1:
             raise Interrupted(signum)
 
@@ -54,6 +55,16 @@ def interrupts(enabled: bool = True) -> Iterator[list[int]]:
     finally:
         for sig, previous in old.items():
             signal.signal(sig, previous)
+
+
+_RECEIVED: list[int] = []  # every signal :func:`interrupts` took in this process
+
+
+def received() -> int | None:
+    """The first SIGINT/SIGTERM this process's fuzz run took, or None. Where an engine
+    cannot see :class:`Interrupted` itself (Hypothesis took it for a failing example and
+    then called the run flaky), this says the run was interrupted, not flaky."""
+    return _RECEIVED[0] if _RECEIVED else None
 
 
 @dataclass
@@ -144,4 +155,4 @@ class Keeper:
         return saved.path
 
 
-__all__ = ["Interrupted", "Keeper", "interrupts"]
+__all__ = ["Interrupted", "Keeper", "interrupts", "received"]

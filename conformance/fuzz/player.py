@@ -231,8 +231,9 @@ def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
             driver.stop()
     except DriveAborted as exc:
         played.note = f"aborted: {exc}"
-    except NotTestable as exc:
-        played.note, played.playable = f"not testable: {exc}", False
+    except NotTestable as exc:  # a failed negotiation is graded: the agent's fault
+        played.note, played.playable = f"not testable: {exc}", bool(
+            getattr(exc, "every_case", False))
     except StepError as exc:
         played.note, played.playable = f"cannot play: {exc}", False
     finally:

@@ -247,6 +247,7 @@ class Statement:
     partial: str = ""  # "partial: 2 of 8 MUST requirements exercised", or "" (see partial())
     repeat: int = 1  # --repeat N: how many times each case was played
     unstable: list[str] = field(default_factory=list)  # "case: rule fails in 1 of 3 runs, ..."
+    interrupted: str = ""  # the signal that stopped the run ("SIGTERM"), "" when none did
 
     @property
     def repetitions(self) -> str:
@@ -270,6 +271,10 @@ class Statement:
 
     @property
     def verdict(self) -> str:  # the headline: no more than what was measured (coverage.py)
+        if self.interrupted:
+            from conformance.report.coverage import interrupted_headline
+
+            return interrupted_headline(self.interrupted)
         return say(self.failed or not self.must_passed, self.partial)
 
     @staticmethod
@@ -308,6 +313,11 @@ def statement(result: RunResult) -> Statement:
     notes = sorted({f"{c.case}: {c.note}" for c in result.cases if c.note})
     if result.cut:
         notes.insert(0, f"run cut: {result.cut}")
+    if result.interrupted:
+        unplayed = sum(c.reason is Reason.NOT_RUN and c.cut == result.interrupted
+                       for c in result.cases)
+        notes.insert(0, f"run interrupted by {result.interrupted}: "
+                        f"{len(result.cases) - unplayed} case(s) graded, {unplayed} not run")
     for why in reversed(result.unfinished.values()):
         notes.insert(0, f"not tested: {why}")
     return Statement(
@@ -321,7 +331,8 @@ def statement(result: RunResult) -> Statement:
         exercised=exercised_musts(result), partial=partial(result),
         repeat=getattr(result, "repeat", 1),
         unstable=list(dict.fromkeys(f"{f.case}: {f.requirement} {f.repeats.text}"
-                                    for f in result.unstable() if f.repeats is not None)))
+                                    for f in result.unstable() if f.repeats is not None)),
+        interrupted=result.interrupted)
 
 
 # -- traceability ------------------------------------------------------------------

@@ -92,5 +92,14 @@ def say(failed: bool, gap: str) -> str:
 
 
 def headline(result: RunResult) -> str:
-    """The run's verdict as the reports say it: FAIL, PASS, or "PASS, partial: ..."."""
+    """The run's verdict as the reports say it: FAIL, PASS, "PASS, partial: ...", or
+    "INTERRUPTED by SIGTERM: ..." (never a pass: the run did not end its plan)."""
+    if result.interrupted:
+        return interrupted_headline(result.interrupted)
     return say(result.failed, "" if result.failed else partial(result))
+
+
+def interrupted_headline(signal_name: str) -> str:
+    """The verdict of a run a signal stopped: not a pass, whatever was graded before it."""
+    return (f"INTERRUPTED by {signal_name}: not a pass, only the cases graded before it "
+            "are reported")

@@ -11,12 +11,13 @@
      "cases": [{"case", "description", "protocol", "requirements", "outcome",
                 "note", "reason"?: code, "cut"?: str, "transcript", "stderr_tail"}],
      "summary": {"pass": n, "fail": n, "warn": n, "info": n, "not_applicable": n,
-                 "verdict": "pass"|"fail", "headline": str, "partial": bool},
+                 "verdict": "pass"|"fail"|"interrupted", "headline": str, "partial": bool},
      "graded_against": {"catalogue", "spec_source", "schema_versions", "suite"},
      "coverage": {"v1": {"exercised": n, "musts": n, "not_exercised": [id],
                          "not_advertised": [id], "version_unsupported"?: true}},
      "tck"?: {"MID-A-02": ["ACP-PATCH-203"], ...},
-     "date"?: "YYYY-MM-DD", "cut"?: str, "unfinished"?: {"1": str}}
+     "date"?: "YYYY-MM-DD", "cut"?: str, "unfinished"?: {"1": str},
+     "interrupted"?: "SIGTERM"}
 
 ``reason`` (on a not_applicable row, and on a case that was not graded or was cut)
 is a code from a fixed vocabulary (``conformance.results.Reason``: not_testable,
@@ -41,7 +42,10 @@ spec source and schema versions, and the suite's version, so two reports can be
 compared. ``summary.headline`` is the verdict as the statement says it: ``PASS,
 partial: N of M MUST requirements exercised`` when a MUST of the tested side was not
 exercised (``partial`` true); ``coverage`` gives those counts per version
-(docs/grading.md). ``cut`` says why a run ended before its plan (``--deadline``); ``unfinished`` names
+(docs/grading.md). ``interrupted`` names the signal that stopped the run (SIGINT,
+SIGTERM): the verdict is then ``interrupted`` (never a pass), the cases graded before
+it are kept and the rest are listed as not run (reason not_run, ``cut`` the signal).
+``cut`` says why a run ended before its plan (``--deadline``); ``unfinished`` names
 each version in which cases were played but none ran to its end (the run fails).
 A failing or warning row's ``evidence`` carries its case's ``transcript`` (when
 one was kept) and ``lines``: the wire lines of its entries, as
@@ -70,7 +74,8 @@ class ReportFormatError(Exception):
 
 def to_json(result: RunResult) -> dict[str, Any]:
     summary: dict[str, Any] = dict(result.counts())
-    summary["verdict"] = "fail" if result.failed else "pass"
+    summary["verdict"] = ("interrupted" if result.interrupted else
+                          "fail" if result.failed else "pass")
     from conformance.report.coverage import coverage, headline
 
     summary["headline"] = headline(result)  # "PASS, partial: ..." when MUSTs went unexercised
@@ -94,6 +99,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
         out["date"] = result.date
     if result.cut:
         out["cut"] = result.cut
+    if result.interrupted:
+        out["interrupted"] = result.interrupted
     if result.unfinished:
         out["unfinished"] = {str(p): why for p, why in sorted(result.unfinished.items())}
     if result.fuzz:
@@ -174,6 +181,7 @@ def from_json(data: Any, name: str = "report") -> RunResult:
                            [int(p) for p in data["protocols"]], str(data["profile"]),
                            bool(data["strict"]), target_info=dict(data.get("target_info") or {}),
                            date=data.get("date"), cut=str(data.get("cut") or ""),
+                           interrupted=str(data.get("interrupted") or ""),
                            unfinished={int(p): str(w) for p, w in
                                        (data.get("unfinished") or {}).items()},
                            catalogue=str((data.get("graded_against") or {}).get("catalogue")

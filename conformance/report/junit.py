@@ -68,7 +68,11 @@ def _run_properties(suites: ET.Element, result: RunResult) -> None:
     run = ET.SubElement(suites, "testsuite", name="acp-conformance", tests="0", failures="0",
                         skipped="0")
     props = ET.SubElement(run, "properties")
-    ET.SubElement(props, "property", name="verdict", value="fail" if result.failed else "pass")
+    ET.SubElement(props, "property", name="verdict",
+                  value="interrupted" if result.interrupted else
+                  "fail" if result.failed else "pass")
+    if result.interrupted:
+        ET.SubElement(props, "property", name="interrupted", value=result.interrupted)
     ET.SubElement(props, "property", name="headline", value=xml_safe(headline(result)))
     if result.repeat > 1:  # --repeat N: what the verdict rests on, and the rules that varied
         ET.SubElement(props, "property", name="repeat", value=str(result.repeat))
