@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from conformance.cli.options import EXIT_FAIL, EXIT_OK, build_masker
@@ -14,6 +15,7 @@ def interrupted(ns: argparse.Namespace, exc: Any, **report: Any) -> int:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not tear the reports
+    ns.interrupted_by = str(exc)  # a bundle of it says so, and is never a pass
     report_run(ns, exc.result, **report)
     print(f"acp-conformance: {exc}; the reports cover the {len(exc.result.cases)} case(s) "
           "graded so far", file=sys.stderr)
@@ -82,6 +84,7 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
     for why in result.unfinished.values():  # never green: nothing of it ran to its end
         print(f"acp-conformance: not tested: {why}", file=sys.stderr)
     extras(ns, result, verdict, cases)
+    certify(ns, result, saved, masker)
     if result.cut:  # never green by accident: a cut run has not tested everything
         print(f"acp-conformance: run cut: {result.cut}", file=sys.stderr)
         return EXIT_FAIL
@@ -90,6 +93,30 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
     if verdict is not None:
         return EXIT_FAIL if verdict.failed else EXIT_OK
     return EXIT_FAIL if result.failed else EXIT_OK
+
+
+def certify(ns: argparse.Namespace, result: Any, saved: Any, masker: Any) -> None:
+    """``--certify DIR`` (the submission bundle) and ``--badge PATH``, after the reports."""
+    folder, badge = getattr(ns, "certify", None), getattr(ns, "badge", None)
+    if folder is None and badge is None:
+        return
+    import shlex
+
+    interrupted = str(getattr(ns, "interrupted_by", "") or "")
+    if folder is None and badge is not None:
+        from conformance.certify.badge import write_badge
+
+        write_badge(result, badge, interrupted)
+        return
+    from conformance.certify import write_bundle
+
+    command_line = masker.text(shlex.join(["acp-conformance", *sys.argv[1:]]))
+    folder, tarball = write_bundle(Path(folder), result, saved, command_line=command_line,
+                                   interrupted=interrupted,
+                                   schema_dir=getattr(ns, "schema_dir", None) is not None,
+                                   badge=badge)
+    print(f"certify: wrote the bundle {folder}/ and {tarball} "
+          f"(acp-conformance verify {tarball})", file=sys.stderr)
 
 
 def extras(ns: argparse.Namespace, result: Any, verdict: Any, cases: Any) -> None:
