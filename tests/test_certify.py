@@ -374,3 +374,48 @@ def test_certify_refuses_a_folder_holding_something_else(tmp_path: Path) -> None
     proc = run_cli("--agent", REFERENCE, "--certify", str(tmp_path / "taken"))
     assert_refused(proc, "not empty")
     assert (tmp_path / "taken" / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_require_full_fails_a_partial_pass_and_not_a_full_one(tmp_path: Path) -> None:
+    partial_run = run_cli("--agent", REFERENCE, "--protocol", "1", "--case", "ids-across-turns",
+                          "--require-full", "--out", str(tmp_path / "a"))
+    assert partial_run.returncode == 1, partial_run.stderr
+    assert "--require-full: the verdict is only PASS, partial: " in partial_run.stderr
+    full = run_cli("--agent", REFERENCE, "--protocol", "1", "--require-full", "-j", "2",
+                   "--out", str(tmp_path / "b"))
+    assert full.returncode == 0, full.stdout + full.stderr
+
+
+def test_a_bundle_of_an_interrupted_run_never_verifies_as_a_pass(tmp_path: Path) -> None:
+    import os
+    import select
+    import signal
+
+    sys.path.insert(0, str(REPO_ROOT / "fixtures" / "hostile"))
+    from harness import agent_command, finish_cli, start_cli
+
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    bundle = tmp_path / "cert"
+    proc = start_cli(["--agent", agent_command("silent_after_prompt"), "--protocol", "1",
+                      "--case", "prompt-lifecycle", "--timeout", "60",
+                      "--agent-env", f"HOSTILE_READY_FIFO={fifo}", "--certify", str(bundle),
+                      "--out", str(tmp_path / "out"), "--no-color"], tmp_path)
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert select.select([fd], [], [], 60)[0], "the agent never went silent"
+    finally:
+        os.close(fd)
+    proc.send_signal(signal.SIGINT)
+    run = finish_cli(proc, tmp_path, 0.0)
+    assert run.returncode == 128 + signal.SIGINT, run.stderr
+    pred = manifest(bundle)["predicate"]
+    assert pred["verdict"] == "FAIL" and "SIGINT" in pred["interrupted"]
+    assert "the run was interrupted" in (bundle / "statement.md").read_text(encoding="utf-8")
+    proc2 = verify(bundle)
+    assert proc2.returncode == 0 and proc2.stdout.rstrip().endswith("verdict FAIL"), proc2.stdout
+    b = copy(bundle, tmp_path, "edited")  # dropping the interruption is found
+    run_json = json.loads((b / "run.json").read_text(encoding="utf-8"))
+    run_json["interrupted"] = None
+    (b / "run.json").write_text(json.dumps(run_json), encoding="utf-8")
+    assert "NOT VERIFIED: run.json: its SHA-256" in verify(b).stdout

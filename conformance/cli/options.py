@@ -51,6 +51,9 @@ def common_options(p: argparse.ArgumentParser) -> None:
                         "acp-repo-2026-08-22, or acp-schema-1.21 (the Rust schema crate's v2 "
                         "Preview: replay marker, prompt idempotency keys)")
     g.add_argument("--strict", action="store_true", help="turn every warn into a fail")
+    g.add_argument("--require-full", action="store_true",
+                   help="fail a run whose verdict is only 'PASS, partial' (a MUST requirement "
+                        "of the side tested was not exercised), as certification programs ask")
     g.add_argument("--strict-ids", action="store_true",
                    help="grade MID-A-05/no-ids (a v1 agent that sends no IDs at all) warn "
                         "instead of info; IDs are optional in v1")

@@ -90,6 +90,14 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
         return EXIT_FAIL
     if result.unfinished:
         return EXIT_FAIL
+    if getattr(ns, "require_full", False) and not result.failed:
+        from conformance.report.coverage import partial
+
+        gap = partial(result)
+        if gap:
+            print(f"acp-conformance: --require-full: the verdict is only PASS, {gap}",
+                  file=sys.stderr)
+            return EXIT_FAIL
     if verdict is not None:
         return EXIT_FAIL if verdict.failed else EXIT_OK
     return EXIT_FAIL if result.failed else EXIT_OK
