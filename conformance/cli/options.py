@@ -112,6 +112,12 @@ def report_outputs(o: Any) -> None:
                         "file and line; at most ten, then a count); the GitHub Action "
                         "passes it")
     o.add_argument("--no-color", action="store_true", help="plain console output")
+    o.add_argument("--target-name", metavar="NAME",
+                   help="the target's name as the reports head it (default: what it reported "
+                        "in initialize, then its command); the reported one is kept beside it")
+    o.add_argument("--target-version", metavar="VERSION",
+                   help="the target's version as the reports head it (default: what it "
+                        "reported in initialize)")
     masking_options(o)
 
 

@@ -48,6 +48,9 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
 
     attach(result, saved)  # each finding's wire lines travel with it, masked below
     result = masker.data(result)
+    from conformance.report.catalogue import with_label
+
+    with_label(result, getattr(ns, "target_name", None), getattr(ns, "target_version", None))
     if result.date is None:
         result.date = run_date()
     colour = sys.stdout.isatty() and not ns.no_color

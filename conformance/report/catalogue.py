@@ -245,6 +245,17 @@ class Statement:
     # per protocol version: (MUST requirements the traffic exercised, those it did not)
     exercised: dict[int, tuple[list[str], list[str]]] = field(default_factory=dict)
     partial: str = ""  # "partial: 2 of 8 MUST requirements exercised", or "" (see partial())
+    # --target-name/--target-version were given: what initialize reported (else None)
+    reported: dict[str, Any] | None = None
+
+    @property
+    def named_as(self) -> str:
+        """How the Target row qualifies the name: who gave it."""
+        if self.reported is None:
+            return "as reported in initialize"
+        said = " ".join(str(self.reported[k]) for k in ("name", "version")
+                        if self.reported.get(k))
+        return f"as named for this report; initialize reported {said or 'no name'}"
 
     def exercised_line(self, protocol: int) -> str:
         """"18 of 22 exercised; not exercised: MID-A-07, ..." for one version."""
@@ -287,26 +298,61 @@ def graded_against(result: RunResult) -> dict[str, str]:
             "suite": result.tool_version}
 
 
+def grouped_notes(result: RunResult) -> list[str]:
+    """Each case's note, once per wording: "case: note" for one case, and "22 v2 cases not
+    run: note" (or "3 v1 cases: note") where several cases say the same."""
+    groups: dict[tuple[int, str, bool], list[str]] = {}
+    for c in result.cases:
+        if c.note:
+            skipped = c.reason in (Reason.NOT_RUN, Reason.VERSION_UNSUPPORTED)
+            groups.setdefault((c.protocol, c.note, skipped), []).append(c.case)
+    return sorted({f"{cases[0]}: {note}" if len(cases) == 1 else
+                   f"{len(cases)} v{p} cases{' not run' if skipped else ''}: {note}"
+                   for (p, note, skipped), cases in groups.items()})
+
+
+def with_label(result: RunResult, name: str | None, version: str | None) -> None:
+    """``--target-name`` / ``--target-version``: the name and version every report heads
+    with, in place of what ``initialize`` reported, which is kept as ``reported``."""
+    if not name and not version:
+        return
+    info = dict(result.target_info or {})
+    reported = info.get("reported") if isinstance(info.get("reported"), dict) else {
+        "name": info.get("name"), "version": info.get("version")}
+    info.update(reported=reported, name=name or info.get("name"),
+                version=version or info.get("version"))
+    result.target_info = info
+
+
+def shown_command(command: str) -> str:
+    """The command as a report heads it: a word that is an absolute path shows its last
+    part only (``/home/ci/build/bin/agent --acp`` is ``agent --acp``), so no report names
+    the machine's folders."""
+    return re.sub(r"(?<![\w.~-])/(?:[^\s/'\"]+/)+([^\s/'\"]+)", r"\1", command)
+
+
 def statement(result: RunResult) -> Statement:
     from conformance import TOOL_NAME
 
     rows = requirement_verdicts(result, include_unrun=True)
     info = result.target_info or {}
     name, version = info.get("name"), info.get("version")
-    notes = sorted({f"{c.case}: {c.note}" for c in result.cases if c.note})
+    notes = grouped_notes(result)
     if result.cut:
         notes.insert(0, f"run cut: {result.cut}")
     for why in reversed(result.unfinished.values()):
         notes.insert(0, f"not tested: {why}")
     return Statement(
-        tool=f"{TOOL_NAME} {result.tool_version}", role=result.role, target=result.target,
+        tool=f"{TOOL_NAME} {result.tool_version}", role=result.role,
+        target=shown_command(result.target),
         target_name=None if name is None else str(name),
         target_version=None if version is None else str(version),
         protocols=list(result.protocols), profile=result.profile, strict=result.strict,
         date=getattr(result, "date", None) or None,
         must=[v for v in rows if v.meta.is_must], should=[v for v in rows if v.meta.is_should],
         notes=notes, failed=result.failed, graded_against=graded_against(result),
-        exercised=exercised_musts(result), partial=partial(result))
+        exercised=exercised_musts(result), partial=partial(result),
+        reported=info.get("reported") if isinstance(info.get("reported"), dict) else None)
 
 
 # -- traceability ------------------------------------------------------------------
@@ -414,7 +460,9 @@ def traceability(cases: Sequence[Any], *, fixtures: dict[str, set[str]] | None =
 
 def format_traceability(rows: Sequence[TraceRow]) -> str:
     """Plain text for ``acp-conformance list --traceability``."""
-    lines = []
+    lines = [] if any(r.fixtures is not None for r in rows) else [
+        "(the broken fixtures that prove each rule can fail are in the suite's source "
+        "repository, fixtures/, not in this install)", ""]
     for r in rows:
         versions = "/".join(f"v{v}" for v in r.meta.versions)
         lines.append(f"{r.meta.id}  [{r.meta.level}, {versions}]  {r.meta.title}")
@@ -429,7 +477,7 @@ def format_traceability(rows: Sequence[TraceRow]) -> str:
         if r.checkers:
             lines.append(f"  checkers: {', '.join(r.checkers)}")
         if r.fixtures is None:
-            lines.append("  fixtures: unknown (the fixture manifests are not installed)")
+            pass  # an installed suite: said once, below
         elif r.fixtures:
             lines.append(f"  fixtures: {', '.join(r.fixtures)}")
         elif r.rules:

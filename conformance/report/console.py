@@ -38,10 +38,18 @@ def unsupported_versions(result: RunResult) -> dict[int, str]:
 
 
 def _header(result: RunResult, unsupported: dict[int, str]) -> list[str]:
-    lines = [f"acp-conformance {result.tool_version}: {result.role} {safe(result.target, 100)}",
+    from conformance.report.catalogue import shown_command
+
+    info = result.target_info
+    reported = info.get("reported") if isinstance(info.get("reported"), dict) else None
+    label = " ".join(str(info[k]) for k in ("name", "version") if info.get(k)) \
+        if reported is not None else ""  # --target-name/--target-version head it
+    lines = [f"acp-conformance {result.tool_version}: {result.role} "
+             f"{safe(label or shown_command(result.target), 100)}",
              f"protocol v{'/v'.join(map(str, result.protocols))}, profile {result.profile}"
              + (", strict" if result.strict else "")]
-    info = result.target_info
+    if reported is not None:
+        info = reported
     if info.get("name"):
         lines.append(f"target reports itself as {safe(info.get('name'))} "
                      f"{safe(info.get('version') or '')}".rstrip())
