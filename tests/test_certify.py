@@ -20,6 +20,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT, run_cli
 
+pytest_plugins = ["pytester"]
+
 REFERENCE = shlex.join([sys.executable, "-m", "conformance.reference.agent"])
 BROKEN = shlex.join([sys.executable, str(REPO_ROOT / "fixtures" / "agents" / "per_turn_counter.py")])
 TRANSPARENT = REPO_ROOT / "fixtures" / "proxies" / "transparent.py"
@@ -279,6 +281,21 @@ def test_a_client_run_and_a_proxy_run_certify_and_verify(tmp_path: Path) -> None
                 "proxy-grouping@v1.agent-side.jsonl", "proxy-grouping@v1.jsonl"]
         proc = verify(folder.with_name(f"{name}.tar.gz"))
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_pytest_plugin_writes_a_bundle_that_verifies(plugin_pytest: Any,
+                                                          tmp_path: Path) -> None:
+    bundle = tmp_path / "plugin-cert"
+    outcome = plugin_pytest("--acp-agent", REFERENCE, "--acp-protocol", "1",
+                            "--acp-case", "ids-across-turns", "--acp-certify", str(bundle),
+                            "--acp-target-name", "Acme Agent")
+    outcome.assert_outcomes(passed=1)
+    pred = manifest(bundle)["predicate"]
+    assert pred["verdict"].startswith("PASS, partial:") and pred["target"]["name"] == "Acme Agent"
+    assert json.loads((bundle / "run.json").read_text(encoding="utf-8"))["command_line"] \
+        .startswith("pytest ")
+    proc = verify(bundle.with_name("plugin-cert.tar.gz"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 # -- bad input: nothing ever written outside the folder given ------------------------
