@@ -48,7 +48,7 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
 
     attach(result, saved)  # each finding's wire lines travel with it, masked below
     result = masker.data(result)
-    from conformance.report.catalogue import with_label
+    from conformance.report.heading import with_label
 
     with_label(result, getattr(ns, "target_name", None), getattr(ns, "target_version", None))
     if result.date is None:
@@ -108,16 +108,17 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
 
 def certify(ns: argparse.Namespace, result: Any, saved: Any, masker: Any) -> None:
     """``--certify DIR`` (the submission bundle) and ``--badge PATH``, after the reports."""
-    folder, badge = getattr(ns, "certify", None), getattr(ns, "badge", None)
+    folder: Any = getattr(ns, "certify", None)
+    badge: Any = getattr(ns, "badge", None)
     if folder is None and badge is None:
         return
     import shlex
 
     interrupted = str(getattr(ns, "interrupted_by", "") or "")
-    if folder is None and badge is not None:
+    if folder is None:
         from conformance.certify.badge import write_badge
 
-        write_badge(result, badge, interrupted)
+        write_badge(result, Path(badge), interrupted)
         return
     from conformance.certify import write_bundle
 

@@ -38,7 +38,7 @@ def unsupported_versions(result: RunResult) -> dict[int, str]:
 
 
 def _header(result: RunResult, unsupported: dict[int, str]) -> list[str]:
-    from conformance.report.catalogue import shown_command
+    from conformance.report.heading import shown_command
 
     info = result.target_info
     reported = info.get("reported") if isinstance(info.get("reported"), dict) else None
