@@ -436,3 +436,15 @@ def test_a_bundle_of_an_interrupted_run_never_verifies_as_a_pass(tmp_path: Path)
     run_json["interrupted"] = None
     (b / "run.json").write_text(json.dumps(run_json), encoding="utf-8")
     assert "NOT VERIFIED: run.json: its SHA-256" in verify(b).stdout
+
+
+def test_a_bundle_validated_against_the_schemas_needs_them_to_verify(
+        shared_dir: Path, tmp_path: Path) -> None:
+    schemas = str(shared_dir / "acp-schema")
+    code, folder, out = certify(tmp_path, "cert", "--agent", REFERENCE, "--protocol", "1",
+                                "--case", "ids-across-turns", "--schema-dir", schemas)
+    assert code == 0, out
+    assert json.loads((folder / "run.json").read_text(encoding="utf-8"))["schema_dir"] is True
+    assert_refused(verify(folder), "--schema-dir")
+    proc = verify(folder, "--schema-dir", schemas)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
