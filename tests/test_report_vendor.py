@@ -162,3 +162,46 @@ def test_the_vendor_report_in_a_browser(vendor: dict[str, Any], tmp_path: Path) 
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
     assert int.from_bytes(data[16:20], "big") == 1000  # the width asked for
+
+
+V2_ERRORS = '''\
+import sys
+sys.path.insert(0, {root!r})
+from conformance.reference.agent import ReferenceAgent, RpcError, main
+
+
+class V2Errors(ReferenceAgent):
+    def handle_initialize(self, request_id, params):
+        if params.get("protocolVersion") == 2:
+            raise RpcError(-32603, "Internal error: no v2 today")
+        return super().handle_initialize(request_id, params)
+
+
+sys.exit(main(agent_class=V2Errors))
+'''
+
+
+def test_a_failed_case_is_never_shown_as_not_run_too(tmp_path: Path) -> None:
+    """The case whose negotiation failed fails; the version's other cases are not run. No
+    report shows the failed one as "not run" (its steps were not played, it says)."""
+    agent = tmp_path / "v2_errors.py"
+    agent.write_text(V2_ERRORS.format(root=str(REPO_ROOT)), encoding="utf-8")
+    proc = run_cli("--agent", f"{sys.executable} {agent}", "--protocol", "2",
+                   "--case", "ids-across-turns", "--case", "prompt-lifecycle",
+                   "--case", "identical-prompts", "--markdown", str(tmp_path / "r.md"),
+                   "--html", str(tmp_path / "r.html"), "--json", str(tmp_path / "r.json"),
+                   cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    failed = [c for c in data["cases"] if c["outcome"] == "fail"]
+    assert len(failed) == 1 and failed[0]["reason"] == "not_run"  # the engine's record
+    name = failed[0]["case"]
+    shown = [proc.stdout + proc.stderr, (tmp_path / "r.md").read_text(encoding="utf-8"),
+             (tmp_path / "r.html").read_text(encoding="utf-8")]
+    for text in shown:
+        assert f"{name}: not run" not in text
+        assert f"{name}: failed before its steps were played: " in text \
+            or "failed before its steps were played: " in text
+    assert f"(first: {name}: failed before its steps were played: " in data["unfinished"]["2"]
+    md = shown[1].split("### Notes", 1)[1]
+    assert "- 2 v2 cases not run: the agent answered the v2 initialize with an error" in md

@@ -62,7 +62,7 @@ def _header(result: RunResult, unsupported: dict[int, str]) -> list[str]:
     gated = {p for p in {c.protocol for c in result.cases} if _not_applicable(result, p)}
     for c in result.cases:  # a gated version's note is its summary line: said once
         if c.note and c.protocol not in unsupported and c.protocol not in gated:
-            notes[c.note].append(c.case)
+            notes[c.shown_note].append(c.case)
     for note, cases in notes.items():
         more = f" and {len(cases) - 1} more" if len(cases) > 1 else ""
         lines.append(f"  note: {cases[0]}{more}: {safe(note)}")

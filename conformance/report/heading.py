@@ -6,19 +6,23 @@ from __future__ import annotations
 
 import re
 
-from conformance.results import Reason, RunResult
+from conformance.results import Outcome, Reason, RunResult
+
+NOT_RUN = "not run: "
 
 
 def grouped_notes(result: RunResult) -> list[str]:
     """Each case's note, once per wording: "case: note" for one case, and "22 v2 cases not
-    run: note" (or "3 v1 cases: note") where several cases say the same."""
+    run: why" (or "3 v1 cases: note") where several cases say the same."""
     groups: dict[tuple[int, str, bool], list[str]] = {}
     for c in result.cases:
         if c.note:
-            skipped = c.reason in (Reason.NOT_RUN, Reason.VERSION_UNSUPPORTED)
-            groups.setdefault((c.protocol, c.note, skipped), []).append(c.case)
+            skipped = c.reason in (Reason.NOT_RUN, Reason.VERSION_UNSUPPORTED) \
+                and c.outcome is not Outcome.FAIL
+            groups.setdefault((c.protocol, c.shown_note, skipped), []).append(c.case)
     return sorted({f"{cases[0]}: {note}" if len(cases) == 1 else
-                   f"{len(cases)} v{p} cases{' not run' if skipped else ''}: {note}"
+                   f"{len(cases)} v{p} cases{' not run' if skipped else ''}: "
+                   + (note[len(NOT_RUN):] if skipped and note.startswith(NOT_RUN) else note)
                    for (p, note, skipped), cases in groups.items()})
 
 

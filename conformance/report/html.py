@@ -211,9 +211,10 @@ def _cases(result: RunResult, loader: TranscriptLoader) -> str:
             f"{html.escape(', '.join(c.requirements))}"
             + (f"; transcript <code>{esc(c.transcript_path)}</code>" if c.transcript_path else "")
             + "</p>"
-            + ('<p class="note">'
-               + (f"<code>{html.escape(c.reason.value)}</code> " if c.reason else "")
-               + f"{esc(c.note)}</p>" if c.note else "")
+            + ('<p class="note">'  # a failed case is never shown as not run too
+               + (f"<code>{html.escape(c.reason.value)}</code> "
+                  if c.reason and outcome is not Outcome.FAIL else "")
+               + f"{esc(c.shown_note)}</p>" if c.note else "")
             + (_finding_list(graded, {c.case: ci}, anchors) if graded
                else '<p class="muted">no fail, warn or info finding</p>')
             + (f"<h4>Target stderr (tail)</h4><pre>{esc_block(c.stderr_tail)}</pre>"
