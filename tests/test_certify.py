@@ -117,6 +117,12 @@ def test_the_bundle_holds_every_file_under_an_in_toto_statement(reference: Path)
             assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
     with tarfile.open(reference.with_name("bundle.tar.gz")) as tar:
         names = tar.getnames()
+    from conformance.certify.bundle import write_tarball
+
+    again = reference.with_name("again.tar.gz")  # the archive is a function of the folder
+    write_tarball(reference, again)
+    assert again.read_bytes() == reference.with_name("bundle.tar.gz").read_bytes()
+    again.unlink()
     assert all(n == "bundle" or n.startswith("bundle/") for n in names)
     assert "bundle/manifest.intoto.json" in names
 
@@ -241,7 +247,15 @@ def test_another_catalogue_revision_is_an_input_error_unless_regraded(
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     proc = verify(b, "--regrade")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "verified:" in proc.stdout
+    assert "verified:" in proc.stdout and "regrade:" not in proc.stdout  # nothing differs
+    row = next(r for r in report["results"] if r["outcome"] == "pass")
+    row["outcome"] = "warn"  # graded otherwise then: --regrade says what differs now
+    (b / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    rehash(b)
+    proc = verify(b, "--regrade")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (f"regrade: report.json: row ({row['case']}, {row['requirement']}): the report "
+            "says warn, the transcript gives pass") in proc.stdout, proc.stdout
 
 
 def test_the_badge_is_self_contained_svg(reference: Path, broken: Path, tmp_path: Path) -> None:
