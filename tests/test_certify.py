@@ -399,6 +399,17 @@ def test_missing_truncated_foreign_and_incomplete_bundles_are_input_errors(
     assert_refused(verify(d), "symbolic link")
 
 
+def test_a_run_that_keeps_no_transcripts_still_bundles_them(tmp_path: Path) -> None:
+    code, folder, out = certify(tmp_path, "cert", "--agent", REFERENCE, "--protocol", "1",
+                                "--case", "ids-across-turns", "--no-transcripts")
+    assert code == 0, out
+    report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    assert [c["transcript"] for c in report["cases"]] == ["transcripts/ids-across-turns@v1.jsonl"]
+    assert (folder / "transcripts" / "ids-across-turns@v1.jsonl").is_file()
+    assert not (tmp_path / "cert-out" / "transcripts").exists()
+    assert verify(folder).returncode == 0
+
+
 def test_certify_refuses_a_folder_holding_something_else(tmp_path: Path) -> None:
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "notes.txt").write_text("mine", encoding="utf-8")

@@ -280,11 +280,14 @@ def dump(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=True, sort_keys=False, default=str) + "\n"
 
 
-def bundle_report(result: RunResult, names: Mapping[str, Any]) -> RunResult:
-    """The result as the bundle's report.json says it: transcripts named inside the bundle."""
+def bundle_report(result: RunResult, names: Mapping[str, Any],
+                  saved: Mapping[str, str | None]) -> RunResult:
+    """The result as the bundle's report.json says it: transcripts named inside the bundle
+    (also those of a run whose own reports name none: --no-transcripts)."""
     out = copy.deepcopy(result)
     for c in out.cases:
-        base = Path(c.transcript_path).name if c.transcript_path else None
+        path = saved.get(c.case) or c.transcript_path
+        base = Path(path).name if path else None
         c.transcript_path = f"{TRANSCRIPTS}/{base}" if base in names else None
         c.findings = [dataclasses.replace(f, transcript=c.transcript_path) if f.transcript
                       else f for f in c.findings]
@@ -327,7 +330,7 @@ def write_bundle(folder: Path, result: RunResult, saved: Mapping[str, str | None
         (build / TRANSCRIPTS).mkdir()
         for name, src in sorted(names.items()):
             shutil.copyfile(src, build / TRANSCRIPTS / name)
-        reported = bundle_report(result, names)
+        reported = bundle_report(result, names, saved)
         texts = {
             "report.json": report_dumps(reported),
             "statement.md": statement_markdown(reported, interrupted),
