@@ -52,6 +52,7 @@ class VerifyResult:
     differences: list[str] = field(default_factory=list)  # --regrade: under the installed one
     transcripts: int = 0
     rows: int = 0
+    target: str = ""  # "agent Acme Agent 2.1.0": the side tested and the target's name
 
     @property
     def ok(self) -> bool:
@@ -165,6 +166,9 @@ def _verify(root: Path, shown: str, regrade: bool, schema_dir: Path | None) -> V
         raise BundleError("the run validated frames against the official schemas: give "
                           "--schema-dir DIR to grade them again")
     interrupted = str(run.get("interrupted") or "")
+    info = report.target_info or {}
+    out.target = " ".join(str(x) for x in (report.role, info.get("name") or report.target,
+                                           info.get("version")) if x)
     regraded = _regrade(root, report, out, schema_dir)
     if regraded is None:
         return out

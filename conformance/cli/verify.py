@@ -42,8 +42,8 @@ def main(args: Sequence[str]) -> int:
         print(f"acp-conformance verify: {ns.bundle}: {len(result.problems)} problem(s); the "
               "bundle does not hold", file=sys.stderr)
         return EXIT_FAIL
-    print(f"verified: {ns.bundle}: {result.transcripts} transcript(s) re-graded, "
-          f"{result.rows} row(s) as reported; catalogue {result.catalogue}; "
+    print(f"verified: {ns.bundle}: {result.target}: {result.transcripts} transcript(s) "
+          f"re-graded, {result.rows} row(s) as reported; catalogue {result.catalogue}; "
           f"verdict {result.verdict}")
     if ns.regrade and result.differences:
         return EXIT_FAIL if result.verdict == "FAIL" else EXIT_OK
