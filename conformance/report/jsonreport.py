@@ -2,7 +2,8 @@
 
     {"format": "acp-conformance-report", "version": 1,
      "tool": {"name", "version"}, "role": "agent"|"client", "target": str,
-     "target_info": {"name", "version", "protocol"}, "protocols": [1, 2],
+     "target_info": {"name", "version", "protocol", "reported"?: {"name", "version"}},
+     "protocols": [1, 2],
      "profile": str, "strict": bool,
      "results": [{"case", "requirement", "outcome", "message",
                   "evidence": {"entries": [int], "expected"?, "actual"?,
@@ -41,7 +42,9 @@ spec source and schema versions, and the suite's version, so two reports can be
 compared. ``summary.headline`` is the verdict as the statement says it: ``PASS,
 partial: N of M MUST requirements exercised`` when a MUST of the tested side was not
 exercised (``partial`` true); ``coverage`` gives those counts per version
-(docs/grading.md). ``cut`` says why a run ended before its plan (``--deadline``); ``unfinished`` names
+(docs/grading.md). ``target_info`` is the target as it described itself in ``initialize``; with
+``--target-name`` / ``--target-version`` its ``name`` and ``version`` are the given ones
+and ``reported`` holds what ``initialize`` said. ``cut`` says why a run ended before its plan (``--deadline``); ``unfinished`` names
 each version in which cases were played but none ran to its end (the run fails).
 A failing or warning row's ``evidence`` carries its case's ``transcript`` (when
 one was kept) and ``lines``: the wire lines of its entries, as
