@@ -194,6 +194,26 @@ def test_one_digest_in_the_manifest_is_found_and_named(reference: Path, tmp_path
     assert f"NOT VERIFIED: {target['name']}: its SHA-256" in proc.stdout, proc.stdout
 
 
+def test_a_transcript_header_edited_to_grade_a_fault_away_is_named(
+        broken: Path, tmp_path: Path) -> None:
+    """Excluding the failing rule in a transcript's recorded scope, with the report made to
+    agree, is still found: the installed case file does not exclude it."""
+    b = copy(broken, tmp_path, "b")
+    report = json.loads((b / "report.json").read_text(encoding="utf-8"))
+    row = next(r for r in report["results"] if r["outcome"] == "fail")
+    victim = b / report["cases"][[c["case"] for c in report["cases"]].index(row["case"])][
+        "transcript"]
+    lines = victim.read_text(encoding="utf-8").split("\n")
+    header = json.loads(lines[0])
+    header["scope"]["exclude"] = {row["requirement"]: "not ours"}
+    victim.write_text("\n".join([json.dumps(header), *lines[1:]]), encoding="utf-8")
+    rehash(b)
+    proc = verify(b)
+    assert proc.returncode == 1
+    assert (f"NOT VERIFIED: transcripts/{victim.name}: excludes ['{row['requirement']}']; "
+            f"case {row['case'].split('@')[0]} excludes nothing") in proc.stdout, proc.stdout
+
+
 def test_the_predicate_is_checked_against_the_transcripts(broken: Path, tmp_path: Path) -> None:
     b = copy(broken, tmp_path, "b")
     man = manifest(b)

@@ -209,6 +209,7 @@ def _regrade(root: Path, report: RunResult, out: VerifyResult,
             headers[f] = tmod.read_header(f)
         except Exception as exc:  # noqa: BLE001 - an edited transcript: named, not a traceback
             out.problems.append(f"{TRANSCRIPTS}/{f.name}: cannot be read: {_short(exc)}")
+    _check_scopes(headers, report, out.problems)
     cases = []
     for f, header in headers.items():
         if header.get("side") == "agent":
@@ -254,6 +255,55 @@ def _regrade(root: Path, report: RunResult, out: VerifyResult,
             c.description = by_name[c.case].description
     out.rows = sum(len(c.findings) for c in cases)
     return result
+
+
+def _check_scopes(headers: dict[Path, dict[str, Any]], report: RunResult,
+                  problems: list[str]) -> None:
+    """What each transcript says it grades is what the run graded: its role, profile and
+    strictness the report's, the same options in every case, every rule of the role (a
+    run never narrows a case; a proxy case grades its case's proxy rules), and no rule
+    excluded that the installed case file does not exclude. Else a transcript's header
+    could be edited to grade a fault away."""
+    known = _installed_cases()
+    options: dict[tuple[Any, ...], list[str]] = {}
+    for f, header in headers.items():
+        if header.get("side") == "agent":
+            continue
+        name = f"{TRANSCRIPTS}/{f.name}"
+        scope = header.get("scope")
+        if not isinstance(scope, dict):
+            problems.append(f"{name}: records no grading scope; a run's transcript does")
+            continue
+        said = (scope.get("role"), scope.get("profile") or report.profile, scope.get("strict"))
+        if said != (report.role, report.profile, report.strict):
+            problems.append(f"{name}: graded as {said[0]}, profile {said[1]}, strict "
+                            f"{said[2]}; the run was {report.role}, profile {report.profile}, "
+                            f"strict {report.strict}")
+        key = (scope.get("strict_ids"), scope.get("cross_turn_reuse"))
+        options.setdefault(key, []).append(name)
+        if scope.get("role") != "proxy" and scope.get("rules") != "all":
+            problems.append(f"{name}: grades only {scope.get('rules')}; a run's case grades "
+                            "every rule of its role")
+        case = known.get(str(header.get("case") or "").split("@", 1)[0])
+        exclude = scope.get("exclude") if isinstance(scope.get("exclude"), dict) else {}
+        if case is not None and exclude != dict(case.exclude):
+            problems.append(f"{name}: excludes {sorted(exclude) or 'nothing'}; case "
+                            f"{case.id} excludes {sorted(dict(case.exclude)) or 'nothing'}")
+    if len(options) > 1:
+        odd = min(options.values(), key=len)
+        problems.append(f"{odd[0]}: graded with other options (--strict-ids, "
+                        "--cross-turn-reuse) than the run's other transcripts")
+
+
+def _installed_cases() -> dict[str, Any]:
+    """The installed suite's cases by ID ({} when they cannot be read: then no case's
+    exclusions are compared, as for a run of a --cases folder of its own)."""
+    try:
+        from conformance import cases as casemod
+
+        return {c.id: c for c in casemod.load_dir()}
+    except Exception:  # noqa: BLE001 - a comparison we cannot make is not a finding
+        return {}
 
 
 def _case_protocol(header: dict[str, Any]) -> int:
