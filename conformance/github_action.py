@@ -14,7 +14,10 @@ installed, so it uses the standard library only:
   folder, let the suite annotate each failing rule (``--github-annotations``), append
   the Markdown summary to ``$GITHUB_STEP_SUMMARY``, and set the step outputs
   ``verdict`` (pass, fail, interrupted or error), ``json``, ``junit``, ``html`` and ``markdown``.
-  The step exits with the suite's exit status.
+  With the input ``certify: true`` the run also writes its submission bundle
+  (``--certify``: the folder :data:`BUNDLE` and its ``.tar.gz`` in the output folder;
+  step outputs ``bundle``, the archive, and ``badge``), which the action's next step
+  uploads as an artifact. The step exits with the suite's exit status.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 
 REPORTS = {"json": "acp-conformance.json", "junit": "acp-conformance.xml",
            "html": "acp-conformance.html", "markdown": "acp-conformance.md"}
+BUNDLE = "acp-conformance-certification"  # --certify's folder in the output folder
 VERDICTS = {0: "pass", 1: "fail"}  # any other exit status: "error"
 EXIT_USAGE = 2
 SUMMARY_LIMIT = 1024 * 1024  # bytes GitHub accepts in one step summary
@@ -127,6 +131,8 @@ def suite_arguments(env: Mapping[str, str], out: Path) -> list[str]:
         argv.append("--model-server")
     argv += extra
     argv.append("--github-annotations")  # one ::error per failing rule, from the suite
+    if _flag(env, "certify"):
+        argv += ["--certify", str(out / BUNDLE)]
     for option, name in REPORTS.items():  # last, so they win over the same option in args
         argv += [f"--{option}", str(out / name)]
     return [*argv, "--transcripts", str(out / "transcripts")]
@@ -165,6 +171,7 @@ def run(env: Mapping[str, str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for path in (out / name for name in REPORTS.values()):  # no stale report of an old run
         path.unlink(missing_ok=True)
+    (out / f"{BUNDLE}.tar.gz").unlink(missing_ok=True)  # nor a stale bundle
     print("$ acp-conformance " + shlex.join(shown_arguments(argv)), flush=True)
     # -I: a folder named conformance in the working directory is not the suite
     status = _run_suite([sys.executable, "-I", "-m", "conformance", *argv])
@@ -215,6 +222,10 @@ def _finish(env: Mapping[str, str], verdict: str, written: Mapping[str, Path],
     for name in REPORTS:
         set_output(env, name, str(written[name]) if name in written else "")
     set_output(env, "verdict", verdict)
+    bundle = next(iter(written.values()), Path(".")).parent / f"{BUNDLE}.tar.gz"
+    found = bool(written) and bundle.is_file()
+    set_output(env, "bundle", str(bundle) if found else "")
+    set_output(env, "badge", str(bundle.with_name(BUNDLE) / "badge.svg") if found else "")
     summary = env.get("GITHUB_STEP_SUMMARY")
     if summary:
         text = (_capped(written["markdown"]) if "markdown" in written

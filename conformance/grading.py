@@ -357,4 +357,4 @@ def conclude(result: RunResult, deadline: float | None = None) -> None:
         if any(c.aborted or c.reason is Reason.NOT_RUN for c in cases):
             first = next(c for c in cases if c.aborted or c.reason is Reason.NOT_RUN)
             result.unfinished[p] = (f"no v{p} case ran to its end (first: {first.case}: "
-                                    f"{first.note})")
+                                    f"{first.shown_note})")

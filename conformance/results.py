@@ -238,6 +238,15 @@ class CaseResult:
     def outcome(self) -> Outcome:
         return worst(f.outcome for f in self.findings)
 
+    @property
+    def shown_note(self) -> str:
+        """The note as reports show it. The case in which a fault stopped its version (a
+        failed negotiation: the version's other cases are not run) failed, and is never
+        shown as "not run" too: its steps were not played."""
+        if self.outcome is Outcome.FAIL and self.note.startswith("not run: "):
+            return "failed before its steps were played: " + self.note[len("not run: "):]
+        return self.note
+
 
 @dataclass
 class RunResult:

@@ -98,6 +98,8 @@ def run_action(tmp: Path, given: dict[str, str], *, action_path: Path = REPO_ROO
     for number, step in enumerate(ACTION["runs"]["steps"]):
         if only is not None and step["id"] != only:
             continue
+        if "uses" in step:  # an action of GitHub's (the bundle's upload): not emulated here
+            continue
         assert set(step) <= {"name", "id", "shell", "run", "env"}, step  # no if:, no uses:
         assert step["shell"] == "bash"
         script = tmp / f"step-{number}.sh"
@@ -144,13 +146,18 @@ def test_action_yml_is_a_complete_composite_action() -> None:
     ids = [s["id"] for s in steps]
     assert len(set(ids)) == len(ids) == len(steps)
     for step in steps:
+        if "uses" in step:  # the runner's own upload of the bundle: only when certify wrote one
+            assert step["uses"].startswith("actions/upload-artifact@"), step
+            assert "steps.run.outputs.bundle" in step["if"], step
+            continue
         assert step["shell"] == "bash" and "run" in step
         assert "${{" not in step["run"], "inputs go through env:, never into the script text"
         assert "github_action.py" in step["run"]  # the logic lives in a script file
     for name, spec in ACTION["inputs"].items():
         assert spec["description"] and spec.get("required") is False, name
         assert "default" in spec, name
-    used = {m.group(1) for s in steps for v in s.get("env", {}).values()
+    used = {m.group(1) for s in steps for v in [*s.get("env", {}).values(),
+                                                 *s.get("with", {}).values()]
             for m in re.finditer(r"inputs\.([\w-]+)", str(v))}
     assert used == set(ACTION["inputs"]), "every input is used, and only declared ones"
     for name, spec in ACTION["outputs"].items():
@@ -175,7 +182,8 @@ def test_reference_agent_is_green(tmp_path: Path) -> None:
                                      profile="acp-repo-2026-08-22"))
     assert run.status == 0, run.log
     assert set(run.steps["run"]) == set(ACTION["outputs"])  # the step sets every output
-    assert all(run.outputs.values())
+    assert run.outputs["bundle"] == run.outputs["badge"] == ""  # certify is off by default
+    assert all(v for k, v in run.outputs.items() if k not in ("bundle", "badge"))
     assert run.outputs["verdict"] == "pass"
     out = tmp_path / "workspace" / "acp-conformance-reports"
     assert run.outputs["json"] == str(out / "acp-conformance.json")
@@ -191,6 +199,22 @@ def test_reference_agent_is_green(tmp_path: Path) -> None:
     assert "PASS" in run.summary
     assert (out / "transcripts" / "prompt-lifecycle@v2.jsonl").is_file()
     assert "::error" not in run.log
+
+
+def test_certify_writes_the_bundle_the_upload_step_takes(tmp_path: Path) -> None:
+    run = run_action(tmp_path, local(agent=reference_agent(), args=CASES, protocol="1",
+                                     certify="true"))
+    assert run.status == 0, run.log
+    out = tmp_path / "workspace" / "acp-conformance-reports"
+    assert run.outputs["bundle"] == str(out / "acp-conformance-certification.tar.gz")
+    assert run.outputs["badge"] == str(out / "acp-conformance-certification" / "badge.svg")
+    assert Path(run.outputs["badge"]).read_text(encoding="utf-8").startswith("<svg")
+    upload = next(s for s in ACTION["runs"]["steps"] if "uses" in s)
+    assert upload["with"]["path"] == "${{ steps.run.outputs.bundle }}"
+    from conftest import run_cli
+
+    verified = run_cli("verify", run.outputs["bundle"])
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 def test_broken_agent_is_red(tmp_path: Path) -> None:
@@ -340,7 +364,7 @@ def test_bad_inputs_are_one_error_and_exit_2(tmp_path: Path, inputs: dict[str, s
     assert run.status == 2, run.log
     assert "::error title=acp-conformance::" in run.log and message in run.log, run.log
     assert run.outputs == {"verdict": "error", "json": "", "junit": "", "html": "",
-                           "markdown": ""}
+                           "markdown": "", "bundle": "", "badge": ""}
     assert set(run.steps["run"]) == set(ACTION["outputs"])
     assert "the action's inputs cannot be used" in run.summary
 

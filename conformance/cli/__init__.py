@@ -71,6 +71,10 @@ def _dispatch(args: list[str]) -> int:
         from conformance.cli import show
 
         return show.main(rest)
+    if name == "verify":
+        from conformance.cli import verify
+
+        return verify.main(rest)
     if name == "demo":
         from conformance.cli import demo
 
@@ -83,12 +87,13 @@ def _dispatch(args: list[str]) -> int:
 def _error_exit(exc: Exception) -> int:
     from conformance.baseline import BaselineError
     from conformance.cases import CaseError
+    from conformance.certify.bundle import BundleError
     from conformance.report.jsonreport import ReportFormatError
     from conformance.transcript import TranscriptError
     from conformance.transport import TargetCommandError
 
     if isinstance(exc, (UsageError, CaseError, TranscriptError, TargetCommandError,
-                        BaselineError, ReportFormatError)):
+                        BaselineError, ReportFormatError, BundleError)):
         print(f"acp-conformance: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if os.environ.get("ACP_CONFORMANCE_DEBUG"):

@@ -24,6 +24,7 @@ SUBCOMMANDS = {  # name: what it does, for --help (one line each; each has its o
     "fuzz": "generated sessions or streams until a rule breaks; shrunk, saved",
     "replay": "replay saved regression files: FIXED or STILL FAILING",
     "show": "print a transcript readably, a finding's lines marked (FILE#N)",
+    "verify": "check a --certify bundle: digests, and its verdict re-graded offline",
 }
 DEFAULT_REPORTS = Path("reports")
 DEFAULT_TIMEOUT = 10.0  # seconds of silence; one default for the suite, fuzz and replay
@@ -50,6 +51,9 @@ def common_options(p: argparse.ArgumentParser) -> None:
                         "acp-repo-2026-08-22, or acp-schema-1.21 (the Rust schema crate's v2 "
                         "Preview: replay marker, prompt idempotency keys)")
     g.add_argument("--strict", action="store_true", help="turn every warn into a fail")
+    g.add_argument("--require-full", action="store_true",
+                   help="fail a run whose verdict is only 'PASS, partial' (a MUST requirement "
+                        "of the side tested was not exercised), as certification programs ask")
     g.add_argument("--strict-ids", action="store_true",
                    help="grade MID-A-05/no-ids (a v1 agent that sends no IDs at all) warn "
                         "instead of info; IDs are optional in v1")
@@ -108,6 +112,12 @@ def report_outputs(o: Any) -> None:
                         "file and line; at most ten, then a count); the GitHub Action "
                         "passes it")
     o.add_argument("--no-color", action="store_true", help="plain console output")
+    o.add_argument("--target-name", metavar="NAME",
+                   help="the target's name as the reports head it (default: what it reported "
+                        "in initialize, then its command); the reported one is kept beside it")
+    o.add_argument("--target-version", metavar="VERSION",
+                   help="the target's version as the reports head it (default: what it "
+                        "reported in initialize)")
     masking_options(o)
 
 
@@ -123,6 +133,18 @@ def masking_options(o: Any) -> None:
                    help="mask the value of environment variable NAME too (repeatable)")
     o.add_argument("--no-mask", action="store_true",
                    help="write secrets as they are (local debugging only; warns)")
+
+
+def certify_options(o: Any) -> None:
+    """A run's submission bundle and badge (docs/certify.md)."""
+    o.add_argument("--certify", type=Path, metavar="DIR",
+                   help="write a submission bundle into DIR (and DIR.tar.gz): statement, "
+                        "JSON report, every transcript, run description and a manifest of "
+                        "SHA-256 digests (an in-toto Statement) that 'acp-conformance verify' "
+                        "checks offline")
+    o.add_argument("--badge", type=Path, metavar="PATH",
+                   help="write the verdict as a self-contained SVG badge here (protocol "
+                        "versions, verdict, catalogue revision, date)")
 
 
 def build_masker(ns: argparse.Namespace) -> Any:
@@ -331,6 +353,18 @@ def check_run_options(ns: argparse.Namespace) -> None:
             raise UsageError(f"{option} {path}: is a directory, expected a file path")
         if path is not None:
             _writable(option, Path(path).parent)
+    if getattr(ns, "certify", None) is not None:
+        from conformance.certify import BundleError
+        from conformance.certify.bundle import check_folder
+
+        try:
+            check_folder(ns.certify)
+        except BundleError as exc:
+            raise UsageError(str(exc)) from None
+    if getattr(ns, "badge", None) is not None:
+        if Path(ns.badge).is_dir():
+            raise UsageError(f"--badge {ns.badge}: is a directory, expected a file path")
+        _writable("--badge", Path(ns.badge).parent)
     transcripts = getattr(ns, "transcripts", None)
     if transcripts is not None and Path(transcripts).exists() and not Path(transcripts).is_dir():
         raise UsageError(f"--transcripts {transcripts}: exists and is not a directory")

@@ -28,12 +28,14 @@ def parsers() -> list[tuple[str, argparse.ArgumentParser]]:
     from conformance.cli.report import build_report_parser
     from conformance.cli.run import build_parser
     from conformance.cli.show import build_show_parser
+    from conformance.cli.verify import build_verify_parser
 
     builders: dict[str, Callable[[], argparse.ArgumentParser]] = {
         "demo": lambda: build_parser("demo"), "check": build_check_parser,
         "list": build_list_parser, "lint-cases": build_lint_parser,
         "report": build_report_parser, "fuzz": build_fuzz_parser,
-        "replay": build_replay_parser, "show": build_show_parser}
+        "replay": build_replay_parser, "show": build_show_parser,
+        "verify": build_verify_parser}
     assert set(builders) == set(SUBCOMMANDS), "a subcommand without its options section"
     return [("acp-conformance", build_parser())] + [
         (f"acp-conformance {name}", builders[name]()) for name in SUBCOMMANDS]

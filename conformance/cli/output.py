@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from conformance.cli.options import EXIT_FAIL, EXIT_OK, build_masker
@@ -14,6 +15,7 @@ def interrupted(ns: argparse.Namespace, exc: Any, **report: Any) -> int:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not tear the reports
+    ns.interrupted_by = str(exc)  # a bundle of it says so, and is never a pass
     report_run(ns, exc.result, **report)
     print(f"acp-conformance: {exc}; the reports cover the {len(exc.result.cases)} case(s) "
           "graded so far", file=sys.stderr)
@@ -53,6 +55,9 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
             c.findings = [dataclasses.replace(f, repeats=f.repeats.without_paths())
                           if f.repeats is not None else f for f in c.findings]
     result = masker.data(result)
+    from conformance.report.heading import with_label
+
+    with_label(result, getattr(ns, "target_name", None), getattr(ns, "target_version", None))
     if result.date is None:
         result.date = run_date()
     colour = sys.stdout.isatty() and not ns.no_color
@@ -89,14 +94,48 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
     for why in result.unfinished.values():  # never green: nothing of it ran to its end
         print(f"acp-conformance: not tested: {why}", file=sys.stderr)
     extras(ns, result, verdict, cases)
+    certify(ns, result, saved, masker)
     if result.cut:  # never green by accident: a cut run has not tested everything
         print(f"acp-conformance: run cut: {result.cut}", file=sys.stderr)
         return EXIT_FAIL
     if result.unfinished:
         return EXIT_FAIL
+    if getattr(ns, "require_full", False) and not result.failed:
+        from conformance.report.coverage import partial
+
+        gap = partial(result)
+        if gap:
+            print(f"acp-conformance: --require-full: the verdict is only PASS, {gap}",
+                  file=sys.stderr)
+            return EXIT_FAIL
     if verdict is not None:
         return EXIT_FAIL if verdict.failed else EXIT_OK
     return EXIT_FAIL if result.failed else EXIT_OK
+
+
+def certify(ns: argparse.Namespace, result: Any, saved: Any, masker: Any) -> None:
+    """``--certify DIR`` (the submission bundle) and ``--badge PATH``, after the reports."""
+    folder: Any = getattr(ns, "certify", None)
+    badge: Any = getattr(ns, "badge", None)
+    if folder is None and badge is None:
+        return
+    import shlex
+
+    interrupted = str(getattr(ns, "interrupted_by", "") or "")
+    if folder is None:
+        from conformance.certify.badge import write_badge
+
+        write_badge(result, Path(badge), interrupted)
+        return
+    from conformance.certify import write_bundle
+
+    command_line = masker.text(shlex.join(["acp-conformance", *sys.argv[1:]]))
+    folder, tarball = write_bundle(Path(folder), result, saved, command_line=command_line,
+                                   interrupted=interrupted,
+                                   schema_dir=getattr(ns, "schema_dir", None) is not None,
+                                   badge=badge)
+    print(f"certify: wrote the bundle {folder}/ and {tarball} "
+          f"(acp-conformance verify {tarball})", file=sys.stderr)
 
 
 def extras(ns: argparse.Namespace, result: Any, verdict: Any, cases: Any) -> None:

@@ -15,6 +15,7 @@ from conformance.cli.options import (
     add_target_options,
     announce_out,
     build_masker,
+    certify_options,
     check_run_options,
     common_options,
     default_outputs,
@@ -99,6 +100,8 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
     m.add_argument("--agent-config", action="append", default=[], metavar="TEMPLATE=DEST",
                    help="write TEMPLATE to DEST with {model_url} filled in (repeatable)")
     common_options(p)
+    if subcommand != "demo":  # demo runs two targets: no one bundle
+        certify_options(p.add_argument_group("certification (docs/certify.md)"))
     return p
 
 
@@ -256,6 +259,8 @@ def cmd_proxy(ns: argparse.Namespace) -> int:
     check_run_options(ns)
     if ns.client or ns.client_adapter:
         raise UsageError("--proxy and --client test different sides: run them separately")
+    if getattr(ns, "certify", None) is not None and ns.transcripts is None:
+        raise UsageError("--certify keeps every transcript: not with --no-transcripts")
     if ns.proxy_adapts and protocols_of(ns) == [1]:
         raise UsageError("--proxy-adapts runs the v2 cases (v2 behind the proxy, v1 in front): "
                          "not with --protocol 1")

@@ -89,6 +89,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--acp-html", metavar="PATH", help="write the suite's HTML report here")
     g.addoption("--acp-markdown", metavar="PATH",
                 help="write the Markdown summary and certification statement here")
+    g.addoption("--acp-certify", metavar="DIR",
+                help="write a submission bundle into DIR and DIR.tar.gz (statement, report, "
+                     "every transcript, a manifest of SHA-256 digests); check it with "
+                     "'acp-conformance verify' (docs/certify.md)")
+    g.addoption("--acp-badge", metavar="PATH", help="write the verdict as an SVG badge here")
+    g.addoption("--acp-target-name", metavar="NAME",
+                help="the target's name as the reports head it (default: its initialize)")
+    g.addoption("--acp-target-version", metavar="VERSION",
+                help="the target's version as the reports head it (default: its initialize)")
     fuzzing.add_options(g)
 
 

@@ -71,15 +71,18 @@ class Reports:
         if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
             return
         opt = self.config.getoption
-        if not (opt("acp_json") or opt("acp_html") or opt("acp_markdown")):
+        if not (opt("acp_json") or opt("acp_html") or opt("acp_markdown")
+                or opt("acp_certify") or opt("acp_badge")):
             return
         from conformance.report.catalogue import traceability
+        from conformance.report.heading import with_label
         from conformance.report.jsonreport import write_json
 
         state = self.config.stash[STATE]
         result = self.result()
         if state.run.masker:  # secrets out of the reports, as on the command line
             result = state.run.masker.data(result)
+        with_label(result, opt("acp_target_name"), opt("acp_target_version"))
         verdict = state.baseline.evaluate(result.cases) if state.baseline is not None else None
         trace = traceability(state.cases)
         if opt("acp_json"):
@@ -96,6 +99,26 @@ class Reports:
             from conformance.report.markdown import write_markdown
 
             write_markdown(result, Path(opt("acp_markdown")), baseline=verdict, trace=trace)
+        self.certify(result)
+
+    def certify(self, result: Any) -> None:
+        """``--acp-certify DIR`` and ``--acp-badge PATH``, as the command line writes them."""
+        import shlex
+
+        opt = self.config.getoption
+        if opt("acp_certify"):
+            from conformance.certify import write_bundle
+
+            masker = self.config.stash[STATE].run.masker
+            line = shlex.join(["pytest", *self.config.invocation_params.args])
+            write_bundle(Path(opt("acp_certify")), result,
+                         {c.case: c.transcript_path for c in result.cases},
+                         command_line=masker.text(line) if masker else line,
+                         badge=Path(opt("acp_badge")) if opt("acp_badge") else None)
+        elif opt("acp_badge"):
+            from conformance.certify.badge import write_badge
+
+            write_badge(result, Path(opt("acp_badge")))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not self.cases:
@@ -117,7 +140,7 @@ class Reports:
         if state.baseline is not None:
             for line in state.baseline.evaluate(result.cases).lines():
                 say(line)
-        for key in ("acp_json", "acp_html", "acp_markdown"):
+        for key in ("acp_json", "acp_html", "acp_markdown", "acp_certify", "acp_badge"):
             if self.config.getoption(key):
                 say(f"{key[4:]} report: {self.config.getoption(key)}")
         agent = self.agent_behind()

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from conformance.report.coverage import MUST_LEVELS, exercised_musts, partial, say
+from conformance.report.heading import grouped_notes, shown_command
 from conformance.results import SEVERITY, Finding, Outcome, Reason, RunResult, worst
 
 SHOULD_LEVELS = ("SHOULD", "SHOULD NOT")
@@ -258,6 +259,17 @@ class Statement:
         n = len(self.unstable)
         return line + (f"; {n} rule row{'s' if n != 1 else ''} varied between runs"
                        if n else "; every rule came out the same in every run")
+    # --target-name/--target-version were given: what initialize reported (else None)
+    reported: dict[str, Any] | None = None
+
+    @property
+    def named_as(self) -> str:
+        """How the Target row qualifies the name: who gave it."""
+        if self.reported is None:
+            return "as reported in initialize"
+        said = " ".join(str(self.reported[k]) for k in ("name", "version")
+                        if self.reported.get(k))
+        return f"as named for this report; initialize reported {said or 'no name'}"
 
     def exercised_line(self, protocol: int) -> str:
         """"18 of 22 exercised; not exercised: MID-A-07, ..." for one version."""
@@ -310,7 +322,7 @@ def statement(result: RunResult) -> Statement:
     rows = requirement_verdicts(result, include_unrun=True)
     info = result.target_info or {}
     name, version = info.get("name"), info.get("version")
-    notes = sorted({f"{c.case}: {c.note}" for c in result.cases if c.note})
+    notes = grouped_notes(result)
     if result.cut:
         notes.insert(0, f"run cut: {result.cut}")
     if result.interrupted:
@@ -321,7 +333,8 @@ def statement(result: RunResult) -> Statement:
     for why in reversed(result.unfinished.values()):
         notes.insert(0, f"not tested: {why}")
     return Statement(
-        tool=f"{TOOL_NAME} {result.tool_version}", role=result.role, target=result.target,
+        tool=f"{TOOL_NAME} {result.tool_version}", role=result.role,
+        target=shown_command(result.target),
         target_name=None if name is None else str(name),
         target_version=None if version is None else str(version),
         protocols=list(result.protocols), profile=result.profile, strict=result.strict,
@@ -332,7 +345,8 @@ def statement(result: RunResult) -> Statement:
         repeat=getattr(result, "repeat", 1),
         unstable=list(dict.fromkeys(f"{f.case}: {f.requirement} {f.repeats.text}"
                                     for f in result.unstable() if f.repeats is not None)),
-        interrupted=result.interrupted)
+        interrupted=result.interrupted,
+        reported=info.get("reported") if isinstance(info.get("reported"), dict) else None)
 
 
 # -- traceability ------------------------------------------------------------------
@@ -440,7 +454,9 @@ def traceability(cases: Sequence[Any], *, fixtures: dict[str, set[str]] | None =
 
 def format_traceability(rows: Sequence[TraceRow]) -> str:
     """Plain text for ``acp-conformance list --traceability``."""
-    lines = []
+    lines = [] if any(r.fixtures is not None for r in rows) else [
+        "(the broken fixtures that prove each rule can fail are in the suite's source "
+        "repository, fixtures/, not in this install)", ""]
     for r in rows:
         versions = "/".join(f"v{v}" for v in r.meta.versions)
         lines.append(f"{r.meta.id}  [{r.meta.level}, {versions}]  {r.meta.title}")
@@ -455,7 +471,7 @@ def format_traceability(rows: Sequence[TraceRow]) -> str:
         if r.checkers:
             lines.append(f"  checkers: {', '.join(r.checkers)}")
         if r.fixtures is None:
-            lines.append("  fixtures: unknown (the fixture manifests are not installed)")
+            pass  # an installed suite: said once, below
         elif r.fixtures:
             lines.append(f"  fixtures: {', '.join(r.fixtures)}")
         elif r.rules:

@@ -39,7 +39,14 @@ def unsupported_versions(result: RunResult) -> dict[int, str]:
 
 
 def _header(result: RunResult, unsupported: dict[int, str]) -> list[str]:
-    lines = [f"acp-conformance {result.tool_version}: {result.role} {safe(result.target, 100)}",
+    from conformance.report.heading import shown_command
+
+    info = result.target_info
+    reported = info.get("reported") if isinstance(info.get("reported"), dict) else None
+    label = " ".join(str(info[k]) for k in ("name", "version") if info.get(k)) \
+        if reported is not None else ""  # --target-name/--target-version head it
+    lines = [f"acp-conformance {result.tool_version}: {result.role} "
+             f"{safe(label or shown_command(result.target), 100)}",
              f"protocol v{'/v'.join(map(str, result.protocols))}, profile {result.profile}"
              + (", strict" if result.strict else "")]
     if result.repeat > 1:  # --repeat N
@@ -49,6 +56,8 @@ def _header(result: RunResult, unsupported: dict[int, str]) -> list[str]:
                         "runs (marked unstable)" if unstable
                         else "every rule came out the same in every run"))
     info = result.target_info
+    if reported is not None:
+        info = reported
     if info.get("name"):
         lines.append(f"target reports itself as {safe(info.get('name'))} "
                      f"{safe(info.get('version') or '')}".rstrip())
@@ -61,7 +70,7 @@ def _header(result: RunResult, unsupported: dict[int, str]) -> list[str]:
     gated = {p for p in {c.protocol for c in result.cases} if _not_applicable(result, p)}
     for c in result.cases:  # a gated version's note is its summary line: said once
         if c.note and c.protocol not in unsupported and c.protocol not in gated:
-            notes[c.note].append(c.case)
+            notes[c.shown_note].append(c.case)
     for note, cases in notes.items():
         more = f" and {len(cases) - 1} more" if len(cases) > 1 else ""
         lines.append(f"  note: {cases[0]}{more}: {safe(note)}")

@@ -87,7 +87,7 @@ def _json_value(value: Any) -> str:
 def _statement(st: Statement, verdict: str) -> str:
     name = " ".join(x for x in (st.target_name, st.target_version) if x) or "(not reported)"
     rows = [
-        ("Target", esc(name) + ' <span class="muted">(as reported in initialize)</span>'),
+        ("Target", esc(name) + f' <span class="muted">({esc(st.named_as)})</span>'),
         ("Command", f"<code>{esc(st.target, 300)}</code>"),
         ("Side tested", esc(st.role)),
         ("Protocol", esc(", ".join(f"v{p}" for p in st.protocols))),
@@ -148,10 +148,34 @@ def _requirements(rows: Sequence[RequirementVerdict], case_index: dict[str, int]
     return "".join(out)
 
 
+def _same_info(findings: Sequence[Finding]) -> dict[int, list[Finding]]:
+    """INFO findings that say the same (rule and message) in several cases: {index of the
+    first: all of them}, so a list shows them as one bullet with a count."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for j, f in enumerate(findings):
+        if f.outcome is Outcome.INFO:
+            groups.setdefault((f.requirement, f.shown_message), []).append(j)
+    return {js[0]: [findings[j] for j in js] for js in groups.values() if len(js) > 1}
+
+
 def _finding_list(findings: Iterable[Finding], case_index: dict[str, int],
                   anchors: dict[int, str] | None = None) -> str:
     items = []
+    findings = list(findings)
+    same = _same_info(findings) if anchors is None else {}  # a case's own list: each one
+    hidden = {id(g) for first, gs in same.items() for g in gs[1:]}
     for j, f in enumerate(findings):
+        if id(f) in hidden:
+            continue
+        if j in same:
+            cases = [g.case for g in same[j]]
+            links = ", ".join(f'<a href="#{anchor(c)}">{esc(c)}</a>' if c in case_index
+                              else esc(c) for c in cases[:6])
+            more = f" and {len(cases) - 6} more" if len(cases) > 6 else ""
+            items.append(f"<li>{_badge(f.outcome)} <code>{html.escape(f.requirement)}</code> "
+                         f"in {len(cases)} cases ({links}{more}): "
+                         f"{esc(f.shown_message, 1000)}</li>")
+            continue
         ci = case_index.get(f.case)
         where = (f'<a href="#{anchor(f.case)}">{esc(f.case)}</a>' if ci is not None
                  else esc(f.case))
@@ -193,9 +217,10 @@ def _cases(result: RunResult, loader: TranscriptLoader) -> str:
             f"{html.escape(', '.join(c.requirements))}"
             + (f"; transcript <code>{esc(c.transcript_path)}</code>" if c.transcript_path else "")
             + "</p>"
-            + ('<p class="note">'
-               + (f"<code>{html.escape(c.reason.value)}</code> " if c.reason else "")
-               + f"{esc(c.note)}</p>" if c.note else "")
+            + ('<p class="note">'  # a failed case is never shown as not run too
+               + (f"<code>{html.escape(c.reason.value)}</code> "
+                  if c.reason and outcome is not Outcome.FAIL else "")
+               + f"{esc(c.shown_note)}</p>" if c.note else "")
             + (_finding_list(graded, {c.case: ci}, anchors) if graded
                else '<p class="muted">no fail, warn or info finding</p>')
             + (f"<h4>Target stderr (tail)</h4><pre>{esc_block(c.stderr_tail)}</pre>"
@@ -226,10 +251,12 @@ def _baseline(verdict: Any) -> str:
 
 
 def _traceability(rows: Sequence[TraceRow]) -> str:
+    # an installed suite has no fixture manifests: no column of "unknown", one line instead
+    known = any(r.fixtures is not None for r in rows)
     out = ['<section id="traceability"><h2>Traceability</h2>',
            ('<table class="grid"><thead><tr><th>Requirement</th><th>Level</th><th>Status</th>'
-            "<th>Cases</th><th>Rules and checkers</th><th>Broken fixtures</th></tr></thead>"
-            "<tbody>")]
+            "<th>Cases</th><th>Rules and checkers</th>"
+            + ("<th>Broken fixtures</th>" if known else "") + "</tr></thead><tbody>")]
     for r in rows:
         status = "<br>".join(f"{html.escape(p)}: {html.escape(s)}" for p, s in r.sides.items())
         cases = "<br>".join(f"{html.escape(role)}: {html.escape(', '.join(ids))}"
@@ -237,12 +264,16 @@ def _traceability(rows: Sequence[TraceRow]) -> str:
         rules = html.escape(", ".join(r.rules))
         if r.checkers:
             rules += f'<div class="muted">{html.escape(", ".join(r.checkers))}</div>'
-        fixtures = ("unknown (manifests not installed)" if r.fixtures is None
-                    else ", ".join(r.fixtures) or "none")
+        fixtures = ("unknown" if r.fixtures is None else ", ".join(r.fixtures) or "none")
         out.append(f"<tr><td><code>{html.escape(r.meta.id)}</code></td>"
                    f"<td>{html.escape(r.meta.level)}</td><td>{status}</td><td>{cases}</td>"
-                   f"<td>{rules}</td><td>{html.escape(fixtures)}</td></tr>")
-    out.append("</tbody></table></section>")
+                   f"<td>{rules}</td>"
+                   + (f"<td>{html.escape(fixtures)}</td>" if known else "") + "</tr>")
+    out.append("</tbody></table>")
+    if not known:
+        out.append('<p class="muted">The broken fixtures that prove each rule can fail are '
+                   "in the suite's source repository (fixtures/), not in this install.</p>")
+    out.append("</section>")
     return "".join(out)
 
 

@@ -2,7 +2,8 @@
 
     {"format": "acp-conformance-report", "version": 1,
      "tool": {"name", "version"}, "role": "agent"|"client", "target": str,
-     "target_info": {"name", "version", "protocol"}, "protocols": [1, 2],
+     "target_info": {"name", "version", "protocol", "reported"?: {"name", "version"}},
+     "protocols": [1, 2],
      "profile": str, "strict": bool,
      "results": [{"case", "requirement", "outcome", "message",
                   "evidence": {"entries": [int], "expected"?, "actual"?,
@@ -42,7 +43,10 @@ spec source and schema versions, and the suite's version, so two reports can be
 compared. ``summary.headline`` is the verdict as the statement says it: ``PASS,
 partial: N of M MUST requirements exercised`` when a MUST of the tested side was not
 exercised (``partial`` true); ``coverage`` gives those counts per version
-(docs/grading.md). ``interrupted`` names the signal that stopped the run (SIGINT,
+(docs/grading.md). ``target_info`` is the target as it described itself in ``initialize``; with
+``--target-name`` / ``--target-version`` its ``name`` and ``version`` are the given ones
+and ``reported`` holds what ``initialize`` said.
+``interrupted`` names the signal that stopped the run (SIGINT,
 SIGTERM): the verdict is then ``interrupted`` (never a pass), the cases graded before
 it are kept and the rest are listed as not run (reason not_run, ``cut`` the signal).
 ``cut`` says why a run ended before its plan (``--deadline``); ``unfinished`` names

@@ -72,7 +72,8 @@ def certification_statement(st: Statement) -> str:
         "| | |",
         "|---|---|",
         f"| Verdict | **{st.verdict}** |",
-        f"| Target | {md(name) if name else 'not reported'} (as reported in `initialize`) |",
+        f"| Target | {md(name) if name else 'not reported'} "
+        + ("(as reported in `initialize`) |" if st.reported is None else f"({md(st.named_as)}) |"),
         f"| Command | {md(st.target, 300)} |",
         f"| Side tested | {md(st.role)} |",
         f"| Protocol | {', '.join(f'v{p}' for p in st.protocols)} |",
@@ -135,16 +136,22 @@ def _findings(result: RunResult) -> list[str]:
 
 
 def _traceability(rows: Sequence[TraceRow]) -> list[str]:
+    known = any(r.fixtures is not None for r in rows)  # an installed suite has no manifests
     out = [("<details><summary>Traceability: every catalogue requirement, its cases, "
             "checkers and broken fixtures</summary>"), "",
-           "| Requirement | Level | Status | Cases | Checkers | Broken fixtures |",
-           "|---|---|---|---|---|---|"]
+           "| Requirement | Level | Status | Cases | Checkers |"
+           + (" Broken fixtures |" if known else ""),
+           "|---|---|---|---|---|" + ("---|" if known else "")]
     for r in rows:
         status = "; ".join(f"{p}: {md(s, 200)}" for p, s in r.sides.items())
         cases = "; ".join(f"{role}: {', '.join(ids)}" for role, ids in sorted(r.cases.items()))
         fixtures = ("unknown" if r.fixtures is None else ", ".join(r.fixtures) or "none")
         out.append(f"| `{r.meta.id}` | {r.meta.level} | {status} | {md(cases, 400) or '-'} | "
-                   f"{md(', '.join(r.checkers), 300) or '-'} | {md(fixtures, 400)} |")
+                   f"{md(', '.join(r.checkers), 300) or '-'} |"
+                   + (f" {md(fixtures, 400)} |" if known else ""))
+    if not known:
+        out += ["", "The broken fixtures that prove each rule can fail are in the suite's "
+                "source repository (fixtures/), not in this install."]
     out += ["", f"Sources: files of the upstream ACP repository at commit {source_commit()[:12]}.",
             "", "</details>"]
     return out

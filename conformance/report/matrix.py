@@ -59,7 +59,9 @@ class Run:
 
     @property
     def label(self) -> str:
-        name = self.target_name or self.target
+        from conformance.report.heading import shown_command
+
+        name = self.target_name or shown_command(self.target)  # no machine path as a column
         return f"{name} {self.target_version}".strip() + self.distinct
 
 
