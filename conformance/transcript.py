@@ -370,6 +370,9 @@ def _message_reader() -> Callable[[str], Entry | None]:
     except ImportError:  # the dependency is optional at run time: the standard scanner
         fast = None
     if fast is not None:
+        ids: dict[str, str] = {}  # one string object per session and message ID
+        same = ids.setdefault
+
         def typed_entry(line: str) -> Entry | None:
             if line[:1] != "{" or line[-1:] != "\n":
                 return None
@@ -377,7 +380,10 @@ def _message_reader() -> Callable[[str], Entry | None]:
                 d = fast(line)
             except (ValueError, RecursionError):  # msgspec's errors are ValueErrors
                 return None
-            return Entry(d.seq, d.t, d.conn, d.src, d.stream, d.raw, None, d.msg)
+            msg = d.msg
+            if d.src == "agent" and type(msg) is dict:
+                _share_ids(msg, same)
+            return Entry(d.seq, d.t, d.conn, d.src, d.stream, d.raw, None, msg)
 
         return typed_entry
     decode = _scan_whole
@@ -404,6 +410,23 @@ def _message_reader() -> Callable[[str], Entry | None]:
         return Entry(seq, t, conn, src, stream, raw, None, msg)
 
     return message_entry
+
+
+def _share_ids(msg: dict[str, Any], same: Callable[[str, str], str]) -> None:
+    """Give an update's ``sessionId`` and ``messageId`` the string object of their first
+    occurrence: a JSON parser makes a new string for each line, and the checkers keep
+    an ID for every message (in a session of 56,000 messages, 12 MB of copies of equal
+    strings). Equal strings, so nothing a rule reads changes."""
+    params = msg.get("params")
+    if type(params) is dict:
+        sid = params.get("sessionId")
+        if type(sid) is str:
+            params["sessionId"] = same(sid, sid)
+        update = params.get("update")
+        if type(update) is dict:
+            mid = update.get("messageId")
+            if type(mid) is str:
+                update["messageId"] = same(mid, mid)
 
 
 @functools.cache
