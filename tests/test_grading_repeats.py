@@ -303,3 +303,25 @@ def test_the_fast_json_reader_reads_what_the_standard_one_reads(
     slow = [e.to_json() for e in tmod.iter_entries(path)[1]]
     assert fast == slow
     assert slow[-2]["msg"]["id"] == 123456789012345678901234567890
+
+
+def test_the_fast_reader_shares_one_string_per_id(tmp_path: Path) -> None:
+    """Each line's sessionId and messageId come out as the string object of their first
+    occurrence (the checkers keep an ID a message; a copy a line would grow memory),
+    equal to what json.loads reads."""
+    pytest.importorskip("msgspec")
+    t = tmod.Transcript({"role": "agent", "protocol": 1})
+    for n in range(3):
+        t.add(0, "agent", "stdout", json.dumps(
+            {"jsonrpc": "2.0", "method": "session/update",
+             "params": {"sessionId": "sess_1", "update": {
+                 "sessionUpdate": "agent_message_chunk", "messageId": f"msg_{n // 2}",
+                 "content": {"type": "text", "text": "x"}}}}).encode())
+    path = tmp_path / "t.jsonl"
+    t.save(path)
+    read = list(tmod.iter_entries(path)[1])
+    assert [e.to_json() for e in read] == [e.to_json() for e in t.entries]
+    sids = [e.msg["params"]["sessionId"] for e in read]
+    mids = [e.msg["params"]["update"]["messageId"] for e in read]
+    assert sids[0] is sids[1] is sids[2]
+    assert mids[0] is mids[1] and mids[1] is not mids[2] and mids == ["msg_0", "msg_0", "msg_1"]

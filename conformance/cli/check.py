@@ -138,8 +138,9 @@ def main(args: Sequence[str]) -> int:
     from conformance.cli.options import default_outputs, use_out
 
     ns = build_check_parser().parse_args(list(args))
+    # check runs no Hypothesis: its data folder is not set up (nor Hypothesis imported)
     if ns.out is not None:  # asked for: the reports go there
-        default_outputs(ns, "acp-conformance-check")
+        default_outputs(ns, "acp-conformance-check", hypothesis=False)
     else:
-        use_out(ns)
+        use_out(ns, hypothesis=False)
     return cmd_check(ns)
