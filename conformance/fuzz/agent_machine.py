@@ -488,8 +488,9 @@ def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, s
             super().__init__(ctx)
 
     try:
-        run_state_machine_as_test(  # type: ignore[no-untyped-call,unused-ignore]
-            hypothesis_seed(seed)(Machine), settings=hypothesis_settings(effort, shrink=False))
+        persistent.generate(lambda s, e: run_state_machine_as_test(  # type: ignore[no-untyped-call,unused-ignore]
+            hypothesis_seed(s)(Machine), settings=hypothesis_settings(e, shrink=False)),
+            ctx, effort, seed, result.notes)
     except StopFuzzing:
         pass
     except Flaky:  # the agent answered a repeated run differently (timing): keep what we have

@@ -173,6 +173,34 @@ def notes(pool: ProcessPool) -> list[str]:
             + (f"; a process was let go when {why}" if why else "")]
 
 
+def generate(search: Callable[[int, Any], None], ctx: Any, effort: Any, seed: int,
+             notes: list[str]) -> None:
+    """Run the Hypothesis search ``search(seed, effort)``. In persistent mode a run can go
+    differently from an earlier run that began with the same choices (the process that
+    served it had served others), which Hypothesis reports as Flaky: the search then
+    goes on with the next seed for the runs still wanted, instead of stopping."""
+    from dataclasses import replace
+
+    from hypothesis.errors import Flaky
+
+    again = 0
+    while True:
+        try:
+            search(seed + again, effort if not again else replace(
+                effort, max_examples=max(1, effort.max_examples - ctx.budget.examples)))
+            return
+        except Flaky:
+            if ctx.pool is None:  # --fresh-process: as before
+                raise
+            if ctx.enough() or ctx.budget.examples >= effort.max_examples:
+                return  # the search was ending anyway
+            again += 1
+            if again == 1:
+                notes.append("a run on a reused process went differently from an earlier "
+                             "run that began the same way: generation went on with the next "
+                             "seed (each time this happens)")
+
+
 # -- the history of a process, as one step list ---------------------------------------
 
 def compose(history: Sequence[Sequence[Step]], run: Sequence[Step]) -> list[Step]:
