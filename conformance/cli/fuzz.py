@@ -36,6 +36,8 @@ from conformance.usage import UsageError
 
 
 def build_fuzz_parser() -> argparse.ArgumentParser:
+    from conformance.fuzz.persistent import DEFAULT_RUNS_PER_PROCESS
+
     efforts = ", ".join(f"{e.name} ({e.max_examples} runs: {e.description})"
                         for e in EFFORTS.values())
     p = Parser(
@@ -69,7 +71,7 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
                    help="persistent mode (agents): one agent process serves up to N generated "
                         "runs, each in sessions of its own; a fresh one is started for a load or "
                         "resume on a fresh process, after a crash, hang or broken rule, and "
-                        f"after N runs (default {_runs_per_process()})")
+                        f"after N runs (default {DEFAULT_RUNS_PER_PROCESS})")
     e.add_argument("--fresh-process", action="store_true",
                    help="a fresh agent process for every generated run (as before persistent "
                         "mode; the same as --runs-per-process 1)")
@@ -183,9 +185,9 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _runs_per_process() -> int:
-    from conformance.fuzz.persistent import DEFAULT_RUNS_PER_PROCESS
+    from conformance.fuzz.persistent import default_runs_per_process
 
-    return DEFAULT_RUNS_PER_PROCESS
+    return default_runs_per_process()
 
 
 def worker_of_run() -> tuple[Path | None, int]:

@@ -102,7 +102,7 @@ class AgentFuzzConfig:
     replay_database: bool = True  # play the database's counterexamples first
     # generated runs one agent process serves (conformance.fuzz.persistent); 1: a fresh
     # process for every run (--fresh-process)
-    runs_per_process: int = persistent.DEFAULT_RUNS_PER_PROCESS
+    runs_per_process: int = field(default_factory=persistent.default_runs_per_process)
 
 
 class _Context:

@@ -31,6 +31,7 @@ that reproduces neither way is reported as found, with a note saying so.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,14 @@ from conformance.fuzz.player import FuzzDriver, Spawner
 from conformance.transcript import Entry, Transcript
 
 DEFAULT_RUNS_PER_PROCESS = 50  # generated runs one agent process serves, at most
+FRESH_ENV = "ACP_FUZZ_FRESH_PROCESS"  # set (non-empty): the default is a fresh process per run
+
+
+def default_runs_per_process() -> int:
+    """The default of ``--runs-per-process``: 1 with ``$ACP_FUZZ_FRESH_PROCESS`` set (how
+    the test suite runs the fuzz tests in the old mode too), else
+    :data:`DEFAULT_RUNS_PER_PROCESS`."""
+    return 1 if os.environ.get(FRESH_ENV) else DEFAULT_RUNS_PER_PROCESS
 
 
 @dataclass
@@ -321,5 +330,5 @@ def describe_history(f: Failure) -> str | None:
             f"{f.history_steps} are the earlier runs' (shrunk), the rest is the failing run")
 
 
-__all__ = ["DEFAULT_RUNS_PER_PROCESS", "Kept", "ProcessPool", "compose", "confirm",
+__all__ = ["DEFAULT_RUNS_PER_PROCESS", "FRESH_ENV", "Kept", "default_runs_per_process", "ProcessPool", "compose", "confirm",
            "describe_history", "earlier_sessions"]
