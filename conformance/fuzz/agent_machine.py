@@ -407,7 +407,6 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
             if ctx.pool is not None:
                 ctx.pool.close()
                 result.reused = ctx.pool.reused
-                result.notes += persistent.notes(ctx.pool)
             ctx.spawner.close()  # the retired processes have ended: transcripts complete
             budget.done()
     result.examples = budget.examples
