@@ -172,16 +172,6 @@ def _copy(e: Entry, transcript: Transcript) -> None:
     transcript.add(0, e.src, e.stream, line, truncated=e.truncated)
 
 
-def notes(pool: ProcessPool) -> list[str]:
-    """What the run's report says about the processes it kept (persistent mode)."""
-    if not pool.reused and not pool.restarted:
-        return []
-    why = "; ".join(f"{why} ({n})" for why, n in sorted(pool.restarted.items(),
-                                                           key=lambda kv: -kv[1]))
-    return [f"persistent mode: {pool.reused} run(s) on an agent process an earlier run left"
-            + (f"; a process was let go when {why}" if why else "")]
-
-
 def generate(search: Callable[[int, Any], None], ctx: Any, effort: Any, seed: int,
              notes: list[str]) -> None:
     """Run the Hypothesis search ``search(seed, effort)``. In persistent mode a run can go
