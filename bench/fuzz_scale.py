@@ -1,6 +1,6 @@
 """The cost of one generated run against its floor, and what a second worker brings.
 
-Two parts, each against a baseline measured in the same run:
+Three parts, each against a baseline measured in the same run:
 
 * **One generated run vs its floor.** The subject: ``acp-conformance fuzz --agent
   <reference agent> --max-examples N --seed S --no-save`` from start to exit (all of
@@ -14,6 +14,11 @@ Two parts, each against a baseline measured in the same run:
 * **``--workers 2`` vs ``--workers 1``.** Runs per second of the whole command (the
   JSON report's ``fuzz.runs`` over the command's wall time, workers' start-up
   included), the same budget and seed. Target: at least 1.6x on 2 idle cores.
+* **Persistent mode vs ``--fresh-process``.** Runs per second of the whole command,
+  one agent process serving many generated runs (the default) against a fresh
+  process per run, the same budget and seed, alternated. Target: at least 3x on
+  the reference agent, at least 5x on gemini-cli behind the model server
+  (``--persistent-target``).
 
 Every ``fuzz`` command's CPU is split between its own processes (the run's
 process and its workers: generation, driving, grading) and the agents it
@@ -27,6 +32,7 @@ the floor part needs the reference agent's recorded runs and is left out then.
     python3 -m bench.fuzz_scale --only workers --runs 100 --repeats 2
     python3 -m bench.fuzz_scale --only workers --agent "node .../gemini.js --experimental-acp" \
         --model-server --agent-env GEMINI_API_KEY=test --runs 20
+    python3 -m bench.fuzz_scale --only persistent --runs 100 --repeats 2
     python3 -m bench.fuzz_scale --runs 6 --repeats 1 # a smoke run
 
 It prints lines and ratios only; it writes nothing. On a shared machine the
@@ -48,6 +54,7 @@ from bench.live_overhead import agent_command
 
 TARGET_FLOOR = 1.5
 TARGET_WORKERS = 1.6
+TARGET_PERSISTENT = 3.0  # the reference agent; 5.0 for gemini-cli (--persistent-target)
 
 
 def record(directory: Path, runs: int, seed: int) -> int:
@@ -70,16 +77,19 @@ def record(directory: Path, runs: int, seed: int) -> int:
     agent_machine.AgentMachine.teardown = keep  # type: ignore[method-assign]
     try:
         target = AgentTarget(agent_command(), "reference agent", {}, 10.0)
-        run_agent_fuzz(AgentFuzzConfig(target), get_effort("dev", max_examples=runs), seed)
+        # a fresh process per run: the raw driver plays each recorded run on its own
+        run_agent_fuzz(AgentFuzzConfig(target, runs_per_process=1),
+                       get_effort("dev", max_examples=runs), seed)
     finally:
         agent_machine.AgentMachine.teardown = teardown  # type: ignore[method-assign]
     return len(saved)
 
 
-def fuzz(out: Path, runs: int, seed: int, workers: int, agent: list[str] | None = None
-         ) -> tuple[Sample, Split]:
+def fuzz(out: Path, runs: int, seed: int, workers: int, agent: list[str] | None = None,
+         extra: tuple[str, ...] = ()) -> tuple[Sample, Split]:
     """``fuzz`` to its end: its sample (stdout: the JSON report's ``fuzz`` part) and the
-    split of its CPU. ``agent``: more ``fuzz`` options naming another agent."""
+    split of its CPU. ``agent``: more ``fuzz`` options naming another agent; ``extra``:
+    more options (``--fresh-process``)."""
     report = out / f"fuzz-w{workers}.json"
     target = agent or ["--agent", " ".join(agent_command())]
     # Shrinking is left out (a budget too short for a second replay): it runs in one
@@ -87,7 +97,7 @@ def fuzz(out: Path, runs: int, seed: int, workers: int, agent: list[str] | None 
     sample, split = run_split(conformance_cli() + [
         "fuzz", *target, "--max-examples", str(runs), "--shrink-budget", "0.01",
         "--seed", str(seed), "--no-save", "--workers", str(workers), "--out", str(out),
-        "--json", str(report)])
+        "--json", str(report), *extra])
     data = json.loads(report.read_text("utf-8")) if report.exists() else {}
     return Sample(sample.wall, sample.cpu, sample.max_rss_mb, sample.returncode,
                   json.dumps(data.get("fuzz", {}))), split
@@ -135,6 +145,47 @@ def workers_part(work: Path, runs: int, seed: int, repeats: int,
                      f"--workers 2 makes {speedup:.2f}x the runs per second"))
 
 
+def persistent_part(work: Path, runs: int, seed: int, repeats: int,
+                    agent: list[str] | None, target: float) -> None:
+    """``fuzz --fresh-process`` (the baseline) and ``fuzz`` (persistent) alternated; each
+    pass printed with its load average and CPU split, then the best rate of each and
+    their ratio."""
+    sides = {"fresh": ("--fresh-process",), "persistent": ()}
+    best: dict[str, tuple[Sample, Split]] = {}
+    for i in range(max(1, repeats)):
+        for name, extra in sides.items():
+            load = os.getloadavg()[0]
+            sample, split = fuzz(work, runs, seed, 1, agent, extra)
+            data = json.loads(sample.stdout or "{}")
+            made = data.get("runs", 0)
+            print(f"  pass {i + 1} {name:10s}  {made} runs in {sample.wall:6.2f} s wall, "
+                  f"{sample.cpu:6.2f} s cpu: {_rate(sample):.2f} runs/s, "
+                  f"{sample.cpu / made if made else 0.0:.3f} s cpu a run (exit "
+                  f"{sample.returncode}, load {load:.1f})", flush=True)
+            print(f"      {split.line()}", flush=True)
+            if name not in best or _rate(sample) > _rate(best[name][0]):
+                best[name] = (sample, split)
+    rates: dict[str, float] = {}
+    for name in sides:
+        sample, split = best[name]
+        made = json.loads(sample.stdout or "{}").get("runs", 0)
+        rates[name] = _rate(sample)
+
+        def per(x: float, made: int = made) -> float:
+            return x / made if made else 0.0
+
+        print(f"  {name:10s}  {made} runs in {sample.wall:6.2f} s wall, {sample.cpu:6.2f} s "
+              f"cpu: {rates[name]:.2f} runs/s; a run {per(sample.cpu):.3f} s cpu: ours "
+              f"{per(split.ours):.3f} s, agents {per(split.roles.get('agent', 0.0)):.3f} s "
+              f"({split.processes.get('agent', 0) / made if made else 0.0:.2f} processes), "
+              f"not logged "
+              f"{per(split.unlogged):.3f} s")
+    speedup = rates["persistent"] / rates["fresh"] if rates["fresh"] else 0.0
+    print(ratio_line("persistent/fresh-process seconds per run", 1 / speedup if speedup
+                     else 0.0, round(1 / target, 3),
+                     f"persistent mode makes {speedup:.2f}x the runs per second"))
+
+
 def _raw_main(args: list[str]) -> int:
     """``python -m bench.fuzz_scale --raw DIR``: the raw driver of bench/live_overhead.py
     without its grace windows (the fuzz driver waits for the answer to a ping after each
@@ -154,7 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=24, help="generated runs per command")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--repeats", type=int, default=2, help="runs of each side, best kept")
-    p.add_argument("--only", choices=["floor", "workers"], help="one part only")
+    p.add_argument("--only", choices=["floor", "workers", "persistent"], help="one part only")
+    p.add_argument("--persistent-target", type=float, default=TARGET_PERSISTENT,
+                   help="the runs/s ratio persistent mode must reach (default 3: the "
+                        "reference agent; 5 for gemini-cli)")
     p.add_argument("--agent", metavar="CMD", help="another agent (default: the reference "
                    "agent); the floor part is then left out")
     p.add_argument("--agent-env", metavar="K=V", action="append", default=[],
@@ -186,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             subjects: list[Sample] = []
             floors: list[Sample] = []
             for _ in range(max(1, ns.repeats)):  # alternated, the best of each kept
-                subjects.append(fuzz(work, ns.runs, ns.seed, 1)[0])
+                subjects.append(fuzz(work, ns.runs, ns.seed, 1, None, ("--fresh-process",))[0])
                 floors.append(run([sys.executable, "-m", "bench.fuzz_scale", "--raw",
                                    str(recorded)]))
             subject = min(subjects, key=lambda s: s.wall)
@@ -207,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
             print(ratio_line("fuzz/floor per run (wall)", per_run / per_floor, TARGET_FLOOR))
         if ns.only in (None, "workers"):
             workers_part(work, ns.runs, ns.seed, ns.repeats, agent)
+        if ns.only in (None, "persistent"):
+            persistent_part(work, ns.runs, ns.seed, ns.repeats, agent, ns.persistent_target)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0
 

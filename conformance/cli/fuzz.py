@@ -36,6 +36,8 @@ from conformance.usage import UsageError
 
 
 def build_fuzz_parser() -> argparse.ArgumentParser:
+    from conformance.fuzz.persistent import DEFAULT_RUNS_PER_PROCESS
+
     efforts = ", ".join(f"{e.name} ({e.max_examples} runs: {e.description})"
                         for e in EFFORTS.values())
     p = Parser(
@@ -65,6 +67,14 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
                         "is shrunk and saved once")
     e.add_argument("--seed", type=int, metavar="N",
                    help="the run's seed (printed either way; the same seed repeats the run)")
+    e.add_argument("--runs-per-process", type=int, default=None, metavar="N",
+                   help="persistent mode (agents): one agent process serves up to N generated "
+                        "runs, each in sessions of its own; a fresh one is started for a load or "
+                        "resume on a fresh process, after a crash, hang or broken rule, and "
+                        f"after N runs (default {DEFAULT_RUNS_PER_PROCESS})")
+    e.add_argument("--fresh-process", action="store_true",
+                   help="a fresh agent process for every generated run (as before persistent "
+                        "mode; the same as --runs-per-process 1)")
     e.add_argument("--max-failures", type=int, metavar="N",
                    help="stop generating once N rules broke (default: go on to the end)")
     r = p.add_argument_group("regressions")
@@ -103,6 +113,10 @@ def main(argv: Sequence[str]) -> int:
         raise UsageError("--workers must be at least 1")
     if ns.workers > 1 and not ns.agent:
         raise UsageError("--workers fuzzes an agent; a client is fuzzed by one process")
+    if ns.runs_per_process is not None and ns.runs_per_process < 1:
+        raise UsageError("--runs-per-process must be at least 1")
+    if ns.fresh_process and ns.runs_per_process not in (None, 1):
+        raise UsageError("--fresh-process and --runs-per-process N > 1 contradict each other")
     if ns.shrink_budget is not None and ns.shrink_budget <= 0:
         raise UsageError("--shrink-budget must be a positive number of seconds")
     if ns.baseline is not None:
@@ -172,6 +186,12 @@ def main(argv: Sequence[str]) -> int:
     return status
 
 
+def _runs_per_process() -> int:
+    from conformance.fuzz.persistent import default_runs_per_process
+
+    return default_runs_per_process()
+
+
 def worker_of_run() -> tuple[Path | None, int]:
     """In a worker of ``fuzz --workers N``: where it writes its report, and its index
     (set by the run in its environment, taken out so its agents do not inherit it)."""
@@ -232,7 +252,9 @@ def _fuzz_agent(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
                              schema_dir=ns.schema_dir, model=model, database=ns.database,
                              keeper=ns.keeper, shrink_budget=ns.shrink_budget,
                              generate_only=ns.worker_report is not None,
-                             replay_database=ns.worker_index == 0)
+                             replay_database=ns.worker_index == 0,
+                             runs_per_process=(1 if ns.fresh_process else
+                                               ns.runs_per_process or _runs_per_process()))
     if ns.workers > 1:
         from conformance.fuzz.workers import run_agent_workers
 
@@ -286,7 +308,9 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
     runs = ("generated run(s)" if result.role == "agent"
             else "run(s), generated and shrinking")
     out(f"{result.examples} {runs} in {result.elapsed:.1f} s, "
-          f"{result.processes} process(es) started")
+          f"{result.processes} process(es) started"
+        + (f", {result.examples / result.elapsed:.1f} runs/s" if result.elapsed > 0 else "")
+        + (f", {result.reused} run(s) on a reused process" if result.reused else ""))
     for note in result.notes:
         out(f"note: {note}")
     saved_paths: dict[int, str] = {}
@@ -300,6 +324,11 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
                   f"{f.shrink_attempts} shrinking replay(s))")
             for n, step in enumerate(f.steps, 1):
                 out(f"    {n}. {describe(step)}")
+            from conformance.fuzz.persistent import describe_history
+
+            history = describe_history(f)
+            if history is not None:
+                out(f"  {history}")
             if f.model is not None:
                 from conformance.fuzz.model_side import describe as describe_model
 

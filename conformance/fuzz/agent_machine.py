@@ -62,7 +62,7 @@ from conformance.agent.driver import DriveAborted, NotTestable
 from conformance.agent.player import perform
 from conformance.agent.steps import Step
 from conformance.checks import Options
-from conformance.fuzz import database, model_side
+from conformance.fuzz import database, model_side, persistent
 from conformance.fuzz.grading import Failure, FuzzResult, merge_coverage, violations
 from conformance.fuzz.keeper import Interrupted, received
 from conformance.fuzz.player import (
@@ -100,6 +100,9 @@ class AgentFuzzConfig:
     shrink_budget: float | None = None  # seconds for all shrinking (None: attempts only)
     generate_only: bool = False  # a worker: no shrinking, the run's parent shrinks
     replay_database: bool = True  # play the database's counterexamples first
+    # generated runs one agent process serves (conformance.fuzz.persistent); 1: a fresh
+    # process for every run (--fresh-process)
+    runs_per_process: int = field(default_factory=persistent.default_runs_per_process)
 
 
 class _Context:
@@ -111,6 +114,8 @@ class _Context:
         self.cwd = cwd
         self.spawner = Spawner(config.target.command, env=config.target.env,
                                timeout=config.target.timeout, prespawn=config.prespawn)
+        self.pool = (persistent.ProcessPool(self.spawner, config.runs_per_process)
+                     if config.runs_per_process > 1 else None)
         self.unsupported: dict[int, str] = {}
         self.aborts: list[str] = []
         self.failures: dict[tuple[str, int], Failure] = {}
@@ -150,6 +155,8 @@ class AgentMachine(RuleBasedStateMachine):
         self.busy = False  # a step is running (an exception left it: no teardown check)
         self.last: list[Finding] = []  # the findings of the last check
         self.model: dict[str, Any] | None = None  # this run's model script
+        self.kept: persistent.Kept | None = None  # the reused process this run started on
+        self.history: list[list[Step]] = []  # the steps of the earlier runs on that process
 
     # -- helpers --------------------------------------------------------------
     @property
@@ -210,7 +217,8 @@ class AgentMachine(RuleBasedStateMachine):
         if not bad:
             return False
         failure = Failure(bad[0], self.protocol, list(self.steps), self.transcript, bad,
-                          found_steps=len(self.steps), model=self.model)
+                          found_steps=len(self.steps), model=self.model,
+                          history=list(self.history))
         self._model_log()
         self.ctx.record(failure)
         self.ended = True
@@ -237,9 +245,23 @@ class AgentMachine(RuleBasedStateMachine):
         self.driver = FuzzDriver(target.command, self.transcript, protocol=protocol,
                                  timeout=target.timeout, cwd=ctx.cwd, env=target.env,
                                  spawner=ctx.spawner)
-        self._do("start")
+        self._start()
         if self.live:
             self._do("new_session")  # every generated run needs a session to work in
+
+    def _start(self) -> None:
+        """The run's ``start``: on the process an earlier run left (persistent mode), or
+        on a fresh one."""
+        pool = self.ctx.pool
+        kept = pool.take(self.protocol) if pool is not None else None
+        if kept is None:
+            self._do("start")
+            return
+        assert pool is not None and self.driver is not None
+        self.kept, self.history = kept, kept.history
+        self.steps.append("start")
+        pool.adopt(self.driver, kept)
+        self.ctx.budget.reused = pool.reused
 
     @precondition(lambda self: self.live and len(self.book.sessions) < MAX_SESSIONS)
     @rule()
@@ -326,7 +348,12 @@ class AgentMachine(RuleBasedStateMachine):
                     self.ctx.cover(self.protocol, self.last)
                     self._model_log()
         finally:
-            driver.retire()
+            if self.ctx.pool is not None:  # persistent mode: kept for the next run if it can
+                self.ctx.pool.give_back(driver, self.steps, self.kept, reusable=(
+                    "the run broke a rule or was aborted" if self.ended or self.busy
+                    else None))
+            else:
+                driver.retire()
             self.ctx.budget.processes = self.ctx.spawner.started
             self.ctx.budget.tick()
 
@@ -383,6 +410,9 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
             result.unshrunk = set(ctx.failures) - done
             result.failures += [f for k, f in sorted(ctx.failures.items()) if k not in done]
         finally:
+            if ctx.pool is not None:
+                ctx.pool.close()
+                result.reused = ctx.pool.reused
             ctx.spawner.close()  # the retired processes have ended: transcripts complete
             budget.done()
     result.examples = budget.examples
@@ -463,8 +493,9 @@ def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, s
             super().__init__(ctx)
 
     try:
-        run_state_machine_as_test(  # type: ignore[no-untyped-call,unused-ignore]
-            hypothesis_seed(seed)(Machine), settings=hypothesis_settings(effort, shrink=False))
+        persistent.generate(lambda s, e: run_state_machine_as_test(  # type: ignore[no-untyped-call,unused-ignore]
+            hypothesis_seed(s)(Machine), settings=hypothesis_settings(e, shrink=False)),
+            ctx, effort, seed, result.notes)
     except StopFuzzing:
         pass
     except Flaky:  # the agent answered a repeated run differently (timing): keep what we have
@@ -520,6 +551,13 @@ def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
         return failure_of(played, failure.requirement, config.options, config.strict,
                           config.schema_dir, model=model)
 
+    if failure.history:  # found on a reused process: replayed on a fresh one first
+        failure = persistent.confirm(failure, fails, max_attempts=config.shrink_attempts,
+                                     deadline=deadline, say=lambda line: _say(stream, line))
+        if failure.history_steps or failure.unconfirmed:
+            if hold is not None:
+                hold[failure.key] = failure
+            return failure
     shrunk = shrink_steps(failure.steps, failure, fails, max_attempts=config.shrink_attempts,
                           deadline=deadline, on_smaller=smaller)
     best, attempts = shrunk.result, shrunk.attempts

@@ -46,6 +46,13 @@ class Failure:
     found_steps: int = 0  # how many steps the run had before shrinking
     shrink_attempts: int = 0
     model: dict[str, Any] | None = None  # what the model said (--model-server), a script
+    # Persistent fuzzing (conformance.fuzz.persistent): the steps of the earlier runs on the
+    # process it was found on; once confirmed, how many of ``steps`` are earlier runs' and
+    # how many sessions they created (0: it stands alone), or that it did not fail again.
+    history: list[list[Step]] = field(default_factory=list)
+    history_steps: int = 0
+    earlier_sessions: int = 0
+    unconfirmed: bool = False
 
     @property
     def requirement(self) -> str:
@@ -80,6 +87,7 @@ class FuzzResult:
     unshrunk: set[tuple[str, int]] = field(default_factory=set)  # stopped before shrunk
     workers: int = 1
     database: str | None = None  # the example database's URL (no password)
+    reused: int = 0  # runs played on an agent process an earlier run left (persistent mode)
 
     @property
     def failed(self) -> bool:

@@ -95,6 +95,9 @@ def regression_header(f: Any, result: Any, options: Options, strict: bool) -> di
     header.pop("case", None)
     if f.role == "agent":
         header["steps"] = f.steps
+        if getattr(f, "history_steps", 0):  # persistent fuzzing: needs earlier sessions
+            header["earlier_sessions"] = f.earlier_sessions
+            header["history_steps"] = f.history_steps
         if f.model is not None:
             header["model"] = f.model
     else:

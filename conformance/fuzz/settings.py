@@ -128,6 +128,7 @@ class Budget:
         self.started = time.monotonic()
         self.examples = 0
         self.processes = 0
+        self.reused = 0  # runs on a process an earlier run left (persistent fuzzing)
         self.failures = 0
         self.first_failure: float | None = None
         self._last_print = 0.0
@@ -162,10 +163,13 @@ class Budget:
         self._last_print = now
         state = (f"{self.failures} failing run(s) so far" if self.failures
                  else "no failure yet")
+        rate = self.examples / now if now > 0 else 0.0
         line = (f"[fuzz {self.label}] {self.examples} runs ({self.effort.max_examples} "
-                f"wanted), {self.processes} processes, {now:.0f} s, {state}")
+                f"wanted), {rate:.1f} runs/s, {self.processes} processes"
+                + (f" ({self.reused} runs on a reused one)" if self.reused else "")
+                + f", {now:.0f} s, {state}")
         if self._tty:
-            self.stream.write("\r" + line[:100].ljust(100))
+            self.stream.write("\r" + line[:120].ljust(120))
         else:
             self.stream.write(line + "\n")
         self.stream.flush()
@@ -173,7 +177,7 @@ class Budget:
 
     def done(self) -> None:
         if self.stream is not None and self._tty and self._printed:
-            self.stream.write("\r" + " " * 100 + "\r")
+            self.stream.write("\r" + " " * 120 + "\r")
             self.stream.flush()
 
 

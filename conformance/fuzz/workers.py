@@ -68,9 +68,11 @@ def write_report(path: Path, result: FuzzResult, keeper: Any) -> None:
         kept = keeper.kept.get(f.key, []) if keeper is not None else []
         failures.append({"protocol": f.protocol, "requirement": f.requirement,
                          "steps": f.steps, "model": f.model, "found_steps": f.found_steps,
+                         "history": f.history,  # persistent mode: the earlier runs' steps
                          "transcript": str(transcript),
                          "regression": str(kept[-1].path) if kept and kept[-1].path else None})
     report = {"examples": result.examples, "processes": result.processes,
+              "reused": result.reused,
               "elapsed": result.elapsed, "first_failure": result.time_to_first_failure,
               "notes": result.notes, "interrupted": result.interrupted,
               "coverage": {str(p): [f.to_json() for f in rows.values()]
@@ -197,6 +199,7 @@ def _merge(result: FuzzResult, reports: list[tuple[int, dict[str, Any] | None, s
                        + (f"found {rules}" if rules else "nothing found"))
         result.examples += int(data["examples"])
         result.processes += int(data["processes"])
+        result.reused += int(data.get("reused") or 0)
         if data.get("first_failure") is not None:
             firsts.append(float(data["first_failure"]))
         if data.get("interrupted"):
@@ -231,7 +234,7 @@ def _failure(item: dict[str, Any], config: Any) -> Failure | None:
         return None
     return Failure(same[0], protocol, list(item["steps"]), transcript_of(header, entries), bad,
                    found_steps=int(item.get("found_steps") or len(item["steps"])),
-                   model=item.get("model"))
+                   model=item.get("model"), history=list(item.get("history") or []))
 
 
 def _finding(row: dict[str, Any]) -> Finding:

@@ -129,8 +129,11 @@ def _build(config: pytest.Config) -> FuzzState:
                                  opt("acp_timeout"), masker)
         except TargetCommandError as exc:
             raise ValueError(str(exc)) from None
+        # A fresh process per run: Hypothesis replays a failing example and must see it
+        # fail again, which a run on a process earlier runs shaped need not do.
         campaign.agent = AgentFuzzConfig(target, protocols=protocols, options=options,
-                                         strict=opt("acp_strict"), model=model)
+                                         strict=opt("acp_strict"), model=model,
+                                         runs_per_process=1)
     else:
         from conformance.fuzz.client_fuzz import ClientChoice, client_target
 
