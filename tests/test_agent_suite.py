@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO_ROOT, load_json, outcomes, run_cli
+from helpers import assert_graded_the_same_both_ways
 from offline import assert_check_agrees
-from test_grading_repeats import assert_graded_the_same_both_ways
 
 MANIFEST = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
 DEFAULT_PROFILE = MANIFEST["profiles"][0]
