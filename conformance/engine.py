@@ -33,14 +33,14 @@ from typing import Any, Protocol
 
 from conformance import __version__
 from conformance.cases import Case
-from conformance.grading import Scope, conclude
-from conformance.lifecycle import DEADLINE_NOTE, Cutoff, Ending, new_transcript, not_run, save
+from conformance.grading import Ending, Scope, conclude
+from conformance.lifecycle import DEADLINE_NOTE, Cutoff, new_transcript, not_run, save
 from conformance.masking import Masker
 from conformance.results import CaseResult, Reason, RunResult
 from conformance.usage import UsageError
 
 __all__ = ["Engine", "NothingToRun", "RunInterrupted", "Shortcut", "Signals", "Suite",
-           "not_run", "run_suite"]
+           "run_suite"]
 
 
 class RunInterrupted(Exception):

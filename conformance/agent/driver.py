@@ -141,7 +141,6 @@ class ClientDriver:
         self.session: str | None = None
         self.cancelled: set[str] = set()
         self.responses: dict[Any, Entry] = {}
-        self.updates_since: list[Entry] = []
         self.cutoff = cutoff or Cutoff()
         self.unmatched = 0  # responses under an id the driver never sent
         self.last_rid = -1
