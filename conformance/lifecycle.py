@@ -238,8 +238,6 @@ def not_run(case: Any, protocol: int, note: str, reason: Reason = Reason.NOT_RUN
     return cr
 
 
-# Re-exported from conformance.grading (the pure grading of a recorded case), for callers
-# that knew them here.
 __all__ = ["CUT_NOTE", "DEADLINE_NOTE", "CaseAborted", "CaseCut", "CaseNotPlayable", "CaseStop",
            "Drive", "case_scope", "drive_case", "new_transcript", "not_run", "play_case",
            "safe_name", "save"]

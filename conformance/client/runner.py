@@ -7,9 +7,9 @@ writes a one-word agent command there (a small script that starts
 puts it where the client command says ``{agent}``, and drives the client
 (through a pty, or in-process through an adapter). The double reports every
 wire line; the driver adds what the client showed after each turn
-(``observed`` harness events). Grading is :func:`conformance.checks.grade`
-with ``role="client"``, so ``acp-conformance check`` regrades a saved client
-transcript the same way.
+(``observed`` harness events). Grading is :func:`conformance.grading.grade_recorded`
+on the case's header (role ``client``), so ``acp-conformance check`` regrades a saved
+client transcript the same way.
 """
 
 from __future__ import annotations
