@@ -37,12 +37,11 @@ from typing import Any, Protocol
 
 from conformance import __version__
 from conformance.cases import Case
-from conformance.grading import Scope, conclude
+from conformance.grading import Ending, Scope, conclude
 from conformance.lifecycle import (
     DEADLINE_NOTE,
     REPETITION,
     Cutoff,
-    Ending,
     new_transcript,
     not_run,
     save,
@@ -52,7 +51,7 @@ from conformance.results import CaseResult, Reason, RunResult
 from conformance.usage import UsageError
 
 __all__ = ["Engine", "NothingToRun", "RunInterrupted", "Shortcut", "Signals", "Suite",
-           "not_run", "run_suite"]
+           "run_suite"]
 
 
 class RunInterrupted(Exception):

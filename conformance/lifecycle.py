@@ -33,15 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from conformance.grading import (
-    CONSEQUENCE_RULES,
-    CRASH_RULE,
-    DEFAULT_SCOPE_NOTE,
-    NEGOTIATION,
     Ending,
     Scope,
-    conclude,
     ended,
-    fold_consequences,
     grade_recorded,
     shown_note,
 )
@@ -263,10 +257,6 @@ def not_run(case: Any, protocol: int, note: str, reason: Reason = Reason.NOT_RUN
     return cr
 
 
-# Re-exported from conformance.grading (the pure grading of a recorded case), for callers
-# that knew them here.
-__all__ = ["CONSEQUENCE_RULES", "CRASH_RULE", "CUT_NOTE", "DEADLINE_NOTE", "DEFAULT_SCOPE_NOTE",
-           "NEGOTIATION", "CaseAborted", "CaseCut", "CaseNotPlayable", "CaseStop", "Drive",
-           "Ending", "Scope", "case_scope", "conclude", "drive_case", "ended",
-           "fold_consequences", "grade_recorded", "new_transcript", "not_run", "play_case",
-           "safe_name", "save", "shown_note", "REPETITION", "file_stem"]
+__all__ = ["CUT_NOTE", "DEADLINE_NOTE", "REPETITION", "CaseAborted", "CaseCut", "CaseNotPlayable",
+           "CaseStop", "Drive", "case_scope", "drive_case", "file_stem", "new_transcript", "not_run",
+           "play_case", "safe_name", "save"]

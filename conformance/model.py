@@ -130,10 +130,6 @@ def is_request(msg: Any) -> bool:
     return isinstance(msg, dict) and "method" in msg and "id" in msg
 
 
-def is_notification(msg: Any) -> bool:
-    return isinstance(msg, dict) and "method" in msg and "id" not in msg
-
-
 def is_response(msg: Any) -> bool:
     return isinstance(msg, dict) and "method" not in msg and "id" in msg and (
         "result" in msg or "error" in msg)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -39,10 +41,48 @@ def cli_env() -> dict[str, str]:
     return env
 
 
+#: The commands that only read files and print or write reports: no target, no process, no
+#: signal. :func:`run_cli` runs them in this interpreter (a fresh one costs more than most of
+#: these commands). The entry point itself keeps real-process tests: ``--help`` and every
+#: live run go through :func:`run_cli_process`, and tests/test_bad_input.py runs pure commands'
+#: bad input in a real process too (one error line, exit 2, no traceback).
+IN_PROCESS_COMMANDS = frozenset({"check", "list", "lint-cases", "show", "report"})
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """The real command line, as a user runs it."""
+    """The command line as a user runs it: a pure command (:data:`IN_PROCESS_COMMANDS`)
+    through ``conformance.cli.main`` in this interpreter, anything that drives a target in a
+    real process. Either way the answer is a ``CompletedProcess`` with the exit code, stdout
+    and stderr."""
+    if args and args[0] in IN_PROCESS_COMMANDS:
+        return run_cli_in_process(*args, cwd=cwd)
+    return run_cli_process(*args, cwd=cwd, timeout=timeout)
+
+
+def run_cli_process(*args: str, cwd: Path | None = None,
+                    timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The real command line in a fresh interpreter (``python -m conformance``)."""
     return subprocess.run([sys.executable, "-m", "conformance", *args], check=False, capture_output=True,
                           text=True, cwd=cwd or REPO_ROOT, env=cli_env(), timeout=timeout)
+
+
+def run_cli_in_process(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``conformance.cli.main(args)`` here, as :func:`run_cli_process` would run it: in
+    ``cwd`` (the repository by default), without ``NO_COLOR``, stdout and stderr captured."""
+    from conformance.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old_cwd, no_color = os.getcwd(), os.environ.pop("NO_COLOR", None)
+    os.chdir(cwd or REPO_ROOT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        os.chdir(old_cwd)
+        if no_color is not None:
+            os.environ["NO_COLOR"] = no_color
+    return subprocess.CompletedProcess([sys.executable, "-m", "conformance", *args], code,
+                                       out.getvalue(), err.getvalue())
 
 
 def cli_report(*args: str, tmp_path: Path, name: str = "report",

@@ -37,10 +37,9 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path[:0] = [str(REPO / "tests"), str(REPO)]  # the helpers, and the package they import
 
-from test_client_fixtures import MANIFEST as CLIENT_MANIFEST
-from test_client_fixtures import client_args
+from helpers import CLIENT_MANIFEST, client_args
 
 AGENTS = REPO / "fixtures" / "agents"
 FORMATS = ("json", "junit", "markdown", "html")

@@ -4,7 +4,8 @@ Each broken agent in fixtures/agents/ breaks one rule; its manifest entry says
 which requirement the suite must report. The reference agent must pass with no
 fail and no warn, in v1 and v2, under every v2 profile. Under the default profile
 ``check`` then grades the run's transcripts to the same findings and exit status
-(offline.py).
+(offline.py), and where a fixture only warns, ``check --strict`` on the same transcripts
+fails it (``--strict`` changes no step, so no second live run is needed).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO_ROOT, load_json, outcomes, run_cli
+from helpers import assert_graded_the_same_both_ways
 from offline import assert_check_agrees
-from test_grading_repeats import assert_graded_the_same_both_ways
 
 MANIFEST = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
 DEFAULT_PROFILE = MANIFEST["profiles"][0]
@@ -90,6 +91,8 @@ def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profil
         stray = [r for r in found.get(outcome, set()) if not any(
             r == x or r.startswith(x + "/") for x in listed)]
         assert not stray, f"{name} v{protocol}: unexpected {outcome}: {stray}"
+    if (name, protocol, profile) in WARN_CASES:  # a warning only: it fails under --strict
+        assert_warnings_fail_under_strict(tmp_path / "t", exp["warn"], tmp_path)
 
 
 WARN_CASES = [(n, p, pr) for n, p, pr in CASES
@@ -98,15 +101,11 @@ WARN_CASES = [(n, p, pr) for n, p, pr in CASES
                                                  if f["name"] == n), p, pr).get("warn")]
 
 
-@pytest.mark.parametrize("name,protocol,profile", WARN_CASES,
-                         ids=[f"{n}-v{p}-{pr}" for n, p, pr in WARN_CASES])
-def test_warning_fails_under_strict(tmp_path: Path, name: str, protocol: int, profile: str) -> None:
-    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == name)
-    warned = expectations(fx, protocol, profile)["warn"]
-    report = tmp_path / "report.json"
-    proc = run_cli("--agent", fixture_command(name), "--protocol", str(protocol), "--profile",
-                   profile, "--strict", "--json", str(report), "--timeout", "5",
-                   *[a for w in warned for a in ("--case", w.split("/")[0])])
+def assert_warnings_fail_under_strict(transcripts: Path, warned: list[str], tmp_path: Path) -> None:
+    """``--strict`` changes no step, only the grades: ``check --strict`` on the transcripts a
+    live run recorded fails the warned rules (exit 1), as a live ``--strict`` run would."""
+    report = tmp_path / "strict.json"
+    proc = run_cli("check", str(transcripts), "--strict", "--json", str(report), "--no-color")
     assert proc.returncode == 1, proc.stdout[-2000:]
     found = outcomes(load_json(report))
     for req in warned:

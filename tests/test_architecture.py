@@ -234,6 +234,43 @@ def test_the_architecture_map_fits_one_screen() -> None:
         assert room in text
 
 
+def map_floors() -> dict[str, int]:
+    """The floors of ARCHITECTURE.md's map, read from its first code block: each room
+    (``engine.py``, ``checks/``) and its floor, 0 at the ground and higher upwards."""
+    import re
+
+    block = (PACKAGE.parent / "ARCHITECTURE.md").read_text(encoding="utf-8").split("```")[1]
+    rows: list[list[str]] = []
+    for line in block.strip("\n").splitlines():
+        if not line.startswith(" "):
+            rows.append([])
+            line = line.split(None, 1)[1] if len(line.split(None, 1)) > 1 else ""
+        line = re.sub(r"\([^)]*\)?", "", line)  # remarks in brackets name no room
+        rows[-1] += re.findall(r"(?<![\w./])([a-z_]+(?:\.py|/))", line)
+    return {room: len(rows) - 1 - i for i, names in enumerate(rows) for room in names}
+
+
+def map_name(room: str) -> str:
+    short = room.split(".", 1)[1]
+    return f"{short}/" if (PACKAGE / short).is_dir() else f"{short}.py"
+
+
+def test_the_map_shows_every_room_on_the_floor_it_is_on() -> None:
+    """Every room of the package is on one floor of ARCHITECTURE.md's map, and no room
+    imports a room on a floor above its own: the map is the house as it is."""
+    floors = map_floors()
+    assert floors["cli/"] > floors["engine.py"] > floors["transcript.py"] == 0
+    rooms = {room_of(name) for name in MODULES} - {"conformance"}
+    assert sorted(map_name(r) for r in rooms if map_name(r) not in floors) == []
+    assert sorted(set(floors) - {map_name(r) for r in rooms} - {"data/"}) == []
+    up = sorted({f"{room_of(name)} -> {room_of(other)} ({name} -> {other})"
+                 for name, imported in IMPORTS.items() for other in imported
+                 if room_of(other) not in (room_of(name), "conformance")
+                 and room_of(name) != "conformance"
+                 and floors[map_name(room_of(other))] > floors[map_name(room_of(name))]})
+    assert up == []
+
+
 LONG_MODULE = 450  # lines; a longer module says why on its first line ("# long: ...")
 
 

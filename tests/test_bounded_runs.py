@@ -274,7 +274,7 @@ def test_a_fault_of_the_server_is_one_line(capfd: pytest.CaptureFixture[str],
 
 def test_a_requirement_only_cases_not_run_would_grade_is_not_run_in_the_statement() -> None:
     from conformance import cases as casemod
-    from conformance.agent.runner import not_run
+    from conformance.lifecycle import not_run
     from conformance.report.catalogue import statement
     from conformance.results import RunResult
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO_ROOT, cli_env, load_json, run_cli
 
 from conformance.transport.process import end_group
-from tests.conftest import REPO_ROOT, cli_env, load_json, run_cli
 
 AGENTS = REPO_ROOT / "fixtures" / "agents"
 REFERENCE = f"{sys.executable} -m conformance.reference.agent"

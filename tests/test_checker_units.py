@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from helpers import text, transcript, update
 
 from conformance.checks import Options, grade
 from conformance.transcript import Transcript
-
-
-def transcript(protocol: int, lines: list[tuple[str, dict[str, Any]]]) -> Transcript:
-    t = Transcript({"protocol": protocol})
-    for src, msg in lines:
-        t.add(0, src, "stdin" if src == "client" else "stdout", json.dumps(msg).encode())
-    return t
-
-
-def update(kind: str, mid: str, **rest: Any) -> tuple[str, dict[str, Any]]:
-    return ("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
-        "sessionId": "s", "update": {"sessionUpdate": kind, "messageId": mid, **rest}}})
-
-
-def text(t: str) -> dict[str, str]:
-    return {"type": "text", "text": t}
 
 
 def v2_turn(echo: list[tuple[str, dict[str, Any]]]) -> Transcript:

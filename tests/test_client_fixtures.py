@@ -5,33 +5,17 @@ a profile, as a one-shot client, in-process through the adapter API, or on the w
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from conftest import cli_report
+from helpers import CLIENT_MANIFEST, client_args
 from offline import assert_check_agrees
 
 REPO = Path(__file__).resolve().parents[1]
 CLIENTS = REPO / "fixtures" / "clients"
-MANIFEST = yaml.safe_load((CLIENTS / "manifest.yaml").read_text(encoding="utf-8"))["clients"]
-
-
-def client_args(entry: dict[str, Any]) -> list[str]:
-    """The CLI options that point the suite at this fixture, as the manifest says."""
-    path = CLIENTS / entry["file"]
-    if entry["run"] == "adapter":
-        return ["--client-adapter", f"{path}:make_client"]
-    words = [sys.executable, str(path), "--agent-cmd", "{agent}", *entry.get("args", [])]
-    args = ["--client", " ".join(shlex.quote(w) for w in words)]
-    if entry["run"] != "wire":
-        args += ["--client-profile", str(CLIENTS / entry["profile"])]
-    if "acp_profile" in entry:  # the cases of a profile-gated rule run under that profile
-        args += ["--profile", entry["acp_profile"]]
-    return args
+MANIFEST = CLIENT_MANIFEST
 
 
 def outcomes(report: dict[str, Any], protocol: int) -> dict[str, set[str]]:

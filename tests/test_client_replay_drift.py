@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from conftest import cli_report as cli
+from helpers import alive, pids_in
 from offline import assert_check_agrees
-from test_client_suite import alive, pids_in
 
 from conformance.client.runner import reference_client
 from conformance.client.script import build_reload, build_turn, new_ids

@@ -7,7 +7,6 @@ a saved client transcript regrades offline with the same result.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 import textwrap
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import cli_report as cli
+from helpers import alive, pids_in
 
 from conformance.client.runner import reference_client
 
@@ -33,29 +33,6 @@ def reference_profile(tmp_path: Path, render: str = "cumulative") -> Path:
     path = tmp_path / f"reference-{render}.yaml"
     path.write_text(PROFILE_YAML.replace("cumulative", render), encoding="utf-8")
     return path
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is already ended, it only waits to be reaped by its parent.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
-
-
-def pids_in(transcripts: Path) -> list[int]:
-    pids = []
-    for f in transcripts.glob("*.jsonl"):
-        for line in f.read_text(encoding="utf-8").splitlines()[1:]:
-            d = json.loads(line)
-            data = d.get("data") or {}
-            if d.get("event") == "start" and isinstance(data.get("pid"), int):
-                pids.append(data["pid"])
-    return pids
 
 
 # --------------------------------------------------------------------------

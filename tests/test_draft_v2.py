@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, cli_report
-from test_checker_units import text, transcript, update
+from helpers import text, transcript, update
 
 from conformance.agent.driver import NO_SESSION_CAPABILITY
 from conformance.checks import Options, grade

@@ -22,9 +22,9 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
+from conftest import REPO_ROOT, cli_env, load_json, run_cli
 
 from conformance.transport.process import end_group
-from tests.conftest import REPO_ROOT, cli_env, load_json, run_cli
 
 AGENTS = REPO_ROOT / "fixtures" / "agents"
 REDIS_SERVER = shutil.which("redis-server")

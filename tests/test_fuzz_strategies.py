@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
+from stream_mutations import MUTATIONS, broken_streams
 
 from conformance import profiles
 from conformance.checks import Options, grade
 from conformance.fuzz.client_fuzz import ClientTarget, play_stream, stream_of
 from conformance.fuzz.grading import violations
-from conformance.fuzz.mutations import MUTATIONS, broken_streams
 from conformance.fuzz.prompts import prompt_blocks, prompt_specs
 from conformance.results import Outcome
 from conformance.schema import problems, schema_path, validate_transcript

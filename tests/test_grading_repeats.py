@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import GRADING_OPTION_SETS, assert_graded_the_same_both_ways
 
 from conformance import transcript as tmod
-from conformance.checks import Options, grade
+from conformance.checks import grade
 from conformance.checks.timeline import Timeline
-from conformance.results import Outcome
 from conformance.transcript import Entry, Transcript
 
 KINDS = {1: ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk"),
@@ -200,7 +200,7 @@ def random_entries(seed: int, protocol: int, steps: int = 60) -> list[Entry]:
     return _Builder(random.Random(seed), protocol).build(steps)
 
 
-OPTIONS = [Options(), Options(cross_turn_reuse=Outcome.WARN, strict_ids=True)]
+OPTIONS = GRADING_OPTION_SETS
 
 
 def _repeats(entries: list[Entry], protocol: int) -> tuple[int, int]:
@@ -255,18 +255,6 @@ def test_benchmark_transcripts_grade_the_same_both_ways(tmp_path: Path, shape: s
 def _recorded() -> list[Path]:
     root = Path(__file__).resolve().parents[1] / "fixtures"
     return sorted(root.rglob("*.jsonl"))
-
-
-def assert_graded_the_same_both_ways(path: Path) -> None:
-    """A recorded transcript graded with and without the short path (ID-less runs
-    included), in its own role and protocol, under both option sets."""
-    header, read = tmod.iter_entries(path)
-    entries = list(read)
-    protocol = int(header.get("protocol") or 1)
-    role = str(header.get("role") or "agent")
-    for options in OPTIONS:
-        assert grade(entries, protocol=protocol, options=options, role=role) == grade(
-            entries, protocol=protocol, options=options, role=role, repeats=False), path.name
 
 
 @pytest.mark.parametrize("path", _recorded(), ids=lambda p: p.parent.name + "/" + p.name)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -19,25 +18,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers import wait_ready
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
 from harness import REPO_ROOT, agent_command, finish_cli, group_alive, start_cli
 
 from conformance import transcript as tmod
-
-WAIT = 60.0  # how long the test waits for the agent's signal before it fails
-
-
-def wait_ready(fifo: Path) -> str:
-    """Block until the agent writes its line to the FIFO (or fail after WAIT seconds)."""
-    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        ready, _, _ = select.select([fd], [], [], WAIT)
-        assert ready, "the agent never reached its hostile part"
-        return os.read(fd, 4096).decode()
-    finally:
-        os.close(fd)
 
 
 def start_silent_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, float]:

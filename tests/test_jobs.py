@@ -200,7 +200,7 @@ def test_ctrl_c_with_cases_in_flight_ends_them_all(tmp_path: Path) -> None:
     import signal
 
     from harness import finish_cli, group_alive, start_cli
-    from test_interrupt import wait_ready
+    from helpers import wait_ready
 
     fifo = tmp_path / "ready"
     os.mkfifo(fifo)

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO_ROOT, cli_env, load_json
 
 from conformance import masking
 from conformance.github_action import ActionError, shown_arguments, suite_arguments
 from conformance.results import Finding, Outcome, RunResult
 from conformance.transcript import Transcript, load
-from tests.conftest import REPO_ROOT, cli_env, load_json
 
 LEAKY_AGENT = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'harness' / 'leaks_secrets.py'}"
 LEAKY_CLIENT = (f"{sys.executable} {REPO_ROOT / 'fixtures' / 'harness' / 'leaky_client.py'} "

@@ -144,7 +144,6 @@ class ClientDriver:
         self.session: str | None = None
         self.cancelled: set[str] = set()
         self.responses: dict[Any, Entry] = {}
-        self.updates_since: list[Entry] = []
         self.cutoff = cutoff or Cutoff()
         self.unmatched = 0  # responses under an id the driver never sent
         self.last_rid = -1
@@ -581,8 +580,10 @@ class ClientDriver:
             msg = e.msg
             if e.src != "agent" or not isinstance(msg, dict) or msg.get("method") != "session/update":
                 continue
-            params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-            update = params.get("update") if isinstance(params.get("update"), dict) else {}
+            params = msg.get("params")
+            params = params if isinstance(params, dict) else {}
+            update = params.get("update")
+            update = update if isinstance(update, dict) else {}
             mid, sid = update.get("messageId"), params.get("sessionId")
             if isinstance(mid, str) and isinstance(sid, str):
                 out.setdefault(sid, set()).add(mid)

@@ -17,21 +17,16 @@ from conformance.agent.player import StepDriver, perform
 from conformance.cases import Case
 from conformance.checks import Options
 from conformance.engine import (
-    RunInterrupted,
-    Shortcut,
     Signals,
     Suite,
     run_suite,
 )
+from conformance.grading import Ending
 from conformance.lifecycle import (
-    CUT_NOTE,
-    DEADLINE_NOTE,
     INTERRUPT_GRACE,
     Cutoff,
-    Ending,
     case_scope,
     new_transcript,
-    not_run,
     play_case,
     safe_name,
 )
@@ -41,9 +36,7 @@ from conformance.transcript import Transcript
 from conformance.transport import owner_of_connection
 from conformance.transport.home import case_env
 
-__all__ = ["CUT_NOTE", "DEADLINE_NOTE", "AgentRun", "RunInterrupted", "Shortcut", "agent_plan",
-           "agent_suite", "not_run", "run_agent_case", "run_agent_suite",
-           "safe_name"]
+__all__ = ["AgentRun", "agent_plan", "agent_suite", "run_agent_case", "run_agent_suite"]
 
 
 @dataclass

@@ -23,7 +23,7 @@ A probe issue with a cause is held until its control is shown, then:
 A client that dies on a probe stream is decided the same way (the suite starts it
 again and shows it the control): when the control is shown, the crash is the
 fault of the rule the stream tests (its exit and unanswered probe are folded
-into that fail as consequences, ``lifecycle.fold_consequences``); when the
+into that fail as consequences, ``grading.fold_consequences``); when the
 control kills it too, or no control is shown, the crash is ``MID-C-08/crash``,
 whatever the IDs.
 

@@ -121,7 +121,8 @@ def transcripts_folder(ns: argparse.Namespace) -> Any:
 def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str,
               masker: Any = None) -> int:
     from conformance import cases as casemod
-    from conformance.agent.runner import AgentRun, RunInterrupted, run_agent_suite
+    from conformance.agent.runner import AgentRun, run_agent_suite
+    from conformance.engine import RunInterrupted
     from conformance.progress import Progress
     from conformance.transport import split_command
 
@@ -177,10 +178,10 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
                profile: Any = None, masker: Any = None) -> int:
     """The client suite: the suite plays the agent (see conformance/client/)."""
     from conformance import cases as casemod
-    from conformance.agent.runner import RunInterrupted
     from conformance.client.adapter import AdapterError
     from conformance.client.profile import ProfileError, load
     from conformance.client.runner import ClientRun, ClientSetupError, run_client_suite
+    from conformance.engine import RunInterrupted
     from conformance.progress import Progress
 
     check_run_options(ns)
@@ -246,7 +247,7 @@ def no_profile_line() -> str:
 def cmd_proxy(ns: argparse.Namespace) -> int:
     """The proxy suite: the suite plays both ends (see conformance/proxy/)."""
     from conformance import cases as casemod
-    from conformance.agent.runner import RunInterrupted
+    from conformance.engine import RunInterrupted
     from conformance.progress import Progress
     from conformance.proxy.runner import (
         ProxyRun,

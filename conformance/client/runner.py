@@ -37,10 +37,10 @@ from conformance.client.script import (
     new_ids,
 )
 from conformance.engine import Suite, run_suite
+from conformance.grading import Ending
 from conformance.lifecycle import (
     CaseNotPlayable,
     Cutoff,
-    Ending,
     case_scope,
     drive_case,
     new_transcript,

@@ -1,8 +1,9 @@
 """Grading a generated run, and what a fuzz run found (both fuzzers and replay).
 
-Grading goes through :func:`conformance.checks.grade` (with the official schemas'
-findings when a folder is given), like a suite run's; this module adds only the
-fuzzer's selection: which findings break the invariant.
+Grading goes through :func:`conformance.grading.grade_entries`, the one grading of a
+recorded case (with the official schemas' findings when a folder is given), like a
+suite run's; this module adds only the fuzzer's selection: which findings break the
+invariant.
 """
 
 from __future__ import annotations

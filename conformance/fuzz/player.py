@@ -244,4 +244,4 @@ def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
     return played
 
 
-__all__ = ["PING", "AgentTarget", "FuzzDriver", "Played", "PromptCaps", "Spawner", "play"]
+__all__ = ["AgentTarget", "FuzzDriver", "Played", "PromptCaps", "Spawner", "play"]

@@ -32,15 +32,12 @@ from conformance.checks import Options, all_rules
 from conformance.checks.proxy import REQUIREMENTS
 from conformance.client.script import TurnScript, build_reload, build_turn, check_case, new_ids
 from conformance.engine import Suite, first_target_info, run_suite
-from conformance.grading import conclude
+from conformance.grading import Ending, conclude, ended, grade_recorded
 from conformance.lifecycle import (
     Cutoff,
-    Ending,
     case_scope,
     drive_case,
-    ended,
     file_stem,
-    grade_recorded,
     new_transcript,
     safe_name,
     save,

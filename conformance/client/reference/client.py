@@ -69,7 +69,6 @@ class ReferenceClient:
         self.failed: str | None = None  # why the connection is unusable
         self.connected = True  # False once the agent ended the connection
         self.turn_open = False
-        self._prompt_id: Any = None
         self._accepted = False
         self._idle = False
         self._ids = 0
@@ -118,7 +117,7 @@ class ReferenceClient:
         self._add(local)
         self._previous = None  # a new turn: an ID-less message never spans turns
         self.turn_open, self._accepted, self._idle = True, False, False
-        self._prompt_id = self._request("session/prompt", self.prompt_params(text))
+        self._request("session/prompt", self.prompt_params(text))
 
     def load(self, session_id: str) -> None:
         """Reload a session (v1 session/load, v2 session/resume from the start): the

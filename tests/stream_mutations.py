@@ -1,5 +1,9 @@
 """Named mutations: each turns a valid stream into one that breaks exactly one rule.
 
+A test helper (tests/test_fuzz_strategies.py): no fuzzer draws these (the client fuzzer
+mutates chunks with :data:`conformance.strategies.MUTATIONS`), so they live beside the
+tests that use them, not in the package.
+
 Streams are the agent double's stream steps (:mod:`conformance.client.script`,
 drawn by :func:`conformance.strategies.chunk_streams`). Valid generation
 stays in ``strategies``; every function here takes a valid stream and returns a

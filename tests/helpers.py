@@ -1,0 +1,128 @@
+"""Helpers more than one test module uses, kept out of the test modules themselves: no
+test module imports another (tests/test_house_rules.py holds it), so collecting one
+module never collects, or re-runs the imports of, another. conftest.py has the ones about
+the command line and the shared schemas."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from conformance import transcript as tmod
+from conformance.checks import Options, grade
+from conformance.results import Outcome
+from conformance.transcript import Transcript
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# --------------------------------------------------------------------------
+# Grading (tests/test_grading_repeats.py, tests/test_agent_suite.py)
+# --------------------------------------------------------------------------
+
+#: The two option sets a transcript is graded under when the short path is compared.
+GRADING_OPTION_SETS = [Options(), Options(cross_turn_reuse=Outcome.WARN, strict_ids=True)]
+
+
+def assert_graded_the_same_both_ways(path: Path) -> None:
+    """A recorded transcript graded with and without the short path (ID-less runs
+    included), in its own role and protocol, under both option sets."""
+    header, read = tmod.iter_entries(path)
+    entries = list(read)
+    protocol = int(header.get("protocol") or 1)
+    role = str(header.get("role") or "agent")
+    for options in GRADING_OPTION_SETS:
+        assert grade(entries, protocol=protocol, options=options, role=role) == grade(
+            entries, protocol=protocol, options=options, role=role, repeats=False), path.name
+
+
+# --------------------------------------------------------------------------
+# Hand-written transcripts (tests/test_checker_units.py, tests/test_draft_v2.py)
+# --------------------------------------------------------------------------
+
+
+def transcript(protocol: int, lines: list[tuple[str, dict[str, Any]]]) -> Transcript:
+    t = Transcript({"protocol": protocol})
+    for src, msg in lines:
+        t.add(0, src, "stdin" if src == "client" else "stdout", json.dumps(msg).encode())
+    return t
+
+
+def update(kind: str, mid: str, **rest: Any) -> tuple[str, dict[str, Any]]:
+    return ("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": "s", "update": {"sessionUpdate": kind, "messageId": mid, **rest}}})
+
+
+def text(t: str) -> dict[str, str]:
+    return {"type": "text", "text": t}
+
+
+# --------------------------------------------------------------------------
+# Processes a run leaves (tests/test_client_suite.py, tests/test_client_replay_drift.py)
+# --------------------------------------------------------------------------
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is already ended, it only waits to be reaped by its parent.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def pids_in(transcripts: Path) -> list[int]:
+    pids = []
+    for f in transcripts.glob("*.jsonl"):
+        for line in f.read_text(encoding="utf-8").splitlines()[1:]:
+            d = json.loads(line)
+            data = d.get("data") or {}
+            if d.get("event") == "start" and isinstance(data.get("pid"), int):
+                pids.append(data["pid"])
+    return pids
+
+
+#: how long a test waits for a hostile agent's FIFO signal before it fails
+WAIT = 60.0
+
+
+def wait_ready(fifo: Path) -> str:
+    """Block until the agent writes its line to the FIFO (or fail after WAIT seconds)."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        ready, _, _ = select.select([fd], [], [], WAIT)
+        assert ready, "the agent never reached its hostile part"
+        return os.read(fd, 4096).decode()
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------
+# The client fixtures' manifest (tests/test_client_fixtures.py, tests/report_digests.py)
+# --------------------------------------------------------------------------
+
+CLIENTS = REPO_ROOT / "fixtures" / "clients"
+CLIENT_MANIFEST = yaml.safe_load((CLIENTS / "manifest.yaml").read_text(encoding="utf-8"))["clients"]
+
+
+def client_args(entry: dict[str, Any]) -> list[str]:
+    """The CLI options that point the suite at this fixture, as the manifest says."""
+    path = CLIENTS / entry["file"]
+    if entry["run"] == "adapter":
+        return ["--client-adapter", f"{path}:make_client"]
+    words = [sys.executable, str(path), "--agent-cmd", "{agent}", *entry.get("args", [])]
+    args = ["--client", " ".join(shlex.quote(w) for w in words)]
+    if entry["run"] != "wire":
+        args += ["--client-profile", str(CLIENTS / entry["profile"])]
+    if "acp_profile" in entry:  # the cases of a profile-gated rule run under that profile
+        args += ["--profile", entry["acp_profile"]]
+    return args
