@@ -1,3 +1,4 @@
+# long: the file format, its fast reader and its writer belong together: one format
 """Transcripts: the versioned JSONL record of every line on the wire.
 
 Line 1 is a header object; every further line is one entry::

@@ -13,10 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from conftest import run_cli
 
 from conformance import transcript as tmod
 from conformance.checks import Options, grade
+from conformance.cli.demo import reference_agent_command
+from conformance.fuzz.player import AgentTarget
 from conformance.results import Outcome
 from conformance.transcript import Transcript
 
@@ -126,3 +130,80 @@ def client_args(entry: dict[str, Any]) -> list[str]:
     if "acp_profile" in entry:  # the cases of a profile-gated rule run under that profile
         args += ["--profile", entry["acp_profile"]]
     return args
+
+
+# -- one verdict on every road (the CLI, `check` on its transcripts, the pytest plugin) --
+
+def rows(report: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """The (case, rule, outcome) rows of a JSON report."""
+    return {(r["case"], r["requirement"], r["outcome"]) for r in report["results"]}
+
+
+def cli_json(tmp_path: Path, name: str, *args: str) -> tuple[int, dict[str, Any], str]:
+    out = tmp_path / f"{name}.json"
+    proc = run_cli(*args, "--json", str(out), "--no-color", timeout=300)
+    data = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    return proc.returncode, data, proc.stdout + proc.stderr
+
+
+def plugin(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """pytest in a subprocess with only the suite's plugin (as tests/test_plugin.py runs it)."""
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO_ROOT),
+                                          *filter(None, [os.environ.get("PYTHONPATH")])]),
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return pytester.runpytest_subprocess("-p", "conformance.pytest_plugin",
+                                             "-p", "no:cacheprovider", *args, timeout=300)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def every_road(tmp_path: Path, pytester: pytest.Pytester | None, target: list[str],
+               plugin_target: list[str], selection: list[str]) -> dict[str, Any]:
+    """The same target and selection through the CLI, `check` on its transcripts and the
+    pytest plugin: each road's exit status, report and (case, rule, outcome) rows."""
+    roads: dict[str, Any] = {}
+    code, live, out = cli_json(tmp_path, "live", *target, *selection,
+                               "--transcripts", str(tmp_path / "t"))
+    assert live, out
+    roads["cli"] = (code, live, out)
+    code, checked, out = cli_json(tmp_path, "check", "check", str(tmp_path / "t"))
+    assert checked, out
+    roads["check"] = (code, checked, out)
+    if pytester is not None:
+        plugin_json = tmp_path / "plugin.json"
+        sel = [w.replace("--case", "--acp-case").replace("--protocol", "--acp-protocol")
+               for w in selection]
+        result = plugin(pytester, *plugin_target, *sel, "--acp-json", str(plugin_json))
+        report = json.loads(plugin_json.read_text(encoding="utf-8"))
+        roads["pytest"] = (int(result.ret), report, result)
+    return roads
+
+
+def assert_one_verdict(roads: dict[str, Any], want: str) -> None:
+    """Every road: the same verdict, headline and rows; a fail exits 1, a pass 0."""
+    first = roads["cli"][1]
+    for name, (code, report, out) in roads.items():
+        assert report["summary"]["verdict"] == want, (name, out)
+        assert report["summary"]["headline"] == first["summary"]["headline"], name
+        assert rows(report) == rows(first), (name, rows(report) ^ rows(first))
+        assert sorted(report.get("unfinished", {})) == sorted(first.get("unfinished", {}))
+        assert code == (1 if want == "fail" else 0), (name, out)
+
+
+# -- fuzz targets --
+
+def fixture_target(name: str, state: Path) -> AgentTarget:
+    path = REPO_ROOT / "fixtures" / "agents" / f"{name}.py"
+    return AgentTarget([sys.executable, str(path)], name, {"ACP_REFERENCE_STATE_DIR": str(state)})
+
+
+def reference_target(state: Path) -> AgentTarget:
+    return AgentTarget(reference_agent_command(), "reference agent",
+                       {"ACP_REFERENCE_STATE_DIR": str(state)})

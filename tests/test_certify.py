@@ -17,8 +17,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-
-from tests.conftest import REPO_ROOT, run_cli
+from conftest import REPO_ROOT, run_cli
 
 pytest_plugins = ["pytester"]
 

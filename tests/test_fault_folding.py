@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from test_one_verdict import assert_one_verdict, every_road
+from helpers import assert_one_verdict, every_road
 
 REPO = Path(__file__).resolve().parents[1]
 AGENTS = REPO / "fixtures" / "agents"

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO_ROOT, run_cli, v1_only_agent
+from helpers import fixture_target, reference_target
 
 from conformance.checks import Options
 from conformance.cli import main
-from conformance.cli.demo import reference_agent_command
 from conformance.fuzz import regressions
 from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
 from conformance.fuzz.grading import FuzzResult
@@ -29,16 +29,6 @@ from conformance.fuzz.settings import get_effort
 MANIFEST = {fx["name"]: fx for fx in yaml.safe_load(
     (REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())["fixtures"]}
 CI = get_effort("ci")
-
-
-def fixture_target(name: str, state: Path) -> AgentTarget:
-    path = REPO_ROOT / "fixtures" / "agents" / f"{name}.py"
-    return AgentTarget([sys.executable, str(path)], name, {"ACP_REFERENCE_STATE_DIR": str(state)})
-
-
-def reference_target(state: Path) -> AgentTarget:
-    return AgentTarget(reference_agent_command(), "reference agent",
-                       {"ACP_REFERENCE_STATE_DIR": str(state)})
 
 
 def known_rules(name: str) -> set[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO_ROOT, run_cli
-from test_fuzz_agents import fixture_target, reference_target
+from helpers import fixture_target, reference_target
 
 from conformance.checks import Options
 from conformance.fuzz import persistent, regressions

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, run_cli
+from helpers import assert_one_verdict, cli_json, every_road, plugin, rows
 from offline import assert_check_agrees
 
 pytest_plugins = ["pytester"]
@@ -75,69 +75,6 @@ REFUSES = REPO_ROOT / "fixtures" / "harness" / "refuses_request.py"
 TRANSPARENT = REPO_ROOT / "fixtures" / "proxies" / "transparent.py"
 CASE_CLIENT = REPO_ROOT / "fixtures" / "clients" / "case_insensitive.py"
 REFERENCE = shlex.join([sys.executable, "-m", "conformance.reference.agent"])
-
-
-def rows(report: dict[str, Any]) -> set[tuple[str, str, str]]:
-    """The (case, rule, outcome) rows of a JSON report."""
-    return {(r["case"], r["requirement"], r["outcome"]) for r in report["results"]}
-
-
-def cli_json(tmp_path: Path, name: str, *args: str) -> tuple[int, dict[str, Any], str]:
-    out = tmp_path / f"{name}.json"
-    proc = run_cli(*args, "--json", str(out), "--no-color", timeout=300)
-    data = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
-    return proc.returncode, data, proc.stdout + proc.stderr
-
-
-def plugin(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """pytest in a subprocess with only the suite's plugin (as tests/test_plugin.py runs it)."""
-    env = {"PYTHONPATH": os.pathsep.join([str(REPO_ROOT),
-                                          *filter(None, [os.environ.get("PYTHONPATH")])]),
-           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        return pytester.runpytest_subprocess("-p", "conformance.pytest_plugin",
-                                             "-p", "no:cacheprovider", *args, timeout=300)
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def every_road(tmp_path: Path, pytester: pytest.Pytester | None, target: list[str],
-               plugin_target: list[str], selection: list[str]) -> dict[str, Any]:
-    """The same target and selection through the CLI, `check` on its transcripts and the
-    pytest plugin: each road's exit status, report and (case, rule, outcome) rows."""
-    roads: dict[str, Any] = {}
-    code, live, out = cli_json(tmp_path, "live", *target, *selection,
-                               "--transcripts", str(tmp_path / "t"))
-    assert live, out
-    roads["cli"] = (code, live, out)
-    code, checked, out = cli_json(tmp_path, "check", "check", str(tmp_path / "t"))
-    assert checked, out
-    roads["check"] = (code, checked, out)
-    if pytester is not None:
-        plugin_json = tmp_path / "plugin.json"
-        sel = [w.replace("--case", "--acp-case").replace("--protocol", "--acp-protocol")
-               for w in selection]
-        result = plugin(pytester, *plugin_target, *sel, "--acp-json", str(plugin_json))
-        report = json.loads(plugin_json.read_text(encoding="utf-8"))
-        roads["pytest"] = (int(result.ret), report, result)
-    return roads
-
-
-def assert_one_verdict(roads: dict[str, Any], want: str) -> None:
-    """Every road: the same verdict, headline and rows; a fail exits 1, a pass 0."""
-    first = roads["cli"][1]
-    for name, (code, report, out) in roads.items():
-        assert report["summary"]["verdict"] == want, (name, out)
-        assert report["summary"]["headline"] == first["summary"]["headline"], name
-        assert rows(report) == rows(first), (name, rows(report) ^ rows(first))
-        assert sorted(report.get("unfinished", {})) == sorted(first.get("unfinished", {}))
-        assert code == (1 if want == "fail" else 0), (name, out)
 
 
 def test_an_agent_that_refuses_session_new_fails_on_every_road(

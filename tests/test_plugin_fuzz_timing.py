@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.conftest import REPO_ROOT, cli_env
+from conftest import REPO_ROOT, cli_env
 
 CHANGES = REPO_ROOT / "fixtures" / "harness" / "changes_on_replay.py"
 

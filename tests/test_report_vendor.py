@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.conftest import REPO_ROOT, cli_env, v1_only_agent
+from conftest import REPO_ROOT, cli_env, v1_only_agent
 
 BROKEN = REPO_ROOT / "fixtures" / "agents" / "per_turn_counter.py"
 
