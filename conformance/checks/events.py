@@ -58,6 +58,9 @@ class MessageEvent:
     # for a run without IDs, the same absent (or null) ID and nothing but the content.
     repeat: bool = False
     text: str = ""  # a repeat's chunk text (model.block_text of its content), read once
+    # A live update that arrived inside a replay window (timeline.Carried): the entry of the
+    # load/resume request the suite wrote while the turn streamed (the reading's evidence).
+    inside: int = -1
 
 
 @dataclass(slots=True)
@@ -158,7 +161,7 @@ def repeat_of(first: MessageEvent, seq: int, update: dict[str, Any]) -> MessageE
     return MessageEvent(seq, first.conn, first.session, first.kind, first.update_type, "chunk",
                         first.id_state, first.mid, first.raw_id, update, first.epoch, first.turn,
                         first.phase, first.protocol, None, True,
-                        model.block_text(update.get("content")))
+                        model.block_text(update.get("content")), first.inside)
 
 
 @dataclass(slots=True)

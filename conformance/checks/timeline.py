@@ -71,6 +71,89 @@ class _Session:
     # v2: a turn was accepted (its response, its echo, a running state or its output) since
     # the last idle that ended one: an idle without it is a state report, no turn's end.
     running: bool = False
+    # The chunk IDs the open turns streamed, (kind, id) -> the first chunk's text: what a
+    # replay window opened while they stream is read against (``Carried``).
+    streamed: dict[tuple[str, str], str] = field(default_factory=dict)
+    carried: Carried | None = None
+    echoed: bool = False  # the open turn's echo came (it runs: the target read the prompt)
+
+
+@dataclass
+class Carried:
+    """The reading of a replay window opened while a turn of the session streams.
+
+    The suite wrote its ``session/load`` or ``session/resume`` (with ``replayFrom``) while
+    the target was still writing that turn; the target cannot say which of its updates it
+    wrote before it read the request, so the reading gives it the benefit of the doubt,
+    once, for every rule (catalogue K.3, MID-V2-13):
+
+    - a chunk of a message the turn was streaming is live, unless the replay rebuilds that
+      message (it starts again with the message's first chunk text, or an upsert of the
+      ID with content came in the window);
+    - a chunk of a new agent or thought message before the replay begins (before the first
+      replayed user message, whole message or rebuilt message) is live too: the turn's
+      next message, which the target could have written before it read the request;
+    - after the window (the marker or the response) the turn goes on until its idle: its
+      messages, and agent or thought messages the replay did not show, are its output;
+      so are they after a new prompt of the session until that prompt is accepted (the
+      target could have written them before it read the prompt);
+    - a user message is never the turn's; once the turn reports idle, nothing more is.
+
+    A live update in the window carries the request's entry (``MessageEvent.inside``), so
+    a rule that records it names its evidence. The turn keeps its epoch and turn index.
+    """
+
+    epoch: Epoch
+    turn: int
+    conn: int
+    request_seq: int
+    ids: dict[tuple[str, str], str]  # (kind, id) -> the first chunk's text
+    fresh: dict[tuple[str, str], int] = field(default_factory=dict)  # new messages -> first seq
+    begun: bool = False  # a replayed update came: the target has read the request
+    upserted: set[tuple[str, str]] = field(default_factory=set)
+    rebuilt: set[tuple[str, str]] = field(default_factory=set)
+    replayed: set[tuple[str, str]] = field(default_factory=set)  # read as replay in the window
+    ended: bool = False
+
+    def live(self, kind: str, form: str, mid: str | None, update: dict[str, Any],
+             window: bool, seq: int, fresh: bool = True) -> bool:
+        """Whether this message update of the session is the carried turn's output.
+
+        ``window``: it arrived in the replay window; ``fresh``: outside it, a message the
+        session has not shown yet may be the turn's (no prompt the target could have read
+        since is known to be running)."""
+        if self.ended or mid is None or kind == "user":
+            if window:
+                self.begun = True
+            return False
+        key = (kind, mid)
+        if not window:  # after the window: the turn goes on until its idle
+            if key in self.ids:
+                return key not in self.rebuilt
+            if fresh and key not in self.replayed:
+                self.ids[key] = model.block_text(update.get("content"))
+                return True
+            return False
+        if form != "chunk":
+            self.begun = True
+            self.replayed.add(key)
+            if "content" in update:
+                self.upserted.add(key)
+            return False
+        if key in self.ids:
+            if key in self.upserted or key in self.rebuilt:
+                return False
+            if model.block_text(update.get("content")) == self.ids[key]:
+                self.rebuilt.add(key)  # the replay rebuilds it from its first chunk on
+                self.begun = True
+                return False
+            return True
+        if not self.begun:
+            self.ids[key] = model.block_text(update.get("content"))
+            self.fresh[key] = seq
+            return True
+        self.replayed.add(key)
+        return False
 
 
 @dataclass
@@ -213,7 +296,9 @@ class Timeline:
             ev = events[1]
             if (type(ev) is MessageEvent and ev.form == "chunk"
                     and msg.get("jsonrpc") == "2.0" and "id" not in msg):
-                if ev.mid is not None:
+                if self.sessions[ev.session].carried is not None:
+                    pass  # a window beside a live turn: every line is read (Carried.live)
+                elif ev.mid is not None:
                     self.last_chunk = ev  # the next line may continue this message
                 elif ev.id_state in (model.ABSENT, model.NULL) and "content" in ev.update:
                     # An ID-less chunk of nothing but its content: repeats must be the same.
@@ -244,7 +329,10 @@ class Timeline:
                 keys.add(key)
             s = self._session(sid, entry.conn, entry.seq)
             s.turn += 1
+            if not s.turn_open:
+                s.streamed = {}
             s.turn_open = True
+            s.echoed = False
             s.turn_request = (entry.conn, _key(msg["id"]))
             s.after_replay = False
             s.replay = None
@@ -254,19 +342,30 @@ class Timeline:
             yield TurnStart(entry.seq, entry.conn, sid, s.epoch, s.turn, msg["id"], params,
                             conn.protocol, entry.fuzz)
         elif method == "session/load" and sid is not None:
+            old = self.sessions.get(sid)
             s = self._new_epoch(sid, "load", entry.conn, entry.seq)
             s.replay, s.replay_requested = method, True
+            self._carry(old, s, entry)
             yield ReplayStart(entry.seq, entry.conn, sid, s.epoch, method, True, conn.protocol)
         elif method == "session/resume" and sid is not None:
             replay_from = params.get("replayFrom")
             if conn.protocol >= 2 and replay_from is not None:
+                old = self.sessions.get(sid)
                 s = self._new_epoch(sid, "resume", entry.conn, entry.seq)
                 s.replay, s.replay_requested = method, True
+                self._carry(old, s, entry)
             else:
                 s = self._session(sid, entry.conn, entry.seq, "resume")
                 s.replay, s.replay_requested = method, False
             yield ReplayStart(entry.seq, entry.conn, sid, s.epoch, method, s.replay_requested,
                               conn.protocol)
+
+    @staticmethod
+    def _carry(old: _Session | None, s: _Session, entry: Entry) -> None:
+        """A replay window opened while a turn of the session streams: the turn goes on
+        beside it (``Carried``)."""
+        if old is not None and old.turn_open:
+            s.carried = Carried(old.epoch, old.turn, entry.conn, entry.seq, dict(old.streamed))
 
     # -- agent -> client ---------------------------------------------------
     def _from_agent(self, entry: Entry, conn: _Conn, msg: dict[str, Any],
@@ -290,17 +389,46 @@ class Timeline:
         kinds = self.kinds
         if isinstance(utype, str) and utype in kinds:
             state, value = model.id_state(update)
+            kind = kinds[utype]
+            form = "chunk" if model.is_chunk(utype) else "upsert"
+            mid = value if state == model.STRING else None
+            epoch, turn, inside = s.epoch, s.turn, -1
+            c = s.carried
+            if c is not None and entry.conn == c.conn and not c.ended and (
+                    phase in (REPLAY, AFTER_REPLAY, NO_TURN) or phase == LIVE):
+                window = phase == REPLAY
+                # a prompt of the new epoch runs once accepted (its response or its echo)
+                fresh = phase != LIVE or not (s.accepted or s.echoed)
+                if kind == "user" and phase == LIVE:
+                    s.echoed = True
+                if c.live(kind, form, mid, update, window, entry.seq, fresh):
+                    phase, epoch, turn = LIVE, c.epoch, c.turn
+                    inside = c.request_seq if window else -1
+                    yield MessageEvent(
+                        entry.seq, entry.conn, sid, kind, utype, form, state, mid,
+                        update.get("messageId"), update, epoch, turn, phase, conn.protocol,
+                        batch, inside=inside)
+                    return
             if s.turn_open:
                 s.running = True
+            if phase == LIVE and form == "chunk" and mid is not None:
+                s.streamed.setdefault((kind, mid), model.block_text(update.get("content")))
             yield MessageEvent(
-                entry.seq, entry.conn, sid, kinds[utype], utype,
-                "chunk" if model.is_chunk(utype) else "upsert", state,
-                value if state == model.STRING else None, update.get("messageId"), update,
-                s.epoch, s.turn, phase, conn.protocol, batch)
+                entry.seq, entry.conn, sid, kind, utype, form, state, mid,
+                update.get("messageId"), update, epoch, turn, phase, conn.protocol, batch,
+                inside=inside)
             return
         yield OtherUpdate(entry.seq, entry.conn, sid, str(utype), update, s.epoch, s.turn,
                           phase, conn.protocol, batch)
-        if s.turn_open and (utype == "tool_call_update" or (
+        c = s.carried
+        if (utype == "state_update" and update.get("state") == "idle" and c is not None
+                and not c.ended and entry.conn == c.conn
+                and not (s.turn_open and (s.accepted or s.echoed))):
+            # the carried turn ends (a prompt of the new epoch not yet running cannot)
+            c.ended = True
+            return
+        carried = c is not None and not c.ended and not (s.accepted or s.echoed)
+        if s.turn_open and not carried and (utype == "tool_call_update" or (
                 utype == "state_update" and update.get("state") == "running")):
             s.running = True
         if (utype == "replay_complete" and self.replay_marker and conn.protocol >= 2

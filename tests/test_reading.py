@@ -1,0 +1,167 @@
+"""The transcript's one reading (timeline.Carried): which turn, replay window or request a
+message update belongs to is decided once, and every rule grades that reading.
+
+A ``session/resume`` with ``replayFrom`` written while a turn streams races the target's
+output: updates the target could have written before it read the request are the turn's
+(the benefit of the doubt), never the replay's, and MID-V2-13 records them as info with
+the request as evidence. The replay rules (MID-V2-06, MID-V2-12, MID-A-08) and the marker
+rule (MID-V2-13) read every update the same way: an update is graded as live by one and as
+replay by another never.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_preview_checks import (
+    PREVIEW,
+    Line,
+    req,
+    res,
+    resume,
+    start,
+    text,
+    transcript,
+    upd,
+)
+
+from conformance.checks import Options, grade
+from conformance.checks.events import LIVE, REPLAY, MessageEvent
+from conformance.checks.timeline import Timeline
+from conformance.profiles import get as get_profile
+
+MARKER = upd("replay_complete")
+IDLE = upd("state_update", state="idle", stopReason="end_turn")
+EVERY = ["MID-V2-13", "MID-V2-12", "MID-V2-11", "MID-V2-06", "MID-A-08", "MID-A-02",
+         "MID-A-07", "MID-A-09", "MID-A-10", "MID-A-03"]
+
+
+def chunk(mid: str, words: str, kind: str = "agent_message_chunk") -> Line:
+    return upd(kind, mid, content=text(words))
+
+
+def whole(kind: str, mid: str, *words: str) -> Line:
+    return upd(kind, mid, content=[text(w) for w in words])
+
+
+# the live turn: a thought, then message "a" streams; the suite's resume arrives after it
+STREAMING = start(2) + [
+    req(2, "session/prompt", sessionId="s", prompt=[text("Write a story")]),
+    res(2, {"messageId": "u2"}), whole("user_message", "u2", "Write a story"),
+    upd("state_update", state="running"),
+    chunk("t", "Thinking ", "agent_thought_chunk"), chunk("t", "hard.", "agent_thought_chunk"),
+    chunk("a", "Here is "), chunk("a", "the first message.")]
+# the replay of that history, the first message (and the new one) as whole messages
+REPLAY_LINES = [whole("user_message", "u2", "Write a story"),
+                whole("agent_thought", "t", "Thinking ", "hard."),
+                whole("agent_message", "a", "Here is ", "the first message."),
+                whole("agent_message", "b", "The second ", "message ")]
+NEW = [chunk("b", "The second "), chunk("b", "message ")]  # the next message of the turn
+
+
+def found(lines: list[Line], select: list[str], options: Options = PREVIEW) -> list[Any]:
+    return grade(transcript(2, lines).entries, protocol=2, options=options, select=select)
+
+
+def graded(lines: list[Line], select: list[str] = EVERY,
+           options: Options = PREVIEW) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for f in found(lines, select, options):
+        out.setdefault(f.outcome.value, set()).add(f.requirement)
+    return out
+
+
+def messages(lines: list[Line]) -> list[MessageEvent]:
+    tl = Timeline(2, replay_marker=True)
+    return [ev for e in transcript(2, lines).entries for ev in tl.feed(e)
+            if isinstance(ev, MessageEvent)]
+
+
+def test_new_message_chunks_before_the_replay_are_live() -> None:
+    """The issue's transcript: two chunks of a new message of the live turn right after the
+    resume request, the turn's idle, then the replay: clean, and recorded as info."""
+    lines = STREAMING + [resume(5), *NEW, IDLE, *REPLAY_LINES, MARKER, res(5)]
+    out = graded(lines)
+    assert "fail" not in out and "warn" not in out, out
+    assert "MID-V2-13/live-before-replay" in out.get("info", set())
+    # the reading: the new message is the live turn's (its epoch and turn), with the
+    # request's entry as evidence; the replayed whole messages are the replay
+    evs = messages(lines)
+    request_seq = len(STREAMING)
+    new = [ev for ev in evs if ev.mid == "b" and ev.form == "chunk"]
+    assert [(ev.phase, ev.inside, ev.epoch.index, ev.turn) for ev in new] == [
+        (LIVE, request_seq, 0, 0)] * 2
+    assert all(ev.phase == REPLAY for ev in evs if ev.form == "upsert" and ev.seq > request_seq)
+    info = [f for f in found(lines, ["MID-V2-13"]) if f.requirement.endswith("before-replay")]
+    assert info and all(request_seq in f.entries for f in info)
+    assert all("benefit of the doubt" in f.message for f in info)
+
+
+def test_the_same_without_the_marker_profile() -> None:
+    """Under a profile without replay_complete the response closes the window: the new
+    message's chunks are still the live turn's (MID-V2-06 and MID-A-08 read them so)."""
+    lines = STREAMING + [resume(5), *NEW, IDLE, *REPLAY_LINES, res(5)]
+    for name in ("acp-sdk-2.4.0", "acp-repo-2026-08-22"):
+        out = graded(lines, options=Options(profile=get_profile(name)))
+        assert "fail" not in out and "warn" not in out, (name, out)
+
+
+@pytest.mark.parametrize("at", range(0, len(REPLAY_LINES) + 1))
+def test_two_rules_share_one_reading(at: int) -> None:
+    """Wherever a chunk of a new message comes in the window, MID-V2-13 (which grades it
+    when live) and MID-V2-12 (which grades it when replayed) read it the same way: exactly
+    one of them sees it."""
+    stray = chunk("n", "A new message.")
+    window = REPLAY_LINES[:at] + [stray] + REPLAY_LINES[at:]
+    lines = STREAMING + [resume(5), *window, MARKER, res(5)]
+    ev = next(e for e in messages(lines) if e.mid == "n")
+    marker = {f.requirement for f in found(lines, ["MID-V2-13"]) if f.outcome.value != "pass"
+              and "live" in f.requirement and f.outcome.value != "not-applicable"}
+    primer = {f.requirement for f in found(lines, ["MID-V2-12"]) if f.outcome.value == "fail"}
+    if at == 0:  # before the replay begins: the benefit of the doubt, live
+        assert ev.phase == LIVE and ev.inside == len(STREAMING)
+        assert marker == {"MID-V2-13/live-before-replay"} and not primer
+    else:  # after a replayed update: the target has read the request, so it is replay
+        assert ev.phase == REPLAY
+        assert not marker and primer == {"MID-V2-12"}
+
+
+def test_a_live_message_chunk_after_the_replay_began_is_one_warn() -> None:
+    """A chunk of the message the turn was streaming, after the replay began, is
+    live-inside (warn) and nothing else: no rule also reads it as a replayed chunk."""
+    lines = STREAMING + [resume(5), *REPLAY_LINES[:2], chunk("a", " And more."),
+                         *REPLAY_LINES[2:3], MARKER, res(5)]
+    out = graded(lines)
+    assert out.get("warn") == {"MID-V2-13/live-inside"} and "fail" not in out, out
+
+
+def test_the_turn_goes_on_after_the_window_until_its_idle() -> None:
+    """After the response the carried turn streams on: its messages, and a new one the
+    replay did not show, are live (no late replay); after its idle a replayed ID is late."""
+    after = [chunk("b", "goes on."), chunk("c", "A third message.")]
+    lines = STREAMING + [resume(5), *NEW, *REPLAY_LINES, MARKER, res(5), *after, IDLE]
+    out = graded(lines)
+    assert "fail" not in out and "warn" not in out, out
+    older = Options(profile=get_profile("acp-sdk-2.4.0"))
+    lines = STREAMING + [resume(5), *NEW, *REPLAY_LINES, res(5), *after, IDLE,
+                         whole("agent_message", "a", "Here is ", "the first message.")]
+    out = graded(lines, ["MID-V2-06"], older)
+    assert out.get("fail") == {"MID-V2-06"} or out.get("fail") == {"MID-V2-06/after-response"}, out
+
+
+def test_a_second_prompt_while_the_carried_turn_streams() -> None:
+    """A prompt written after the resume while the carried turn still streams: the turn's
+    output before the prompt is accepted, and its idle, are the carried turn's, so the
+    new prompt's own response and echo are in its turn (no out-of-turn record)."""
+    lines = STREAMING + [resume(5), *REPLAY_LINES[:3], MARKER, res(5),
+                         req(6, "session/prompt", sessionId="s", prompt=[text("More")]),
+                         chunk("a", " more of it."), chunk("c", "A last message."), IDLE,
+                         res(6, {"messageId": "u6"}), whole("user_message", "u6", "More"),
+                         chunk("d", "The answer."), IDLE]
+    out = graded(lines)
+    assert "fail" not in out and "warn" not in out, out
+    assert "MID-A-09/out-of-turn" not in out.get("info", set()), out
+    evs = {ev.mid: ev for ev in messages(lines) if ev.form == "chunk"}
+    assert (evs["c"].epoch.index, evs["c"].turn) == (0, 0)  # the carried turn
+    assert (evs["d"].epoch.index, evs["d"].turn) == (1, 0)  # the new prompt's
