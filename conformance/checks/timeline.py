@@ -392,7 +392,7 @@ class Timeline:
             kind = kinds[utype]
             form = "chunk" if model.is_chunk(utype) else "upsert"
             mid = value if state == model.STRING else None
-            epoch, turn, inside = s.epoch, s.turn, -1
+            epoch, turn, inside = s.epoch, self._writing(s, conn), -1
             c = s.carried
             if c is not None and entry.conn == c.conn and not c.ended and (
                     phase in (REPLAY, AFTER_REPLAY, NO_TURN) or phase == LIVE):
@@ -418,7 +418,8 @@ class Timeline:
                 update.get("messageId"), update, epoch, turn, phase, conn.protocol, batch,
                 inside=inside)
             return
-        yield OtherUpdate(entry.seq, entry.conn, sid, str(utype), update, s.epoch, s.turn,
+        yield OtherUpdate(entry.seq, entry.conn, sid, str(utype), update, s.epoch,
+                          self._writing(s, conn),
                           phase, conn.protocol, batch)
         c = s.carried
         if (utype == "state_update" and update.get("state") == "idle" and c is not None
@@ -448,6 +449,16 @@ class Timeline:
             s.running = False
             s.pending_idle.append(update.get("stopReason"))
             yield from self._idle_ends(s, entry, sid, conn.protocol)
+
+    @staticmethod
+    def _writing(s: _Session, conn: _Conn) -> int:
+        """The turn an update of the session belongs to. v2: the oldest open turn, until
+        its idle ends it (the benefit of the doubt: a prompt the suite wrote while the
+        target was still writing is not answered by what the target could have written
+        before it read that prompt; catalogue B.2, prompts in flight are queued)."""
+        if conn.protocol >= 2 and s.open:
+            return s.open[0]
+        return s.turn
 
     def _phase(self, s: _Session) -> str:
         if s.replay is not None:
