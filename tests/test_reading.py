@@ -165,3 +165,69 @@ def test_a_second_prompt_while_the_carried_turn_streams() -> None:
     evs = {ev.mid: ev for ev in messages(lines) if ev.form == "chunk"}
     assert (evs["c"].epoch.index, evs["c"].turn) == (0, 0)  # the carried turn
     assert (evs["d"].epoch.index, evs["d"].turn) == (1, 0)  # the new prompt's
+
+
+def v1_turn(rid: int, *lines: Line, cancel: bool = False, stop: str = "end_turn") -> list[Line]:
+    out = [req(rid, "session/prompt", sessionId="s", prompt=[text(f"Prompt {rid}")]),
+           chunk(f"u{rid}", f"Prompt {rid}", "user_message_chunk"), *lines]
+    if cancel:
+        return out
+    return out + [res(rid, {"stopReason": stop})]
+
+
+CANCEL = ("client", {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}})
+
+
+def v1_graded(lines: list[Line], select: list[str]) -> list[Any]:
+    return grade(transcript(1, lines).entries, protocol=1, options=Options(), select=select)
+
+
+@pytest.mark.parametrize("tail", [0, 1, 2])
+def test_a_cancelled_turn_tail_decides_no_reuse(tail: int) -> None:
+    """v1 cancel-mid-turn with a per-turn counter: the suite cancels at the turn's first
+    output, and how much the agent writes before it reads the cancel is the race. An ID
+    used first in that tail (after session/cancel) is no prior use, so the rows are the same
+    however far the tail goes: the reuse of the thought ID written before the cancel."""
+    written = [chunk("m3", "Here is "), chunk("m3", "the reply.")][:tail]
+    lines = start(1) + v1_turn(2, chunk("m2", "Thinking", "agent_thought_chunk"),
+                               cancel=True) + [CANCEL, *written, res(2, {"stopReason": "cancelled"})]
+    lines += v1_turn(3, chunk("m2", "Thinking", "agent_thought_chunk"), chunk("m3", "Hello."))
+    faults = sorted(f.message for f in v1_graded(lines, ["MID-A-02"])
+                    if f.outcome.value == "fail")
+    assert faults == ["thought ID 'm2' of turn 1 reappears in turn 2"], faults
+
+
+def test_an_id_written_before_the_cancel_is_a_prior_use() -> None:
+    """Only the tail gets the benefit of the doubt: the same ID before the cancel fails."""
+    lines = start(1) + v1_turn(2, chunk("m3", "Here is "), cancel=True) + [
+        CANCEL, res(2, {"stopReason": "cancelled"})] + v1_turn(3, chunk("m3", "Hello."))
+    faults = [f.message for f in v1_graded(lines, ["MID-A-02"]) if f.outcome.value == "fail"]
+    assert faults == ["agent ID 'm3' of turn 1 reappears in turn 2"], faults
+
+
+def v2_counter_turn(rid: int, words: str) -> list[Line]:
+    """A v2 turn of an agent whose ID counter restarts every prompt (the demo's bug)."""
+    return [res(rid, {"messageId": "msg_1"}), whole("user_message", "msg_1", words),
+            upd("state_update", state="running"),
+            chunk("msg_2", "Thinking ", "agent_thought_chunk"),
+            chunk("msg_2", "hard.", "agent_thought_chunk"),
+            chunk("msg_3", "Here is "), chunk("msg_3", "a reply."), IDLE]
+
+
+@pytest.mark.parametrize("at", range(0, 8))
+def test_a_second_prompt_in_flight_lands_anywhere_with_the_same_rows(at: int) -> None:
+    """prompts-in-flight@v2 against the demo's broken agent: wherever the suite's second
+    prompt lands in the first turn's output, the first turn's output is the first turn's
+    (the agent could have written it before it read the prompt), so the rows are equal."""
+    first = v2_counter_turn(2, "Write a story")
+    second = req(3, "session/prompt", sessionId="s", prompt=[text("Reply twice")])
+    lines = start(2) + [req(2, "session/prompt", sessionId="s",
+                            prompt=[text("Write a story")])]
+    lines += first[:at] + [second] + first[at:] + v2_counter_turn(3, "Reply twice")
+    rows = {(f.requirement, f.outcome.value, f.message)
+            for f in grade(transcript(2, lines).entries, protocol=2, options=PREVIEW,
+                           select=["MID-A-02", "MID-V2-05", "MID-A-09"])
+            if f.outcome.value in ("fail", "warn", "info")}
+    assert rows == {("MID-A-02/user-message-reuse", "fail",
+                     "the session/prompt response of turn 2 names ID 'msg_1', which the "
+                     "response of turn 1 named")}, rows

@@ -33,3 +33,22 @@ def test_a_racing_conformant_agent_is_clean_in_every_run(tmp_path: Path, name: s
         assert proc.returncode == 0, (run, found, proc.stdout[-2000:])
         assert "fail" not in found and "warn" not in found, (run, found)
         assert len(found.get("pass", ())) >= 10, (run, found)  # it really graded the case
+
+
+@pytest.mark.slow
+def test_the_broken_demo_agents_racing_rows_are_the_same_in_every_run(tmp_path: Path) -> None:
+    """The demo's broken agent races the suite's cancel (cancel-mid-turn) and its second
+    prompt (prompts-in-flight): the rows (case, rule, outcome, message) do not move with
+    how far it writes before it reads them."""
+    command = f"{sys.executable} -m conformance.reference.broken agent"
+    seen = []
+    for run in range(RUNS - 1):
+        report = tmp_path / f"run{run}.json"
+        run_cli("--agent", command, "--profile", "acp-schema-1.21", "--case", "cancel-mid-turn",
+                "--case", "prompts-in-flight", "--json", str(report), "-j", "1", timeout=240)
+        assert report.exists()
+        rows = {(r["case"], r["requirement"], r["outcome"], r["message"])
+                for r in load_json(report)["results"] if r["outcome"] in ("fail", "warn", "info")}
+        assert {c for c, *_ in rows} >= {"cancel-mid-turn@v1", "prompts-in-flight@v2"}, rows
+        seen.append(rows)
+    assert all(rows == seen[0] for rows in seen), seen

@@ -61,6 +61,9 @@ class MessageEvent:
     # A live update that arrived inside a replay window (timeline.Carried): the entry of the
     # load/resume request the suite wrote while the turn streamed (the reading's evidence).
     inside: int = -1
+    # A live update after the session/cancel the suite wrote during its turn (that entry):
+    # the target may have written it before it read the cancel (the benefit of the doubt).
+    cancelled: int = -1
 
 
 @dataclass(slots=True)
@@ -161,7 +164,8 @@ def repeat_of(first: MessageEvent, seq: int, update: dict[str, Any]) -> MessageE
     return MessageEvent(seq, first.conn, first.session, first.kind, first.update_type, "chunk",
                         first.id_state, first.mid, first.raw_id, update, first.epoch, first.turn,
                         first.phase, first.protocol, None, True,
-                        model.block_text(update.get("content")), first.inside)
+                        model.block_text(update.get("content")), first.inside,
+                        first.cancelled)
 
 
 @dataclass(slots=True)

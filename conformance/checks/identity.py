@@ -43,6 +43,9 @@ class _Seen:
     turn: Any  # turn key where the ID was first used
     seq: int
     kind: str
+    # first used after the suite's session/cancel of its turn: the target may have written
+    # it before it read the cancel, so whether it was written at all is the suite's race
+    raced: bool = False
 
 
 @dataclass
@@ -108,6 +111,14 @@ class Uniqueness(Checker):
         if of_kind is None:
             of_kind = st.ids[ev.kind] = {}
         prev = of_kind.get(mid)
+        if prev is not None and prev.raced and prev.turn != tk:
+            # The benefit of the doubt: an ID first used only in a cancelled turn's tail (after
+            # the suite's session/cancel) exists there by the suite's race with the target, so
+            # no reuse is graded against it; this use is the first that counts.
+            prev = of_kind[mid] = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)
+            if st.by_id.get(mid) is not None and st.by_id[mid].raced:
+                st.by_id[mid] = prev
+            prev = None
         # Rule 1: user-message reuse.
         if ev.kind == "user":
             self.exercised("MID-A-02/user-message-reuse")
@@ -163,7 +174,7 @@ class Uniqueness(Checker):
             self.turn_last[tkey] = mid
             ids.add(mid)  # a run of chunks: an upsert starts none (its chunks may follow it)
         if prev is None or other is None:
-            seen = _Seen(tk, ev.seq, ev.kind)  # never changed: one object for both
+            seen = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)  # one object for both
             if prev is None:
                 of_kind[mid] = seen
             if other is None:

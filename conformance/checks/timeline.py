@@ -76,6 +76,9 @@ class _Session:
     streamed: dict[tuple[str, str], str] = field(default_factory=dict)
     carried: Carried | None = None
     echoed: bool = False  # the open turn's echo came (it runs: the target read the prompt)
+    # the session/cancel the suite wrote while the turn ran (its entry; -1: none): the
+    # turn's updates after it may have been written before the target read it
+    cancel_seq: int = -1
 
 
 @dataclass
@@ -333,6 +336,7 @@ class Timeline:
                 s.streamed = {}
             s.turn_open = True
             s.echoed = False
+            s.cancel_seq = -1
             s.turn_request = (entry.conn, _key(msg["id"]))
             s.after_replay = False
             s.replay = None
@@ -341,6 +345,10 @@ class Timeline:
                 s.open.append(s.turn)
             yield TurnStart(entry.seq, entry.conn, sid, s.epoch, s.turn, msg["id"], params,
                             conn.protocol, entry.fuzz)
+        elif method == "session/cancel" and sid is not None:
+            s = self.sessions.get(sid)
+            if s is not None and s.turn_open and s.cancel_seq < 0:
+                s.cancel_seq = entry.seq
         elif method == "session/load" and sid is not None:
             old = self.sessions.get(sid)
             s = self._new_epoch(sid, "load", entry.conn, entry.seq)
@@ -416,7 +424,7 @@ class Timeline:
             yield MessageEvent(
                 entry.seq, entry.conn, sid, kind, utype, form, state, mid,
                 update.get("messageId"), update, epoch, turn, phase, conn.protocol, batch,
-                inside=inside)
+                inside=inside, cancelled=s.cancel_seq if phase == LIVE else -1)
             return
         yield OtherUpdate(entry.seq, entry.conn, sid, str(utype), update, s.epoch,
                           self._writing(s, conn),
@@ -520,6 +528,7 @@ class Timeline:
                 return
             s.turn_open = False
             s.turn_request = None
+            s.cancel_seq = -1
             stop = result.get("stopReason") if isinstance(result, dict) else None
             s.last_stop = stop if ok else "error"
             yield TurnEnd(entry.seq, entry.conn, pending.session, s.epoch, s.turn, stop,
@@ -542,6 +551,7 @@ class Timeline:
             s.accepted.discard(turn)
             stop = s.pending_idle.pop(0)
             s.turn_open = bool(s.open)
+            s.cancel_seq = -1
             if not s.turn_open:
                 s.last_stop = stop
                 s.pending_idle.clear()
