@@ -231,3 +231,28 @@ def test_a_second_prompt_in_flight_lands_anywhere_with_the_same_rows(at: int) ->
     assert rows == {("MID-A-02/user-message-reuse", "fail",
                      "the session/prompt response of turn 2 names ID 'msg_1', which the "
                      "response of turn 1 named")}, rows
+
+
+def test_a_reuse_after_an_empty_replay_is_graded_like_any_other() -> None:
+    """resume-replay-fresh-process: a live ID reused after a replayFrom resume whose replay
+    is empty fails as it does after a resume without replay; a replay that shows the
+    history starts a view of its own (its IDs are graded inside it)."""
+    first = [req(2, "session/prompt", sessionId="s", prompt=[text("Hi")]),
+             res(2, {"messageId": "u1"}), whole("user_message", "u1", "Hi"), IDLE]
+    again = [req(6, "session/prompt", sessionId="s", prompt=[text("More")]),
+             res(6, {"messageId": "u1"}), whole("user_message", "u1", "More"), IDLE]
+
+    def reuse(window: list[Line], params: Line) -> set[str]:
+        lines = start(2) + first + [params, *window, res(5)] + again
+        return {f.requirement for f in found(lines, ["MID-A-02"])
+                if f.outcome.value == "fail"}
+
+    assert reuse([], resume(5, omit=True)) == {"MID-A-02/user-message-reuse"}
+    assert reuse([MARKER], resume(5)) == {"MID-A-02/user-message-reuse"}
+    # a replay that shows the message: the live reuse is one of the replayed message's ID
+    shown = [whole("user_message", "u1", "Hi"), MARKER]
+    assert reuse(shown, resume(5)) == {"MID-A-02/user-message-reuse"}
+    # the message says which turn it reuses
+    lines = start(2) + first + [resume(5), MARKER, res(5)] + again
+    msgs = [f.message for f in found(lines, ["MID-A-02"]) if f.outcome.value == "fail"]
+    assert msgs and "before the resume or load" in msgs[0], msgs

@@ -32,6 +32,9 @@ class Epoch:
     kind: str  # "new", "load", "resume", "unknown"
     conn: int
     start_seq: int
+    # A load/resume whose requested replay carried no message update: the client's view of
+    # the session is the one before it, so uniqueness goes on across it (set at its end).
+    empty: bool = False
 
 
 @dataclass(slots=True)

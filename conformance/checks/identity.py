@@ -59,8 +59,8 @@ class _EpochState:
 
 def turn_key(ev: MessageEvent, st: _EpochState) -> Any:
     if ev.phase == REPLAY:
-        return ("replay", st.replay_turn)
-    return ("live", ev.turn)
+        return ("replay", st.replay_turn, ev.epoch.index)
+    return ("live", ev.turn, ev.epoch.index)
 
 
 @register
@@ -88,6 +88,14 @@ class Uniqueness(Checker):
         st = self.epochs.get(key)
         if st is None:
             st = self.epochs[key] = _EpochState()
+            before = self.epochs.get((ev.session, ev.epoch.index - 1))
+            if ev.epoch.empty and before is not None:
+                # One reading: a replay that carried nothing rebuilt no view, so the IDs of
+                # the epoch before are still the session's messages (as after a resume
+                # without replay): a reuse of one is graded like any other.
+                st.ids = {k: dict(v) for k, v in before.ids.items()}
+                st.by_id = dict(before.by_id)
+                st.turns = set(before.turns)
             self.turn_last.clear()
             self.turn_ids.clear()
         return st
@@ -126,8 +134,8 @@ class Uniqueness(Checker):
             judge = (not v2) or first_of_turn or ev.phase == REPLAY
             if prev is not None and prev.turn != tk and judge:
                 self.found("MID-A-02/user-message-reuse",
-                           f"user message of {_turn_name(tk)} reuses ID {short(mid)!r} of the "
-                           f"user message of {_turn_name(prev.turn)}",
+                           f"user message of {_turn_name(tk, ev.epoch.index)} reuses ID {short(mid)!r} of the "
+                           f"user message of {_turn_name(prev.turn, ev.epoch.index)}",
                            key=(ev.session, mid), entries=[prev.seq, ev.seq],
                            expected="a fresh ID per user message",
                            actual=short(mid))
@@ -137,8 +145,8 @@ class Uniqueness(Checker):
                 self.exercised("MID-A-02/cross-turn-reuse")
             if prev is not None and prev.turn != tk:
                 self.found("MID-A-02/cross-turn-reuse",
-                           f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn)} reappears in "
-                           f"{_turn_name(tk)}",
+                           f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn, ev.epoch.index)} reappears in "
+                           f"{_turn_name(tk, ev.epoch.index)}",
                            key=(ev.session, ev.kind, mid), entries=[prev.seq, ev.seq],
                            expected="a fresh ID per message",
                            actual=short(mid))
@@ -167,7 +175,7 @@ class Uniqueness(Checker):
             if last is not None and last != mid and mid in ids:
                 self.found("MID-A-02/interleave",
                            f"{ev.kind} chunks return to ID {short(mid)!r} after {short(last)!r} "
-                           f"in {_turn_name(tk)} (interleaving or a reused ID)",
+                           f"in {_turn_name(tk, ev.epoch.index)} (interleaving or a reused ID)",
                            key=(ev.session, ev.kind, mid), entries=[ev.seq],
                            expected="each message's chunks in one run",
                            actual=short(mid), protocol=ev.protocol)
@@ -208,9 +216,12 @@ class Uniqueness(Checker):
                        entries=[ev.seq], actual=short(mid))
 
 
-def _turn_name(tk: Any) -> str:
-    phase, n = tk
-    return f"replayed turn {n + 1}" if phase == "replay" else f"turn {n + 1}"
+def _turn_name(tk: Any, now: int) -> str:
+    """A turn's name, as seen from an update of epoch ``now`` (a reuse across an empty
+    replay names the turn before the resume or load)."""
+    phase, n, epoch = tk
+    name = f"replayed turn {n + 1}" if phase == "replay" else f"turn {n + 1}"
+    return f"{name} before the resume or load" if epoch < now else name
 
 
 @dataclass

@@ -79,6 +79,7 @@ class _Session:
     # the session/cancel the suite wrote while the turn ran (its entry; -1: none): the
     # turn's updates after it may have been written before the target read it
     cancel_seq: int = -1
+    window_messages: int = 0  # message updates read as replay in the open replay window
 
 
 @dataclass
@@ -421,6 +422,8 @@ class Timeline:
                 s.running = True
             if phase == LIVE and form == "chunk" and mid is not None:
                 s.streamed.setdefault((kind, mid), model.block_text(update.get("content")))
+            if phase == REPLAY:
+                s.window_messages += 1
             yield MessageEvent(
                 entry.seq, entry.conn, sid, kind, utype, form, state, mid,
                 update.get("messageId"), update, epoch, turn, phase, conn.protocol, batch,
@@ -443,6 +446,7 @@ class Timeline:
         if (utype == "replay_complete" and self.replay_marker and conn.protocol >= 2
                 and s.replay == "session/resume" and s.replay_requested):
             s.replay = None  # the response then opens no after-replay phase
+            s.epoch.empty = s.epoch.index > 0 and not s.window_messages
             yield ReplayEnd(entry.seq, entry.conn, sid, s.epoch, "session/resume", True, True,
                             conn.protocol)
             return
@@ -541,6 +545,8 @@ class Timeline:
             requested = s.replay_requested
             s.replay = None
             s.after_replay = True
+            if requested and ok:
+                s.epoch.empty = s.epoch.index > 0 and not s.window_messages
             yield ReplayEnd(entry.seq, entry.conn, pending.session, s.epoch, pending.method,
                             requested, ok, conn.protocol)
 
