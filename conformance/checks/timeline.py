@@ -1,3 +1,4 @@
+# long: the one reading of a transcript (turns, epochs, replay windows, the benefit of the doubt) is one pass, so no rule decides them again
 """From transcript entries to protocol events: the one pass every checker shares.
 
 The timeline reads entries in order and says, for each message update, which
