@@ -425,6 +425,8 @@ class Timeline:
                 s.streamed.setdefault((kind, mid), model.block_text(update.get("content")))
             if phase == REPLAY:
                 s.window_messages += 1
+            elif phase == AFTER_REPLAY:
+                s.epoch.empty = False  # a replay after the response (MID-A-07, MID-V2-06)
             yield MessageEvent(
                 entry.seq, entry.conn, sid, kind, utype, form, state, mid,
                 update.get("messageId"), update, epoch, turn, phase, conn.protocol, batch,
