@@ -1098,6 +1098,20 @@ def _live_before_replay(sc: Scenario) -> bool:
     return False
 
 
+def _new_message_before_replay(sc: Scenario) -> bool:
+    """A chunk of a message not streamed before the resume (the turn's next message),
+    after the request and before the first replayed message update."""
+    for u in updates(sc.streaming_resume):
+        kind = u["sessionUpdate"]
+        if kind in ("tool_call", "tool_call_update", "state_update"):
+            continue  # the turn's own work goes on
+        if not kind.endswith("_chunk") or kind == "user_message_chunk":
+            return False  # the replay began
+        if u.get("messageId") not in sc.streaming_ids:
+            return True
+    return False
+
+
 def _same_id_batch(sc: Scenario) -> bool:
     for batch in sc.batches:
         ids = [e["params"]["update"].get("messageId") for e in batch
@@ -1252,6 +1266,10 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
                                         for a in sc.rewind_answers] == [-32602, -32602],
     "v2_marker_live_inside": _live_inside,
     "v2_marker_live_before_replay": _live_before_replay,
+    "v2_new_message_before_replay": _new_message_before_replay,
+    "v2_pause_before_tool": _new_message_before_replay,
+    "v2_empty_replay_reuses_ids": lambda sc: not [u for u in sc.replay if "messageId" in u]
+    and echo_id(sc.last_turn) == echo_id(sc.turns[0]) != "<absent>",
     "replay_drops_ids": lambda sc: sc.protocol == 1 and bool(sc.replay) and all(
         "messageId" not in u for u in sc.replay if u["sessionUpdate"] == "agent_thought_chunk")
     and all("messageId" in u for u in sc.live if u["sessionUpdate"] == "agent_thought_chunk"),
@@ -1317,6 +1335,7 @@ NEEDS = {
                 "late_replay", "v2_replay_unrequested", "replay_regenerates_ids",
                 "swapped_replay_ids", "unstable_chunk_ids", "v2_replay_without_id",
                 "v2_replay_fresh_user_ids", "v2_chunk_replay_without_primer", "v2_chunk_replay",
+                "v2_empty_replay_reuses_ids",
                 "v2_marker_missing", "v2_marker_duplicate", "v2_marker_unrequested",
                 "v2_marker_child", "v2_marker_after_response", "v2_key_replays_twice",
                 "replay_drops_ids"},
@@ -1324,7 +1343,8 @@ NEEDS = {
              "v2_key_by_text"},
     "refused": {"v2_key_rejected"},
     "rewind": {"v2_rewind_accepts_unknown", "v2_rewind_wrong_code"},
-    "streaming": {"v2_marker_live_inside", "v2_marker_live_before_replay"},
+    "streaming": {"v2_marker_live_inside", "v2_marker_live_before_replay",
+                  "v2_new_message_before_replay", "v2_pause_before_tool"},
 }
 
 

@@ -32,6 +32,9 @@ class Epoch:
     kind: str  # "new", "load", "resume", "unknown"
     conn: int
     start_seq: int
+    # A load/resume whose requested replay carried no message update: the client's view of
+    # the session is the one before it, so uniqueness goes on across it (set at its end).
+    empty: bool = False
 
 
 @dataclass(slots=True)
@@ -58,6 +61,12 @@ class MessageEvent:
     # for a run without IDs, the same absent (or null) ID and nothing but the content.
     repeat: bool = False
     text: str = ""  # a repeat's chunk text (model.block_text of its content), read once
+    # A live update that arrived inside a replay window (timeline.Carried): the entry of the
+    # load/resume request the suite wrote while the turn streamed (the reading's evidence).
+    inside: int = -1
+    # A live update after the session/cancel the suite wrote during its turn (that entry):
+    # the target may have written it before it read the cancel (the benefit of the doubt).
+    cancelled: int = -1
 
 
 @dataclass(slots=True)
@@ -158,7 +167,8 @@ def repeat_of(first: MessageEvent, seq: int, update: dict[str, Any]) -> MessageE
     return MessageEvent(seq, first.conn, first.session, first.kind, first.update_type, "chunk",
                         first.id_state, first.mid, first.raw_id, update, first.epoch, first.turn,
                         first.phase, first.protocol, None, True,
-                        model.block_text(update.get("content")))
+                        model.block_text(update.get("content")), first.inside,
+                        first.cancelled)
 
 
 @dataclass(slots=True)

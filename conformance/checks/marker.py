@@ -11,7 +11,9 @@ rules are not applicable (allowed by the profile).
 The checker follows the wire itself (requests, responses and updates per
 connection), so it sees a marker wherever it comes, also one the timeline does not
 take as the end of a window (the timeline closes the window at the marker:
-``timeline.Timeline.replay_marker``).
+``timeline.Timeline.replay_marker``). Which message update in the window is live and
+which is replay is the transcript's one reading (``timeline.Carried``), shared with
+the replay rules: this checker grades it, never decides it again.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Rule, register
-from conformance.checks.events import ConnEnd
+from conformance.checks.events import LIVE, REPLAY, ConnEnd, MessageEvent
 from conformance.checks.frames import FrameChecker
 from conformance.checks.wire import short
 
@@ -37,12 +39,8 @@ class _Resume:
     requested: bool  # replayFrom set and not null
     markers: dict[str, list[int]] = field(default_factory=dict)  # session -> marker seqs
     children: dict[str, int] = field(default_factory=dict)  # new session -> its first update
-    # IDs streaming live when it was sent, with the text of each one's first chunk
-    live_ids: dict[str, str] = field(default_factory=dict)
-    replayed: bool = False  # an update of the resumed session that is not a live chunk came
-    upserted: set[str] = field(default_factory=set)  # IDs upserted with content in the window
-    # live IDs the replay rebuilds from chunks, from their first one: history, not live
-    rebuilt: set[str] = field(default_factory=set)
+    streaming: bool = False  # a turn of the session was streaming when it was sent
+    replayed: bool = False  # the reading saw the replay begin (a replayed message update)
 
 
 def _key(conn: int, request_id: Any) -> tuple[int, str, str]:
@@ -92,7 +90,7 @@ class ReplayMarker(FrameChecker):
         elif method == "session/resume" and "id" in msg:
             requested = params.get("replayFrom") is not None
             self.pending[_key(conn, msg["id"])] = _Resume(
-                conn, seq, sid, requested, live_ids=dict(self.streaming.get(sid, {})))
+                conn, seq, sid, requested, streaming=bool(self.streaming.get(sid)))
         self.known.add(sid)
 
     def _update(self, conn: int, seq: int, msg: dict[str, Any]) -> None:
@@ -113,11 +111,9 @@ class ReplayMarker(FrameChecker):
             return
         mid = update.get("messageId")
         if utype in MESSAGE_UPDATES and isinstance(mid, str):
-            if rep is None or rep.session != sid:
-                if model.is_chunk(str(utype)) and sid in self.streaming:
-                    self.streaming[sid].setdefault(mid, model.block_text(update.get("content")))
-            elif not rep.markers.get(sid):
-                self._window(rep, seq, str(utype), mid, update)
+            if (rep is None or rep.session != sid) and model.is_chunk(str(utype)) \
+                    and sid in self.streaming:
+                self.streaming[sid].setdefault(mid, model.block_text(update.get("content")))
         elif utype == "state_update" and update.get("state") == "idle" and self.streaming.get(sid):
             # a turn that streamed ends; an idle before any chunk may be a state report (a
             # real agent reports idle as a prompt arrives, before accepting it)
@@ -125,30 +121,36 @@ class ReplayMarker(FrameChecker):
         if rep is None:
             self.known.add(sid)
 
-    def _window(self, rep: _Resume, seq: int, utype: str, mid: str,
-                update: dict[str, Any]) -> None:
-        """A message update of the resumed session before its marker."""
-        if (model.is_chunk(utype) and mid in rep.live_ids and mid not in rep.upserted
-                and not self._rebuilt(rep, mid, update)):
-            rule = "MID-V2-13/live-inside" if rep.replayed else "MID-V2-13/live-before-replay"
-            where = ("after the first replayed update and before the marker" if rep.replayed
-                     else "before the first replayed update")
-            self.found(rule, f"a chunk of the live message {short(mid)!r} arrives {where}: a "
-                       "client takes it as history", key=(rep.session, rep.seq, mid),
-                       entries=[rep.seq, seq], expected="live updates held back until the "
-                       "replay_complete marker", actual=utype)
+    def on_message(self, ev: MessageEvent) -> None:
+        """A message update of the resumed session before its marker, as the transcript's
+        one reading (``timeline.Carried``) reads it: live output of the turn in flight, or
+        the replay."""
+        if not self.on or ev.protocol < 2 or ev.mid is None:
             return
-        rep.replayed = True
-        if not model.is_chunk(utype) and "content" in update:
-            rep.upserted.add(mid)
-
-    @staticmethod
-    def _rebuilt(rep: _Resume, mid: str, update: dict[str, Any]) -> bool:
-        """Whether a chunk of a live ID in the window is the replay rebuilding that message
-        from its chunks (it starts again with the first live chunk's text), not live."""
-        if mid not in rep.rebuilt and model.block_text(update.get("content")) == rep.live_ids[mid]:
-            rep.rebuilt.add(mid)
-        return mid in rep.rebuilt
+        rep = self._in_flight(ev.conn, ev.session)
+        if rep is None or rep.session != ev.session or rep.markers.get(ev.session):
+            return
+        if ev.phase == REPLAY:
+            rep.replayed = True
+            return
+        if ev.phase != LIVE or ev.inside != rep.seq:
+            return
+        if rep.replayed:
+            self.found("MID-V2-13/live-inside", f"a chunk of the live message {short(ev.mid)!r} "
+                       "arrives after the first replayed update and before the marker: a "
+                       "client takes it as history", key=(rep.session, rep.seq, ev.mid),
+                       entries=[rep.seq, ev.seq], expected="live updates held back until the "
+                       "replay_complete marker", actual=ev.update_type)
+            return
+        self.found("MID-V2-13/live-before-replay",
+                   f"a chunk of the live message {short(ev.mid)!r} arrives after the "
+                   f"session/resume request (entry {rep.seq}) and before the first replayed "
+                   "update: the agent may have written it before it read the request, so it "
+                   "is read as output of the turn in flight, not as replay (benefit of the "
+                   "doubt: the suite cannot see which came first)",
+                   key=(rep.session, rep.seq, ev.mid), entries=[rep.seq, ev.seq],
+                   expected="live updates held back until the replay_complete marker",
+                   actual=ev.update_type)
 
     def _marker(self, conn: int, seq: int, sid: str, rep: _Resume | None) -> None:
         if rep is None:
@@ -183,7 +185,7 @@ class ReplayMarker(FrameChecker):
             return
         for rule in ("MID-V2-13/duplicate", "MID-V2-13/after-response"):
             self.exercised(rule)
-        if rep.live_ids:
+        if rep.streaming:
             self.exercised("MID-V2-13/live-inside")
             self.exercised("MID-V2-13/live-before-replay")
         if "result" not in msg:

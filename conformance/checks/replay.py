@@ -13,6 +13,10 @@ Under a profile with the draft's replay rules (``Profile.replay_rules``, catalog
 Appendix I): a replayed user message keeps the ID its live ``session/prompt``
 response returned (MID-V2-11), and chunks that rebuild a replayed message follow
 an upsert of the same ID, ``content: []`` or the full content (MID-V2-12).
+
+Which update in a replay window is the replay and which is the output of a turn still
+streaming is the transcript's one reading (``timeline.Carried``): a live one comes here
+as a live update of its turn, and these rules never read it as replay.
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from conformance.checks.events import (
     RepeatRun,
     ReplayEnd,
     ReplayStart,
-    TurnEnd,
     TurnStart,
 )
 from conformance.checks.identity import SENTENCE_END
@@ -133,12 +136,6 @@ class _Replay:
     users: dict[str, Msg] = field(default_factory=dict)  # replayed user messages by ID, in order
     primed: set[tuple[str, str]] = field(default_factory=set)  # keys upserted with content
     chunked: set[tuple[str, str]] = field(default_factory=set)  # keys that had a chunk
-    # IDs a turn of the session was streaming as chunks when the replay was asked for, with
-    # the text of each one's first chunk: a chunk of one in the window is live output
-    # (MID-V2-13/live-inside grades it), unless the replay rebuilds that message from its
-    # first chunk on (``rebuilt``)
-    streaming: dict[str, str] = field(default_factory=dict)
-    rebuilt: set[str] = field(default_factory=set)
 
 
 @register
@@ -174,11 +171,6 @@ class Replay(Checker):
         # the draft rules of catalogue Appendix I (MID-V2-11, MID-V2-12): the register names
         # the profiles that grade them, and the grader says why the others do not
         self.draft = Rule("MID-V2-12").record.applies_under(self.profile.name)
-        self.streaming: dict[str, dict[str, str]] = {}  # session -> its open turn's chunk IDs
-        self.went_on: dict[str, set[str]] = {}  # session -> IDs streamed on past its replay
-
-    def on_turn_end(self, ev: TurnEnd) -> None:
-        self.streaming.pop(ev.session, None)
 
     def on_turn_start(self, ev: TurnStart) -> None:
         if ev.protocol < 2 or not self.draft:
@@ -221,8 +213,7 @@ class Replay(Checker):
                            else "MID-A-07/after-response")
             self.replays[ev.session] = _Replay(ev.session, ev.protocol, ev.seq,
                                                list(self.history.get(ev.session, [])),
-                                               prompts=list(self.prompts.get(ev.session, [])),
-                                               streaming=dict(self.streaming.get(ev.session, {})))
+                                               prompts=list(self.prompts.get(ev.session, [])))
 
     def on_replay_end(self, ev: ReplayEnd) -> None:
         rep = self.replays.pop(ev.session, None)
@@ -231,7 +222,6 @@ class Replay(Checker):
             rep.upserted.clear()
             rep.primed.clear()
             rep.chunked.clear()
-            self.went_on[ev.session] = set(rep.streaming) - rep.rebuilt
             self.done.append(rep)
 
     def on_repeats(self, run: RepeatRun) -> None:
@@ -261,9 +251,6 @@ class Replay(Checker):
                 self._live_echo(ev)
             if ev.mid is not None:
                 self.live_ids.setdefault(ev.session, {}).setdefault(ev.mid, msg)
-                if ev.form == "chunk":
-                    self.streaming.setdefault(ev.session, {}).setdefault(
-                        ev.mid, model.block_text(ev.update.get("content")))
             self.tail = msg  # a repeat appends to it (an ID-less one too: legacy grouping)
             return
         v2 = ev.protocol >= 2
@@ -280,8 +267,6 @@ class Replay(Checker):
                            expected="no conversation-history updates", actual=ev.update_type)
             return
         if ev.phase == AFTER_REPLAY:
-            if v2 and ev.form == "chunk" and ev.mid in self.went_on.get(ev.session, ()):
-                return  # the turn the resume came in streams on: live, not a late replay
             rule = "MID-V2-06/after-response" if v2 else "MID-A-07/after-response"
             self.found(rule, f"a replayed {ev.update_type} arrives after the "
                        f"{'session/resume' if v2 else 'session/load'} response",
@@ -294,11 +279,6 @@ class Replay(Checker):
         rep = self.replays.get(ev.session)
         if rep is None:
             return
-        if (v2 and ev.form == "chunk" and ev.mid in rep.streaming
-                and (ev.kind, ev.mid) not in rep.upserted and ev.mid not in rep.rebuilt):
-            if model.block_text(ev.update.get("content")) != rep.streaming[ev.mid]:
-                return  # the live turn streams on inside the window: MID-V2-13 grades it
-            rep.rebuilt.add(ev.mid)  # the replay rebuilds it from its first chunk
         if v2:
             self.exercised("MID-V2-06/no-id")
             if ev.mid is None:

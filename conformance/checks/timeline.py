@@ -1,3 +1,4 @@
+# long: the one reading of a transcript (turns, epochs, replay windows, the benefit of the doubt) is one pass, so no rule decides them again
 """From transcript entries to protocol events: the one pass every checker shares.
 
 The timeline reads entries in order and says, for each message update, which
@@ -71,6 +72,93 @@ class _Session:
     # v2: a turn was accepted (its response, its echo, a running state or its output) since
     # the last idle that ended one: an idle without it is a state report, no turn's end.
     running: bool = False
+    # The chunk IDs the open turns streamed, (kind, id) -> the first chunk's text: what a
+    # replay window opened while they stream is read against (``Carried``).
+    streamed: dict[tuple[str, str], str] = field(default_factory=dict)
+    carried: Carried | None = None
+    echoed: bool = False  # the open turn's echo came (it runs: the target read the prompt)
+    # the session/cancel the suite wrote while the turn ran (its entry; -1: none): the
+    # turn's updates after it may have been written before the target read it
+    cancel_seq: int = -1
+    window_messages: int = 0  # message updates read as replay in the open replay window
+
+
+@dataclass
+class Carried:
+    """The reading of a replay window opened while a turn of the session streams.
+
+    The suite wrote its ``session/load`` or ``session/resume`` (with ``replayFrom``) while
+    the target was still writing that turn; the target cannot say which of its updates it
+    wrote before it read the request, so the reading gives it the benefit of the doubt,
+    once, for every rule (catalogue K.3, MID-V2-13):
+
+    - a chunk of a message the turn was streaming is live, unless the replay rebuilds that
+      message (it starts again with the message's first chunk text, or an upsert of the
+      ID with content came in the window);
+    - a chunk of a new agent or thought message before the replay begins (before the first
+      replayed user message, whole message or rebuilt message) is live too: the turn's
+      next message, which the target could have written before it read the request;
+    - after the window (the marker or the response) the turn goes on until its idle: its
+      messages, and agent or thought messages the replay did not show, are its output;
+      so are they after a new prompt of the session until that prompt is accepted (the
+      target could have written them before it read the prompt);
+    - a user message is never the turn's; once the turn reports idle, nothing more is.
+
+    A live update in the window carries the request's entry (``MessageEvent.inside``), so
+    a rule that records it names its evidence. The turn keeps its epoch and turn index.
+    """
+
+    epoch: Epoch
+    turn: int
+    conn: int
+    request_seq: int
+    ids: dict[tuple[str, str], str]  # (kind, id) -> the first chunk's text
+    fresh: dict[tuple[str, str], int] = field(default_factory=dict)  # new messages -> first seq
+    begun: bool = False  # a replayed update came: the target has read the request
+    upserted: set[tuple[str, str]] = field(default_factory=set)
+    rebuilt: set[tuple[str, str]] = field(default_factory=set)
+    replayed: set[tuple[str, str]] = field(default_factory=set)  # read as replay in the window
+    ended: bool = False
+
+    def live(self, kind: str, form: str, mid: str | None, update: dict[str, Any],
+             window: bool, seq: int, fresh: bool = True) -> bool:
+        """Whether this message update of the session is the carried turn's output.
+
+        ``window``: it arrived in the replay window; ``fresh``: outside it, a message the
+        session has not shown yet may be the turn's (no prompt the target could have read
+        since is known to be running)."""
+        if self.ended or mid is None or kind == "user":
+            if window:
+                self.begun = True
+            return False
+        key = (kind, mid)
+        if not window:  # after the window: the turn goes on until its idle
+            if key in self.ids:
+                return key not in self.rebuilt
+            if fresh and key not in self.replayed:
+                self.ids[key] = model.block_text(update.get("content"))
+                return True
+            return False
+        if form != "chunk":
+            self.begun = True
+            self.replayed.add(key)
+            if "content" in update:
+                self.upserted.add(key)
+            return False
+        if key in self.ids:
+            if key in self.upserted or key in self.rebuilt:
+                return False
+            if model.block_text(update.get("content")) == self.ids[key]:
+                self.rebuilt.add(key)  # the replay rebuilds it from its first chunk on
+                self.begun = True
+                return False
+            return True
+        if not self.begun:
+            self.ids[key] = model.block_text(update.get("content"))
+            self.fresh[key] = seq
+            return True
+        self.replayed.add(key)
+        return False
 
 
 @dataclass
@@ -213,7 +301,9 @@ class Timeline:
             ev = events[1]
             if (type(ev) is MessageEvent and ev.form == "chunk"
                     and msg.get("jsonrpc") == "2.0" and "id" not in msg):
-                if ev.mid is not None:
+                if self.sessions[ev.session].carried is not None:
+                    pass  # a window beside a live turn: every line is read (Carried.live)
+                elif ev.mid is not None:
                     self.last_chunk = ev  # the next line may continue this message
                 elif ev.id_state in (model.ABSENT, model.NULL) and "content" in ev.update:
                     # An ID-less chunk of nothing but its content: repeats must be the same.
@@ -244,7 +334,11 @@ class Timeline:
                 keys.add(key)
             s = self._session(sid, entry.conn, entry.seq)
             s.turn += 1
+            if not s.turn_open:
+                s.streamed = {}
             s.turn_open = True
+            s.echoed = False
+            s.cancel_seq = -1
             s.turn_request = (entry.conn, _key(msg["id"]))
             s.after_replay = False
             s.replay = None
@@ -253,20 +347,35 @@ class Timeline:
                 s.open.append(s.turn)
             yield TurnStart(entry.seq, entry.conn, sid, s.epoch, s.turn, msg["id"], params,
                             conn.protocol, entry.fuzz)
+        elif method == "session/cancel" and sid is not None:
+            s = self.sessions.get(sid)
+            if s is not None and s.turn_open and s.cancel_seq < 0:
+                s.cancel_seq = entry.seq
         elif method == "session/load" and sid is not None:
+            old = self.sessions.get(sid)
             s = self._new_epoch(sid, "load", entry.conn, entry.seq)
             s.replay, s.replay_requested = method, True
+            self._carry(old, s, entry)
             yield ReplayStart(entry.seq, entry.conn, sid, s.epoch, method, True, conn.protocol)
         elif method == "session/resume" and sid is not None:
             replay_from = params.get("replayFrom")
             if conn.protocol >= 2 and replay_from is not None:
+                old = self.sessions.get(sid)
                 s = self._new_epoch(sid, "resume", entry.conn, entry.seq)
                 s.replay, s.replay_requested = method, True
+                self._carry(old, s, entry)
             else:
                 s = self._session(sid, entry.conn, entry.seq, "resume")
                 s.replay, s.replay_requested = method, False
             yield ReplayStart(entry.seq, entry.conn, sid, s.epoch, method, s.replay_requested,
                               conn.protocol)
+
+    @staticmethod
+    def _carry(old: _Session | None, s: _Session, entry: Entry) -> None:
+        """A replay window opened while a turn of the session streams: the turn goes on
+        beside it (``Carried``)."""
+        if old is not None and old.turn_open:
+            s.carried = Carried(old.epoch, old.turn, entry.conn, entry.seq, dict(old.streamed))
 
     # -- agent -> client ---------------------------------------------------
     def _from_agent(self, entry: Entry, conn: _Conn, msg: dict[str, Any],
@@ -290,22 +399,57 @@ class Timeline:
         kinds = self.kinds
         if isinstance(utype, str) and utype in kinds:
             state, value = model.id_state(update)
+            kind = kinds[utype]
+            form = "chunk" if model.is_chunk(utype) else "upsert"
+            mid = value if state == model.STRING else None
+            epoch, turn, inside = s.epoch, self._writing(s, conn), -1
+            c = s.carried
+            if c is not None and entry.conn == c.conn and not c.ended and (
+                    phase in (REPLAY, AFTER_REPLAY, NO_TURN) or phase == LIVE):
+                window = phase == REPLAY
+                # a prompt of the new epoch runs once accepted (its response or its echo)
+                fresh = phase != LIVE or not (s.accepted or s.echoed)
+                if kind == "user" and phase == LIVE:
+                    s.echoed = True
+                if c.live(kind, form, mid, update, window, entry.seq, fresh):
+                    phase, epoch, turn = LIVE, c.epoch, c.turn
+                    inside = c.request_seq if window else -1
+                    yield MessageEvent(
+                        entry.seq, entry.conn, sid, kind, utype, form, state, mid,
+                        update.get("messageId"), update, epoch, turn, phase, conn.protocol,
+                        batch, inside=inside)
+                    return
             if s.turn_open:
                 s.running = True
+            if phase == LIVE and form == "chunk" and mid is not None:
+                s.streamed.setdefault((kind, mid), model.block_text(update.get("content")))
+            if phase == REPLAY:
+                s.window_messages += 1
+            elif phase == AFTER_REPLAY:
+                s.epoch.empty = False  # a replay after the response (MID-A-07, MID-V2-06)
             yield MessageEvent(
-                entry.seq, entry.conn, sid, kinds[utype], utype,
-                "chunk" if model.is_chunk(utype) else "upsert", state,
-                value if state == model.STRING else None, update.get("messageId"), update,
-                s.epoch, s.turn, phase, conn.protocol, batch)
+                entry.seq, entry.conn, sid, kind, utype, form, state, mid,
+                update.get("messageId"), update, epoch, turn, phase, conn.protocol, batch,
+                inside=inside, cancelled=s.cancel_seq if phase == LIVE else -1)
             return
-        yield OtherUpdate(entry.seq, entry.conn, sid, str(utype), update, s.epoch, s.turn,
+        yield OtherUpdate(entry.seq, entry.conn, sid, str(utype), update, s.epoch,
+                          self._writing(s, conn),
                           phase, conn.protocol, batch)
-        if s.turn_open and (utype == "tool_call_update" or (
+        c = s.carried
+        if (utype == "state_update" and update.get("state") == "idle" and c is not None
+                and not c.ended and entry.conn == c.conn
+                and not (s.turn_open and (s.accepted or s.echoed))):
+            # the carried turn ends (a prompt of the new epoch not yet running cannot)
+            c.ended = True
+            return
+        carried = c is not None and not c.ended and not (s.accepted or s.echoed)
+        if s.turn_open and not carried and (utype == "tool_call_update" or (
                 utype == "state_update" and update.get("state") == "running")):
             s.running = True
         if (utype == "replay_complete" and self.replay_marker and conn.protocol >= 2
                 and s.replay == "session/resume" and s.replay_requested):
             s.replay = None  # the response then opens no after-replay phase
+            s.epoch.empty = s.epoch.index > 0 and not s.window_messages
             yield ReplayEnd(entry.seq, entry.conn, sid, s.epoch, "session/resume", True, True,
                             conn.protocol)
             return
@@ -320,6 +464,16 @@ class Timeline:
             s.running = False
             s.pending_idle.append(update.get("stopReason"))
             yield from self._idle_ends(s, entry, sid, conn.protocol)
+
+    @staticmethod
+    def _writing(s: _Session, conn: _Conn) -> int:
+        """The turn an update of the session belongs to. v2: the oldest open turn, until
+        its idle ends it (the benefit of the doubt: a prompt the suite wrote while the
+        target was still writing is not answered by what the target could have written
+        before it read that prompt; catalogue B.2, prompts in flight are queued)."""
+        if conn.protocol >= 2 and s.open:
+            return s.open[0]
+        return s.turn
 
     def _phase(self, s: _Session) -> str:
         if s.replay is not None:
@@ -381,6 +535,7 @@ class Timeline:
                 return
             s.turn_open = False
             s.turn_request = None
+            s.cancel_seq = -1
             stop = result.get("stopReason") if isinstance(result, dict) else None
             s.last_stop = stop if ok else "error"
             yield TurnEnd(entry.seq, entry.conn, pending.session, s.epoch, s.turn, stop,
@@ -393,6 +548,8 @@ class Timeline:
             requested = s.replay_requested
             s.replay = None
             s.after_replay = True
+            if requested and ok:
+                s.epoch.empty = s.epoch.index > 0 and not s.window_messages
             yield ReplayEnd(entry.seq, entry.conn, pending.session, s.epoch, pending.method,
                             requested, ok, conn.protocol)
 
@@ -403,6 +560,7 @@ class Timeline:
             s.accepted.discard(turn)
             stop = s.pending_idle.pop(0)
             s.turn_open = bool(s.open)
+            s.cancel_seq = -1
             if not s.turn_open:
                 s.last_stop = stop
                 s.pending_idle.clear()
