@@ -50,7 +50,7 @@ def record(header: MutableMapping[str, Any], timer: str, seconds: float, option:
     header.setdefault(HEADER, []).append(item)
 
 
-def _windows(header: Mapping[str, Any], entries: Sequence[Entry]) -> list[tuple[int, int, dict]]:
+def _windows(header: Mapping[str, Any], entries: Sequence[Entry]) -> list[tuple[int, int, dict[str, Any]]]:
     """(first seq, last seq, timer) of the output that a clock-ended wait let pass to the
     next step: from just after the wait ended to the target's next response."""
     timers = header.get(HEADER)

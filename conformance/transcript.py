@@ -404,14 +404,14 @@ def _message_reader() -> Callable[[bytes], Entry | None]:
             return None
         try:
             seq, t, conn, src, stream = d["seq"], d["t"], d["conn"], d["src"], d["stream"]
-            raw, msg = d["raw"], d["msg"]
+            line, msg = d["raw"], d["msg"]
         except KeyError:
             return None
         if (type(seq) is not int or type(conn) is not int or type(t) is not float
-                or type(raw) is not str or type(src) is not str or src not in sources
+                or type(line) is not str or type(src) is not str or src not in sources
                 or type(stream) is not str or stream not in streams):
             return None
-        return Entry(seq, t, conn, src, stream, raw, None, msg)
+        return Entry(seq, t, conn, src, stream, line, None, msg)
 
     return message_entry
 

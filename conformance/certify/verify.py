@@ -285,7 +285,8 @@ def _check_scopes(headers: dict[Path, dict[str, Any]], report: RunResult,
             problems.append(f"{name}: grades only {scope.get('rules')}; a run's case grades "
                             "every rule of its role")
         case = known.get(str(header.get("case") or "").split("@", 1)[0])
-        exclude = scope.get("exclude") if isinstance(scope.get("exclude"), dict) else {}
+        excluded = scope.get("exclude")
+        exclude: dict[str, Any] = excluded if isinstance(excluded, dict) else {}
         if case is not None and exclude != dict(case.exclude):
             problems.append(f"{name}: excludes {sorted(exclude) or 'nothing'}; case "
                             f"{case.id} excludes {sorted(dict(case.exclude)) or 'nothing'}")

@@ -348,9 +348,9 @@ class Timeline:
             yield TurnStart(entry.seq, entry.conn, sid, s.epoch, s.turn, msg["id"], params,
                             conn.protocol, entry.fuzz)
         elif method == "session/cancel" and sid is not None:
-            s = self.sessions.get(sid)
-            if s is not None and s.turn_open and s.cancel_seq < 0:
-                s.cancel_seq = entry.seq
+            cs = self.sessions.get(sid)
+            if cs is not None and cs.turn_open and cs.cancel_seq < 0:
+                cs.cancel_seq = entry.seq
         elif method == "session/load" and sid is not None:
             old = self.sessions.get(sid)
             s = self._new_epoch(sid, "load", entry.conn, entry.seq)

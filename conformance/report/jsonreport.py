@@ -111,7 +111,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         out["fuzz"] = result.fuzz
     if result.repeat > 1:  # --repeat N: what the verdict rests on
         out["repeat"] = result.repeat
-        out["summary"]["unstable"] = len({(f.case, f.requirement) for f in result.unstable()})
+        summary["unstable"] = len({(f.case, f.requirement) for f in result.unstable()})
     return out
 
 
