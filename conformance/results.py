@@ -243,8 +243,8 @@ class CaseResult:
         """The note as reports show it. The case in which a fault stopped its version (a
         failed negotiation: the version's other cases are not run) failed, and is never
         shown as "not run" too: its steps were not played."""
-        if self.outcome is Outcome.FAIL and self.note.startswith("not run: "):
-            return "failed before its steps were played: " + self.note[len("not run: "):]
+        if self.outcome is Outcome.FAIL and self.reason is Reason.NOT_RUN:  # the code decides
+            return "failed before its steps were played: " + self.note.removeprefix("not run: ")
         return self.note
 
 

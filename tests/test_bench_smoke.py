@@ -205,10 +205,12 @@ def test_campaign_against_plain_fuzz_quick() -> None:
 
 @pytest.mark.slow
 def test_fuzz_scale_measures_the_floor_and_the_workers() -> None:
-    """One generated run against its raw-driver floor, and --workers 2 against 1."""
+    """One generated run against its raw-driver floor, --workers 2 against 1, and persistent
+    mode against a fresh process per run."""
     done = bench("bench.fuzz_scale", "--runs", "4", "--repeats", "1", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert len(ratios(done.stdout)) == 2, done.stdout
+    assert len(ratios(done.stdout)) == 3, done.stdout
+    assert "ratio persistent/fresh-process seconds per run" in done.stdout
     assert re.search(r"^  raw driver  \d+ runs in", done.stdout, re.MULTILINE), done.stdout
     assert re.search(r"^  --workers 2  \d+ runs in", done.stdout, re.MULTILINE), done.stdout
     # the CPU split: every pass names our processes and the agents', each with its count

@@ -31,7 +31,7 @@ def test_the_import_reader_sees_every_form() -> None:
 
 
 def test_no_test_module_imports_another() -> None:
-    """Shared helpers live in conftest.py, helpers.py or offline.py; a test module that
+    """Shared helpers live in conftest.py, helpers.py, wire.py or offline.py; a test module that
     imports another runs that module's imports (and its module-level work) twice, and
     couples two files that are edited apart. Nor does anything import conftest by a
     second name (``tests.conftest``: a second copy of the module)."""

@@ -13,51 +13,13 @@ from typing import Any
 
 import pytest
 from conftest import load_json, run_cli
+from wire import PREVIEW, Line, req, res, resume, start, text, transcript, upd
 
 from conformance.checks import Options, grade
 from conformance.profiles import get as get_profile
 from conformance.results import Outcome, Reason
-from conformance.transcript import Transcript
 
-PREVIEW = Options(profile=get_profile("acp-schema-1.21"))
 REFERENCE = f"{sys.executable} -m conformance.reference.agent"
-Line = tuple[str, dict[str, Any]]
-
-
-def transcript(protocol: int, lines: list[Line]) -> Transcript:
-    t = Transcript({"protocol": protocol})
-    for src, msg in lines:
-        t.add(0, src, "stdin" if src == "client" else "stdout", json.dumps(msg).encode())
-    return t
-
-
-def text(t: str) -> dict[str, str]:
-    return {"type": "text", "text": t}
-
-
-def upd(kind: str, mid: str | None = None, sid: str = "s", **rest: Any) -> Line:
-    u: dict[str, Any] = {"sessionUpdate": kind, **rest}
-    if mid is not None:
-        u["messageId"] = mid
-    return ("agent", {"jsonrpc": "2.0", "method": "session/update",
-                      "params": {"sessionId": sid, "update": u}})
-
-
-def req(rid: int, method: str, **params: Any) -> Line:
-    return ("client", {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-
-
-def res(rid: int, result: Any = None, error: bool = False) -> Line:
-    if error:
-        return ("agent", {"jsonrpc": "2.0", "id": rid,
-                          "error": {"code": -32603, "message": "boom"}})
-    return ("agent", {"jsonrpc": "2.0", "id": rid, "result": {} if result is None else result})
-
-
-def start(protocol: int) -> list[Line]:
-    return [req(0, "initialize", protocolVersion=protocol),
-            res(0, {"protocolVersion": protocol}), req(1, "session/new"),
-            res(1, {"sessionId": "s"})]
 
 
 def v2_turn(rid: int, body: list[Line]) -> list[Line]:
@@ -133,13 +95,6 @@ def test_no_restatement_passes(protocol: int, body: list[Line]) -> None:
     if protocol == 2 and body[-1][1]["params"]["update"]["sessionUpdate"] == "agent_message":
         assert found.get("pass") == {"MID-A-10/new-id", "MID-A-10/id-flip",
                                      "MID-A-10/same-id-chunk"}, found  # really judged
-
-
-def resume(rid: int, *, replay: str | None = "start", omit: bool = False) -> Line:
-    params: dict[str, Any] = {"sessionId": "s", "cwd": "/"}
-    if not omit:
-        params["replayFrom"] = None if replay is None else {"type": replay}
-    return req(rid, "session/resume", **params)
 
 
 REPLAYED = [upd("user_message", "u2", content=[text("Hello")]),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_preview_checks import (
+from wire import (
     PREVIEW,
     Line,
     req,

@@ -22,7 +22,7 @@ def grouped_notes(result: RunResult) -> list[str]:
             groups.setdefault((c.protocol, c.shown_note, skipped), []).append(c.case)
     return sorted({f"{cases[0]}: {note}" if len(cases) == 1 else
                    f"{len(cases)} v{p} cases{' not run' if skipped else ''}: "
-                   + (note[len(NOT_RUN):] if skipped and note.startswith(NOT_RUN) else note)
+                   + (note.removeprefix(NOT_RUN) if skipped else note)
                    for (p, note, skipped), cases in groups.items()})
 
 
