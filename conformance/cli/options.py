@@ -90,6 +90,8 @@ def show_options(o: Any, *, default: str | None) -> None:
                         + ("(default failures)" if default else "(default: print nothing)"))
     o.add_argument("-v", "--verbose", action="store_true",
                    help="every rule, each version's column explained by its worst finding")
+    o.add_argument("-q", "--quiet", action="store_true",
+                   help="print only the verdict line and errors (reports are written as asked)")
 
 
 def report_outputs(o: Any) -> None:
@@ -297,7 +299,8 @@ def keep_transcripts(ns: argparse.Namespace) -> None:
         return
     if getattr(ns, "transcripts", None) is not None:
         return
-    named = [Path(getattr(ns, o)) for o in REPORT_OPTIONS if getattr(ns, o, None)]
+    named = [Path(getattr(ns, o)) for o in REPORT_OPTIONS
+             if getattr(ns, o, None) and not is_stdout(getattr(ns, o))]
     if named:
         ns.transcripts = named[0].parent / "transcripts"
 
@@ -306,7 +309,8 @@ def announce_out(ns: argparse.Namespace) -> None:
     """As a run starts (its input checked), where its default reports go: one stderr line."""
     import sys
 
-    if getattr(ns, "default_reports", False) and not getattr(ns, "out_announced", False):
+    if getattr(ns, "default_reports", False) and not getattr(ns, "out_announced", False) \
+            and not getattr(ns, "quiet", False):
         ns.out_announced = True
         print(f"acp-conformance: writing the reports and transcripts under {ns.out}/ "
               "(--out DIR to change)", file=sys.stderr)
@@ -332,13 +336,46 @@ def protocols_of(ns: argparse.Namespace) -> list[int]:
     return [1, 2] if ns.protocol == "both" else [int(ns.protocol)]
 
 
+STDOUT, STDOUT_REPORTS = "-", ("json", "junit", "markdown")  # --json -: to standard output
+
+
+def is_stdout(path: Any) -> bool:
+    return path is not None and str(path) == STDOUT
+
+
+def claim_stdout(ns: argparse.Namespace) -> None:
+    """A report named ``-`` is written to standard output, which then holds nothing else:
+    everything the run would print there (the console summary, notes) goes to stderr.
+    Only one report can take it; ``--html -`` is refused (the HTML report is a file)."""
+    import sys
+
+    named = [o for o in (*REPORT_OPTIONS, "write_baseline") if is_stdout(getattr(ns, o, None))]
+    wrong = [o for o in named if o not in STDOUT_REPORTS]
+    if wrong:
+        raise UsageError(f"--{wrong[0].replace('_', '-')} -: this output is a file; only "
+                         "--json, --junit or --markdown can go to standard output")
+    if len(named) > 1:
+        raise UsageError(" and ".join(f"--{o} -" for o in named) + ": only one report can "
+                         "go to standard output")
+    if named and getattr(ns, "report_stdout", None) is None:
+        ns.report_stdout = sys.stdout
+        sys.stdout = sys.stderr  # restored by the command line's main
+
+
 def _writable(option: str, folder: Path) -> None:
-    """The nearest existing folder on the way to ``folder`` must take new files."""
+    """The nearest existing folder on the way to ``folder`` must take new files: a file is
+    made there and removed (permission bits do not tell for root, nor for /proc)."""
+    import tempfile
+
     existing = folder.resolve()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"{option}: cannot write into {existing}")
+    try:
+        tempfile.TemporaryFile(dir=existing, prefix=".acp-conformance-probe-").close()
+    except OSError as exc:
+        raise UsageError(f"{option}: cannot write into {existing} ({exc.strerror or exc})") from None
 
 
 def check_run_options(ns: argparse.Namespace) -> None:
@@ -349,8 +386,11 @@ def check_run_options(ns: argparse.Namespace) -> None:
         value = getattr(ns, opt, None)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(f"--{opt.replace('_', '-')} must be a positive number of seconds")
+    claim_stdout(ns)
     for opt in ("json", "junit", "html", "markdown", "write_baseline"):
         path = getattr(ns, opt, None)
+        if is_stdout(path):
+            continue
         option = "--" + opt.replace("_", "-")
         if path is not None and Path(path).is_dir():
             raise UsageError(f"{option} {path}: is a directory, expected a file path")

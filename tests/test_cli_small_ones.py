@@ -1,0 +1,105 @@
+"""The command line's small promises, each through the real command line: a report on
+standard output (``--json -``), output paths refused before the run, options that do not
+apply to the role refused, ``-q``, one not-applicable count, the partial verdict's names,
+and a target to try ``fuzz`` on.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+REFERENCE = shlex.join([sys.executable, "-m", "conformance.reference.agent"])
+SMALL = ("--case", "identical-prompts*", "-j", "1", "--no-color")  # a few cases, both versions
+
+
+def test_json_dash_writes_the_report_to_stdout_and_nothing_else(tmp_path: Path) -> None:
+    proc = run_cli("--agent", REFERENCE, *SMALL, "--json", "-", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)  # stdout is the JSON report, whole
+    assert report["summary"]["verdict"] == "pass"
+    assert "verdict: PASS" in proc.stderr  # the console summary went to stderr
+    assert not (tmp_path / "-").exists()
+    assert not (tmp_path / "transcripts").exists()  # no folder beside a file named "-"
+
+
+@pytest.mark.parametrize("option", ["--junit", "--markdown"])
+def test_junit_and_markdown_dash_go_to_stdout(tmp_path: Path, option: str) -> None:
+    proc = run_cli("--agent", REFERENCE, *SMALL, option, "-", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    if option == "--junit":
+        assert ET.fromstring(proc.stdout).tag == "testsuites"
+    else:
+        assert proc.stdout.startswith("# acp-conformance: agent")
+        assert "verdict:" not in proc.stdout
+    assert not (tmp_path / "-").exists()
+
+
+def test_two_reports_on_stdout_are_refused(tmp_path: Path) -> None:
+    proc = run_cli("--agent", REFERENCE, "--json", "-", "--junit", "-", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "acp-conformance: error: --json - and --junit -: only one report can go to standard "
+        "output"]
+    assert proc.stdout == ""
+
+
+def test_html_dash_is_refused(tmp_path: Path) -> None:
+    proc = run_cli("--agent", REFERENCE, "--html", "-", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--html -: this output is a file" in proc.stderr
+
+
+@pytest.mark.parametrize("option,path", [
+    ("--html", "/proc/x.html"), ("--json", "/proc/no/such/x.json"),
+    ("--markdown", "/proc/x.md"), ("--transcripts", "/proc/t"),
+])
+def test_unwritable_output_paths_are_refused_before_the_run(tmp_path: Path, option: str,
+                                                            path: str) -> None:
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc on this system")
+    started = tmp_path / "started"
+    agent = shlex.join([sys.executable, "-c", f"open({str(started)!r}, 'w')"])
+    proc = run_cli("--agent", agent, option, path, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"acp-conformance: error: {option}: cannot "
+                                                   "write into /proc"), lines
+    assert not started.exists()  # refused before the target started
+
+
+@pytest.mark.parametrize("args,option,role", [
+    (["--agent", REFERENCE, "--client-profile", "p.yaml"], "--client-profile", "agent"),
+    (["--agent", REFERENCE, "--proxy-adapts"], "--proxy-adapts", "agent"),
+    (["--client", "c {agent}", "--grace", "1"], "--grace", "client"),
+    (["--client", "c {agent}", "--model-server"], "--model-server", "client"),
+    (["--client", "c {agent}", "--agent-config", "a=b"], "--agent-config", "client"),
+    (["--client-adapter", "m:f", "--proxy-adapts"], "--proxy-adapts", "client"),
+    (["--proxy", "p {agent}", "--client", "c {agent}"], "--client", "proxy"),
+    (["--proxy", "p {agent}", "--client-profile", "p.yaml"], "--client-profile", "proxy"),
+])
+def test_options_of_another_role_are_refused(tmp_path: Path, args: list[str], option: str,
+                                             role: str) -> None:
+    proc = run_cli(*args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"acp-conformance: error: {option} does not apply to the "
+                               f"{role} role")
+
+
+def test_quiet_prints_the_verdict_line_only(tmp_path: Path) -> None:
+    proc = run_cli("--agent", REFERENCE, *SMALL, "-q", "--out", str(tmp_path / "out"),
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        line for line in proc.stdout.splitlines() if line.startswith("verdict: PASS")]
+    assert len(proc.stdout.splitlines()) == 1
+    assert proc.stderr == ""
+    assert (tmp_path / "out" / "acp-conformance.json").is_file()  # reports as asked
