@@ -103,3 +103,30 @@ def test_quiet_prints_the_verdict_line_only(tmp_path: Path) -> None:
     assert len(proc.stdout.splitlines()) == 1
     assert proc.stderr == ""
     assert (tmp_path / "out" / "acp-conformance.json").is_file()  # reports as asked
+
+
+def _console_counts(text: str) -> dict[str, int]:
+    """The per-version count lines of a console summary, added up."""
+    import re
+
+    total: dict[str, int] = {}
+    for line in text.splitlines():
+        if re.match(r"^(summary:)?\s+v\d ", line) and " pass, " in line:
+            for n, what in re.findall(r"(\d+) (pass|fail|warn|info|not applicable)", line):
+                key = what.replace(" ", "_")
+                total[key] = total.get(key, 0) + int(n)
+    return total
+
+
+def test_one_not_applicable_count_in_the_console_and_the_json(tmp_path: Path) -> None:
+    """One run: the console's per-version counts add up to the JSON summary's, not
+    applicable included (a rule's row in a version it does not apply to is in neither)."""
+    report = tmp_path / "r.json"
+    proc = run_cli("--agent", REFERENCE, "--case", "identical-prompts*", "--case", "load-*",
+                   "-j", "1", "--no-color", "--json", str(report), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(report.read_text(encoding="utf-8"))["summary"]
+    console = _console_counts(proc.stdout)
+    assert console["not_applicable"] > 0
+    assert console == {k: summary[k] for k in console}
+    assert set(console) == {"pass", "fail", "warn", "info", "not_applicable"}

@@ -39,6 +39,26 @@ def exercised_musts(result: RunResult) -> dict[int, tuple[list[str], list[str]]]
     return out
 
 
+def counted(result: RunResult, protocol: int | None = None) -> dict[str, int]:
+    """Faults by outcome (a fault seen many times counts once), in one version or the
+    whole run: the one count the console, JSON, JUnit, HTML, Markdown and the certification
+    bundle give. A rule's not-applicable row in a version the rule does not apply to
+    ("applies to protocol v2 only": the console's "-") is no result and is not counted."""
+    from conformance.checks import all_rules
+
+    versions = {rid: tuple(rule.versions) for rid, rule in all_rules().items()}
+    counts = {o.value: 0 for o in Outcome}
+    for c in result.cases:
+        if protocol is not None and c.protocol != protocol:
+            continue
+        for f in c.findings:
+            if f.outcome is Outcome.NOT_APPLICABLE \
+                    and c.protocol not in versions.get(f.requirement, (c.protocol,)):
+                continue
+            counts[f.outcome.value] += f.faults
+    return counts
+
+
 def coverage(result: RunResult) -> dict[int, dict[str, Any]]:
     """Per protocol version, the MUST requirements of the tested side the run exercised:
     ``exercised`` and ``musts`` (counts), the IDs ``not_exercised``, and those left out of
