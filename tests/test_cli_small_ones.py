@@ -130,3 +130,23 @@ def test_one_not_applicable_count_in_the_console_and_the_json(tmp_path: Path) ->
     assert console["not_applicable"] > 0
     assert console == {k: summary[k] for k in console}
     assert set(console) == {"pass", "fail", "warn", "info", "not_applicable"}
+
+
+def test_the_partial_verdict_names_the_musts_not_exercised(tmp_path: Path) -> None:
+    """The reference agent on a few cases: the console, the JSON headline and the Markdown
+    statement give one verdict, and it names each MUST requirement the run did not
+    exercise (the ones the JSON's coverage lists)."""
+    report, statement = tmp_path / "r.json", tmp_path / "r.md"
+    proc = run_cli("--agent", REFERENCE, "--case", "identical-prompts*", "--protocol", "2",
+                   "-j", "1", "--no-color", "--json", str(report), "--markdown",
+                   str(statement), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(report.read_text(encoding="utf-8"))
+    missing = data["coverage"]["v2"]["not_exercised"]
+    assert missing, data["coverage"]
+    headline = data["summary"]["headline"]
+    assert headline.startswith("PASS, partial: ")
+    assert headline.endswith(f"(not exercised: {', '.join(missing[:6])}"
+                             + (f" and {len(missing) - 6} more)" if len(missing) > 6 else ")"))
+    assert f"verdict: {headline}\n" in proc.stdout
+    assert f"| Verdict | **{headline}** |" in statement.read_text(encoding="utf-8")

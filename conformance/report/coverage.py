@@ -86,8 +86,9 @@ def coverage(result: RunResult) -> dict[int, dict[str, Any]]:
 
 
 def partial(result: RunResult) -> str:
-    """"partial: N of M MUST requirements exercised" when some MUST of the tested side
-    went unexercised in a version the run tested (per version when it tested several);
+    """"partial: N of M MUST requirements exercised (not exercised: MID-V2-12)" when some
+    MUST of the tested side went unexercised in a version the run tested (per version when
+    it tested several: "(v1 11 of 11, v2 13 of 14; not exercised: MID-V2-12)");
     "" when every one was exercised. A version the target does not speak (every case
     ``version_unsupported``: the console says so) is left out, unless it is every version
     of the run: then nothing was measured, and the headline says so."""
@@ -98,9 +99,18 @@ def partial(result: RunResult) -> str:
         return ""
     done = sum(c["exercised"] for c in cov.values())
     total = sum(c["musts"] for c in cov.values())
-    each = (" (" + ", ".join(f"v{p} {c['exercised']} of {c['musts']}"
-                             for p, c in sorted(cov.items())) + ")") if len(cov) > 1 else ""
-    return f"partial: {done} of {total} MUST requirements exercised{each}"
+    each = [f"v{p} {c['exercised']} of {c['musts']}"
+            for p, c in sorted(cov.items())] if len(cov) > 1 else []
+    missing = list(dict.fromkeys(r for _, c in sorted(cov.items()) for r in c["not_exercised"]))
+    named = ", ".join(missing[:NAMED]) + (f" and {len(missing) - NAMED} more"
+                                          if len(missing) > NAMED else "")
+    parts = [", ".join(each)] if each else []
+    parts.append(f"not exercised: {named}")
+    return f"partial: {done} of {total} MUST requirements exercised ({'; '.join(parts)})"
+
+
+#: How many unexercised MUST requirements the headline names before "and N more".
+NAMED = 6
 
 
 def say(failed: bool, gap: str) -> str:
