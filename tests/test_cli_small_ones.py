@@ -150,3 +150,26 @@ def test_the_partial_verdict_names_the_musts_not_exercised(tmp_path: Path) -> No
                              + (f" and {len(missing) - 6} more)" if len(missing) > 6 else ")"))
     assert f"verdict: {headline}\n" in proc.stdout
     assert f"| Verdict | **{headline}** |" in statement.read_text(encoding="utf-8")
+
+
+def test_fuzz_demo_finds_shrinks_and_saves_the_bundled_broken_agents_fault(
+        tmp_path: Path) -> None:
+    """``fuzz --demo``, the documented target to try ``fuzz`` on: the bundled broken
+    agent's MID-A-02 is found, shrunk and saved, and the run exits 1."""
+    out = tmp_path / "out"
+    proc = run_cli("fuzz", "--demo", "--effort", "ci", "--seed", "1", "--out", str(out),
+                   "--no-color", "--json", str(tmp_path / "f.json"), cwd=tmp_path, timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    assert "FAIL MID-A-02/" in proc.stdout and "minimal counterexample" in proc.stdout
+    saved = sorted((out / "regressions").glob("mid-a-02-*.jsonl"))
+    assert saved, proc.stdout
+    report = json.loads((tmp_path / "f.json").read_text(encoding="utf-8"))
+    assert report["summary"]["verdict"] == "fail"
+    assert "fuzz --demo --effort ci" in (Path(__file__).parents[1] / "README.md").read_text(
+        encoding="utf-8")
+
+
+def test_fuzz_demo_takes_no_target(tmp_path: Path) -> None:
+    proc = run_cli("fuzz", "--demo", "--agent", REFERENCE, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--demo fuzzes a bundled broken agent: not with --agent" in proc.stderr
