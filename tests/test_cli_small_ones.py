@@ -173,3 +173,11 @@ def test_fuzz_demo_takes_no_target(tmp_path: Path) -> None:
     proc = run_cli("fuzz", "--demo", "--agent", REFERENCE, cwd=tmp_path)
     assert proc.returncode == 2
     assert "--demo fuzzes a bundled broken agent: not with --agent" in proc.stderr
+
+
+def test_quiet_fuzz_prints_the_verdict_line_only(tmp_path: Path) -> None:
+    proc = run_cli("fuzz", "--demo", "--effort", "ci", "--seed", "1", "-q", "--out",
+                   str(tmp_path / "out"), cwd=tmp_path, timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.splitlines() == ["verdict: FAIL"]
+    assert sorted((tmp_path / "out" / "regressions").glob("mid-a-02-*.jsonl"))

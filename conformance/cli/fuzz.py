@@ -158,7 +158,7 @@ def main(argv: Sequence[str]) -> int:
     ns.keeper = _keeper(ns, effort, seed, options, masker)
     ns.shrink_budget = settings.shrink_budget(effort, ns.shrink_budget)
     worker = ns.worker_report is not None
-    if not worker:
+    if not worker and not ns.quiet:  # -q: the verdict line only
         shape = f", up to {effort.steps} steps each" if ns.agent else ", one turn each"
         if ns.model_server:
             shape += ", the model's answers drawn too"
@@ -308,7 +308,8 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
     from conformance.fuzz.report import indent, to_run_result, transcript_lines
 
     def out(line: str = "") -> None:
-        print(masker.text(line))
+        if not getattr(ns, "quiet", False):  # -q: the verdict line only (report_run's)
+            print(masker.text(line))
 
     how = {"client": "--client", "client_adapter": "--client-adapter",
            "client_profile": "--client-profile"}

@@ -63,8 +63,8 @@ def common_options(p: argparse.ArgumentParser) -> None:
                    help="validate every frame against the official ACP JSON Schemas in DIR "
                         "(a folder with v1/schema.json and v2/schema.json)")
     o = p.add_argument_group("output")
-    o.add_argument("--json", type=Path, metavar="PATH", help="write the JSON report here")
-    o.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here")
+    o.add_argument("--json", type=Path, metavar="PATH", help="write the JSON report here (-: stdout)")
+    o.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here (-: stdout)")
     transcripts_options(o)
     report_outputs(o)
     out_option(o)
@@ -100,7 +100,7 @@ def report_outputs(o: Any) -> None:
                         "wire transcripts) here")
     o.add_argument("--markdown", type=Path, metavar="PATH",
                    help="write a Markdown summary with the certification statement here "
-                        "(e.g. $GITHUB_STEP_SUMMARY)")
+                        "(e.g. $GITHUB_STEP_SUMMARY; -: stdout)")
     o.add_argument("--baseline", type=Path, metavar="FILE",
                    help="expected failures (case:requirement per entry): listed fails do not "
                         "fail the run, unlisted ones do, listed entries that now pass are stale "
