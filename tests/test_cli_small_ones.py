@@ -58,7 +58,8 @@ def test_html_dash_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("option,path", [
     ("--html", "/proc/x.html"), ("--json", "/proc/no/such/x.json"),
-    ("--markdown", "/proc/x.md"), ("--transcripts", "/proc/t"),
+    ("--markdown", "/proc/x.md"), ("--transcripts", "/proc/t"), ("--out", "/proc/o"),
+    ("--certify", "/proc/c"), ("--write-baseline", "/proc/b.yaml"),
 ])
 def test_unwritable_output_paths_are_refused_before_the_run(tmp_path: Path, option: str,
                                                             path: str) -> None:
@@ -181,3 +182,14 @@ def test_quiet_fuzz_prints_the_verdict_line_only(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.splitlines() == ["verdict: FAIL"]
     assert sorted((tmp_path / "out" / "regressions").glob("mid-a-02-*.jsonl"))
+
+
+@pytest.mark.parametrize("option", ["--out", "--regressions"])
+def test_fuzz_output_folders_are_refused_before_the_run(tmp_path: Path, option: str) -> None:
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc on this system")
+    proc = run_cli("fuzz", "--demo", option, "/proc/x", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"acp-conformance: error: {option}: cannot write into /proc (No such file or directory)"]
+    assert "seed" not in proc.stdout  # nothing generated

@@ -300,7 +300,7 @@ def keep_transcripts(ns: argparse.Namespace) -> None:
     if getattr(ns, "transcripts", None) is not None:
         return
     named = [Path(getattr(ns, o)) for o in REPORT_OPTIONS
-             if getattr(ns, o, None) and not is_stdout(getattr(ns, o))]
+             if getattr(ns, o, None) and str(getattr(ns, o)) != "-"]  # -: stdout
     if named:
         ns.transcripts = named[0].parent / "transcripts"
 
@@ -336,32 +336,6 @@ def protocols_of(ns: argparse.Namespace) -> list[int]:
     return [1, 2] if ns.protocol == "both" else [int(ns.protocol)]
 
 
-STDOUT, STDOUT_REPORTS = "-", ("json", "junit", "markdown")  # --json -: to standard output
-
-
-def is_stdout(path: Any) -> bool:
-    return path is not None and str(path) == STDOUT
-
-
-def claim_stdout(ns: argparse.Namespace) -> None:
-    """A report named ``-`` is written to standard output, which then holds nothing else:
-    everything the run would print there (the console summary, notes) goes to stderr.
-    Only one report can take it; ``--html -`` is refused (the HTML report is a file)."""
-    import sys
-
-    named = [o for o in (*REPORT_OPTIONS, "write_baseline") if is_stdout(getattr(ns, o, None))]
-    wrong = [o for o in named if o not in STDOUT_REPORTS]
-    if wrong:
-        raise UsageError(f"--{wrong[0].replace('_', '-')} -: this output is a file; only "
-                         "--json, --junit or --markdown can go to standard output")
-    if len(named) > 1:
-        raise UsageError(" and ".join(f"--{o} -" for o in named) + ": only one report can "
-                         "go to standard output")
-    if named and getattr(ns, "report_stdout", None) is None:
-        ns.report_stdout = sys.stdout
-        sys.stdout = sys.stderr  # restored by the command line's main
-
-
 def _writable(option: str, folder: Path) -> None:
     """The nearest existing folder on the way to ``folder`` must take new files: a file is
     made there and removed (permission bits do not tell for root, nor for /proc)."""
@@ -386,7 +360,14 @@ def check_run_options(ns: argparse.Namespace) -> None:
         value = getattr(ns, opt, None)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(f"--{opt.replace('_', '-')} must be a positive number of seconds")
+    from conformance.cli.output import claim_stdout, is_stdout
+
     claim_stdout(ns)
+    # folders made if need be: --out where the reports or fuzz's findings go into it
+    writes_out = getattr(ns, "default_reports", False) or hasattr(ns, "regressions")
+    for opt in ("out", "regressions") if writes_out else ():
+        if getattr(ns, opt, None) is not None:
+            _writable(f"--{opt}", Path(getattr(ns, opt)))
     for opt in ("json", "junit", "html", "markdown", "write_baseline"):
         path = getattr(ns, opt, None)
         if is_stdout(path):
@@ -404,6 +385,7 @@ def check_run_options(ns: argparse.Namespace) -> None:
             check_folder(ns.certify)
         except BundleError as exc:
             raise UsageError(str(exc)) from None
+        _writable("--certify", Path(ns.certify))
     if getattr(ns, "badge", None) is not None:
         if Path(ns.badge).is_dir():
             raise UsageError(f"--badge {ns.badge}: is a directory, expected a file path")

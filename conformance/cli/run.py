@@ -21,12 +21,11 @@ from conformance.cli.options import (
     default_outputs,
     find_model_script,
     grading_options,
-    is_stdout,
     parse_jobs,
     parse_repeat,
     protocols_of,
 )
-from conformance.cli.output import interrupted, load_baseline, report_run
+from conformance.cli.output import interrupted, is_stdout, load_baseline, report_run
 from conformance.usage import UsageError, env_pairs
 
 
