@@ -193,3 +193,16 @@ def test_fuzz_output_folders_are_refused_before_the_run(tmp_path: Path, option: 
     assert proc.stderr.strip().splitlines() == [
         f"acp-conformance: error: {option}: cannot write into /proc (No such file or directory)"]
     assert "seed" not in proc.stdout  # nothing generated
+
+
+def test_check_json_dash_in_process_gives_stdout_back(tmp_path: Path) -> None:
+    """``check FILE --json -``: the report on stdout, and afterwards sys.stdout is what it
+    was (the command line hands it back whatever the command did)."""
+    before = sys.stdout
+    transcript = Path(__file__).parents[1] / "fixtures" / "regressions" / \
+        "mid-a-09-after-cancel-3f04d29577.jsonl"
+    proc = run_cli("check", str(transcript), "--json", "-", "--no-color", cwd=tmp_path)
+    assert sys.stdout is before
+    assert proc.returncode == 1, proc.stderr
+    assert json.loads(proc.stdout)["summary"]["verdict"] == "fail"
+    assert "verdict: FAIL" in proc.stderr
