@@ -126,7 +126,8 @@ def test_a_client_run_without_profile_is_a_partial_pass_on_every_road(
     cov = live["coverage"]["v1"]
     assert cov["exercised"] < cov["musts"] and "MID-C-02" in cov["not_exercised"], cov
     assert headline == (f"PASS, partial: {cov['exercised']} of {cov['musts']} MUST "
-                        "requirements exercised"), headline
+                        "requirements exercised (not exercised: "
+                        f"{', '.join(cov['not_exercised'])})"), headline
     assert live["summary"]["partial"] is True
     out = roads["cli"][2]
     assert f"verdict: {headline}" in out

@@ -123,7 +123,7 @@ def scope(result: RunResult, interrupted: str = "") -> dict[str, Any]:
 def statement_data(result: RunResult, interrupted: str = "") -> dict[str, Any]:
     """The statement as data (``statement.json``): what ``statement.md`` says."""
     from conformance.report.catalogue import statement
-    from conformance.report.coverage import say
+    from conformance.report.coverage import counted, say
 
     st = statement(result)
 
@@ -143,7 +143,7 @@ def statement_data(result: RunResult, interrupted: str = "") -> dict[str, Any]:
         "must": {"result": say(not st.must_passed, st.partial), "summary": st.summary(st.must),
                  "requirements": rows(st.must)},
         "should": {"summary": st.summary(st.should), "requirements": rows(st.should)},
-        "counts": result.counts(), "cases": len(result.cases),
+        "counts": counted(result), "cases": len(result.cases),
         "scope": scope(result, interrupted),
         "notes": st.notes,
     }
@@ -173,6 +173,7 @@ def predicate(result: RunResult, interrupted: str = "") -> dict[str, Any]:
     """The in-toto predicate: the verdict and what it rests on (docs/certify.md)."""
     from conformance import TOOL_NAME
     from conformance.report.catalogue import graded_against, statement
+    from conformance.report.coverage import counted
 
     st = statement(result)
     sc = scope(result, interrupted)
@@ -189,7 +190,7 @@ def predicate(result: RunResult, interrupted: str = "") -> dict[str, Any]:
         "must": {"passed": st.must_passed,
                  "results": {v.meta.id: v.shown for v in st.must}},
         "should": {"results": {v.meta.id: v.shown for v in st.should}},
-        "counts": result.counts(),
+        "counts": counted(result),
         "cases": len(result.cases),
         "coverage": sc["coverage"],
         "profile_limits": sc["profile_limits"],

@@ -26,6 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # text from a target never crashes the console
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
+    stdout = sys.stdout  # a report written to stdout (--json -) sends the rest to stderr
     try:
         return _dispatch(args)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
@@ -39,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141  # 128 + SIGPIPE, as a shell reports it
     except Exception as exc:  # noqa: BLE001 - the three error families are sorted here
         return _error_exit(exc)
+    finally:
+        sys.stdout = stdout
 
 
 def _dispatch(args: list[str]) -> int:

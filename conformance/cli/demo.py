@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from conformance.cli.options import EXIT_INTERNAL, build_masker, default_outputs
+from conformance.cli.output import is_stdout
 from conformance.cli.run import build_parser, cmd_agent, cmd_client
+from conformance.usage import UsageError
 
 #: What a vendor runs next, against their own agent (printed at the end of a plain demo).
 NEXT = """next:
@@ -113,5 +115,9 @@ next:
 
 def main(args: Sequence[str]) -> int:
     ns = build_parser("demo").parse_args(list(args))
+    for opt in ("json", "junit", "markdown", "html"):  # two runs: two reports, not one stream
+        if is_stdout(getattr(ns, opt, None)):
+            raise UsageError(f"--{opt} -: demo writes two reports (agent and client); "
+                             "give a file path")
     default_outputs(ns, stem="acp-conformance-broken" if ns.broken else "acp-conformance")
     return cmd_demo(ns)

@@ -48,6 +48,11 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 nothing found, 1 at least one rule broken, 2 usage or input "
                "error, 3 internal error, 128+N interrupted by signal N (never a pass)")
     target_group(p, required_hint="give --agent CMD, or --client CMD / --client-adapter")
+    p.add_argument_group("try it").add_argument(
+        "--demo", action="store_true",
+        help="fuzz a bundled broken agent (its message IDs come from a counter that restarts "
+             "at every prompt): see what a finding, its shrinking and its regression file "
+             "look like (exits 1)")
     model_group(p, fuzz=True)
     e = p.add_argument_group("effort")
     e.add_argument("--effort", choices=list(EFFORTS), default=DEFAULT_EFFORT,
@@ -102,6 +107,15 @@ def main(argv: Sequence[str]) -> int:
     ns = build_fuzz_parser().parse_args(list(argv))
     ns.worker_report, ns.worker_index = worker_of_run()
     check_run_options(ns)
+    if ns.demo:  # the bundled broken agent, as `demo --broken` runs it
+        if ns.agent or ns.client or ns.client_adapter:
+            raise UsageError("--demo fuzzes a bundled broken agent: not with --agent, --client "
+                             "or --client-adapter")
+        import shlex
+
+        from conformance.cli.demo import broken_agent_command
+
+        ns.agent = shlex.join(broken_agent_command())
     if not (ns.agent or ns.client or ns.client_adapter):
         raise UsageError("nothing to fuzz: give --agent CMD, --client CMD or "
                              "--client-adapter MODULE:FACTORY")
@@ -144,7 +158,7 @@ def main(argv: Sequence[str]) -> int:
     ns.keeper = _keeper(ns, effort, seed, options, masker)
     ns.shrink_budget = settings.shrink_budget(effort, ns.shrink_budget)
     worker = ns.worker_report is not None
-    if not worker:
+    if not worker and not ns.quiet:  # -q: the verdict line only
         shape = f", up to {effort.steps} steps each" if ns.agent else ", one turn each"
         if ns.model_server:
             shape += ", the model's answers drawn too"
@@ -294,7 +308,8 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
     from conformance.fuzz.report import indent, to_run_result, transcript_lines
 
     def out(line: str = "") -> None:
-        print(masker.text(line))
+        if not getattr(ns, "quiet", False):  # -q: the verdict line only (report_run's)
+            print(masker.text(line))
 
     how = {"client": "--client", "client_adapter": "--client-adapter",
            "client_profile": "--client-profile"}

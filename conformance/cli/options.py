@@ -63,8 +63,8 @@ def common_options(p: argparse.ArgumentParser) -> None:
                    help="validate every frame against the official ACP JSON Schemas in DIR "
                         "(a folder with v1/schema.json and v2/schema.json)")
     o = p.add_argument_group("output")
-    o.add_argument("--json", type=Path, metavar="PATH", help="write the JSON report here")
-    o.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here")
+    o.add_argument("--json", type=Path, metavar="PATH", help="write the JSON report here (-: stdout)")
+    o.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here (-: stdout)")
     transcripts_options(o)
     report_outputs(o)
     out_option(o)
@@ -90,6 +90,8 @@ def show_options(o: Any, *, default: str | None) -> None:
                         + ("(default failures)" if default else "(default: print nothing)"))
     o.add_argument("-v", "--verbose", action="store_true",
                    help="every rule, each version's column explained by its worst finding")
+    o.add_argument("-q", "--quiet", action="store_true",
+                   help="print only the verdict line and errors (reports are written as asked)")
 
 
 def report_outputs(o: Any) -> None:
@@ -98,7 +100,7 @@ def report_outputs(o: Any) -> None:
                         "wire transcripts) here")
     o.add_argument("--markdown", type=Path, metavar="PATH",
                    help="write a Markdown summary with the certification statement here "
-                        "(e.g. $GITHUB_STEP_SUMMARY)")
+                        "(e.g. $GITHUB_STEP_SUMMARY; -: stdout)")
     o.add_argument("--baseline", type=Path, metavar="FILE",
                    help="expected failures (case:requirement per entry): listed fails do not "
                         "fail the run, unlisted ones do, listed entries that now pass are stale "
@@ -297,7 +299,8 @@ def keep_transcripts(ns: argparse.Namespace) -> None:
         return
     if getattr(ns, "transcripts", None) is not None:
         return
-    named = [Path(getattr(ns, o)) for o in REPORT_OPTIONS if getattr(ns, o, None)]
+    named = [Path(getattr(ns, o)) for o in REPORT_OPTIONS
+             if getattr(ns, o, None) and str(getattr(ns, o)) != "-"]  # -: stdout
     if named:
         ns.transcripts = named[0].parent / "transcripts"
 
@@ -306,7 +309,8 @@ def announce_out(ns: argparse.Namespace) -> None:
     """As a run starts (its input checked), where its default reports go: one stderr line."""
     import sys
 
-    if getattr(ns, "default_reports", False) and not getattr(ns, "out_announced", False):
+    if getattr(ns, "default_reports", False) and not getattr(ns, "out_announced", False) \
+            and not getattr(ns, "quiet", False):
         ns.out_announced = True
         print(f"acp-conformance: writing the reports and transcripts under {ns.out}/ "
               "(--out DIR to change)", file=sys.stderr)
@@ -333,12 +337,19 @@ def protocols_of(ns: argparse.Namespace) -> list[int]:
 
 
 def _writable(option: str, folder: Path) -> None:
-    """The nearest existing folder on the way to ``folder`` must take new files."""
+    """The nearest existing folder on the way to ``folder`` must take new files: a file is
+    made there and removed (permission bits do not tell for root, nor for /proc)."""
+    import tempfile
+
     existing = folder.resolve()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"{option}: cannot write into {existing}")
+    try:
+        tempfile.TemporaryFile(dir=existing, prefix=".acp-conformance-probe-").close()
+    except OSError as exc:
+        raise UsageError(f"{option}: cannot write into {existing} ({exc.strerror or exc})") from None
 
 
 def check_run_options(ns: argparse.Namespace) -> None:
@@ -349,8 +360,18 @@ def check_run_options(ns: argparse.Namespace) -> None:
         value = getattr(ns, opt, None)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise UsageError(f"--{opt.replace('_', '-')} must be a positive number of seconds")
+    from conformance.cli.output import claim_stdout, is_stdout
+
+    claim_stdout(ns)
+    # folders made if need be: --out where the reports or fuzz's findings go into it
+    writes_out = getattr(ns, "default_reports", False) or hasattr(ns, "regressions")
+    for opt in ("out", "regressions") if writes_out else ():
+        if getattr(ns, opt, None) is not None:
+            _writable(f"--{opt}", Path(getattr(ns, opt)))
     for opt in ("json", "junit", "html", "markdown", "write_baseline"):
         path = getattr(ns, opt, None)
+        if is_stdout(path):
+            continue
         option = "--" + opt.replace("_", "-")
         if path is not None and Path(path).is_dir():
             raise UsageError(f"{option} {path}: is a directory, expected a file path")
@@ -364,6 +385,7 @@ def check_run_options(ns: argparse.Namespace) -> None:
             check_folder(ns.certify)
         except BundleError as exc:
             raise UsageError(str(exc)) from None
+        _writable("--certify", Path(ns.certify))
     if getattr(ns, "badge", None) is not None:
         if Path(ns.badge).is_dir():
             raise UsageError(f"--badge {ns.badge}: is a directory, expected a file path")

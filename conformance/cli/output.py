@@ -7,7 +7,30 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conformance.cli.options import EXIT_FAIL, EXIT_OK, build_masker
+from conformance.cli.options import EXIT_FAIL, EXIT_OK, REPORT_OPTIONS, build_masker
+from conformance.usage import UsageError
+
+STDOUT, STDOUT_REPORTS = "-", ("json", "junit", "markdown")  # --json -: to standard output
+
+
+def is_stdout(path: Any) -> bool:
+    return path is not None and str(path) == STDOUT
+
+
+def claim_stdout(ns: argparse.Namespace) -> None:
+    """A report named ``-`` takes standard output; what the run would print there goes to
+    stderr. One report only; ``--html -`` is refused (the HTML report is a file)."""
+    named = [o for o in (*REPORT_OPTIONS, "write_baseline") if is_stdout(getattr(ns, o, None))]
+    wrong = [o for o in named if o not in STDOUT_REPORTS]
+    if wrong:
+        raise UsageError(f"--{wrong[0].replace('_', '-')} -: this output is a file; only "
+                         "--json, --junit or --markdown can go to standard output")
+    if len(named) > 1:
+        raise UsageError(" and ".join(f"--{o} -" for o in named) + ": only one report "
+                         "can go to standard output")
+    if named and getattr(ns, "report_stdout", None) is None:
+        ns.report_stdout = sys.stdout
+        sys.stdout = sys.stderr  # restored by the command line's main
 
 
 def interrupted(ns: argparse.Namespace, exc: Any, **report: Any) -> int:
@@ -39,6 +62,7 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
     from conformance.report import console_summary, write_json, write_junit
     from conformance.report.catalogue import run_date, traceability
 
+    claim_stdout(ns)  # --json - (or --junit -, --markdown -): stdout holds that report only
     masker = masker if masker is not None else build_masker(ns)
     saved = {c.case: c.transcript_path for c in result.cases}
     if scratch:  # the scratch transcripts go with the run; no line or report may name them
@@ -62,11 +86,17 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
         result.date = run_date()
     colour = sys.stdout.isatty() and not ns.no_color
     show = getattr(ns, "show", "failures")
-    if show is not None or ns.verbose:  # report --from prints nothing unless asked
+    quiet = getattr(ns, "quiet", False)
+    if quiet:  # -q: the verdict line only (errors still go to stderr)
+        from conformance.report.coverage import headline
+
+        print("verdict: " + headline(result))
+    elif show is not None or ns.verbose:  # report --from prints nothing unless asked
         print(console_summary(result, colour=colour, verbose=ns.verbose, show=show or "all"))
     verdict = baseline.evaluate(result.cases) if baseline is not None else None
     if verdict is not None:
-        print("\n".join(verdict.lines()))
+        if not quiet:
+            print("\n".join(verdict.lines()))
         print("verdict with baseline: " + ("FAIL" if verdict.failed else "PASS"))
     trace = None
     if ns.html or ns.markdown:
@@ -81,15 +111,29 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
         write_html(result, ns.html, baseline=verdict, trace=trace,
                    transcripts=lambda c: masker.data(read_transcript(saved.get(c.case))))
     if getattr(ns, "json", None):
-        write_json(result, ns.json)
-    if ns.junit:
-        write_junit(result, ns.junit)
-    if ns.markdown:
-        from conformance.report.markdown import write_markdown
+        if is_stdout(ns.json):
+            from conformance.report.jsonreport import dumps
 
-        write_markdown(result, ns.markdown, baseline=verdict, trace=trace)
-    written = [str(p) for p in (ns.html, getattr(ns, "json", None), ns.junit, ns.markdown) if p]
-    if written and getattr(ns, "default_reports", False):  # say where they went
+            _to_stdout(ns, dumps(result))
+        else:
+            write_json(result, ns.json)
+    if ns.junit:
+        if is_stdout(ns.junit):
+            from conformance.report.junit import to_xml
+
+            _to_stdout(ns, to_xml(result))
+        else:
+            write_junit(result, ns.junit)
+    if ns.markdown:
+        from conformance.report.markdown import to_markdown, write_markdown
+
+        if is_stdout(ns.markdown):
+            _to_stdout(ns, to_markdown(result, baseline=verdict, trace=trace))
+        else:
+            write_markdown(result, ns.markdown, baseline=verdict, trace=trace)
+    written = [str(p) for p in (ns.html, getattr(ns, "json", None), ns.junit, ns.markdown)
+               if p and not is_stdout(p)]
+    if written and getattr(ns, "default_reports", False) and not quiet:  # where they went
         print("reports: " + ", ".join(written), file=sys.stderr)
     for why in result.unfinished.values():  # never green: nothing of it ran to its end
         print(f"acp-conformance: not tested: {why}", file=sys.stderr)
@@ -111,6 +155,13 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
     if verdict is not None:
         return EXIT_FAIL if verdict.failed else EXIT_OK
     return EXIT_FAIL if result.failed else EXIT_OK
+
+
+def _to_stdout(ns: argparse.Namespace, text: str) -> None:
+    """The one report named ``-``, on the standard output the run kept for it."""
+    out = getattr(ns, "report_stdout", None) or sys.stdout
+    out.write(text if text.endswith("\n") else text + "\n")
+    out.flush()
 
 
 def certify(ns: argparse.Namespace, result: Any, saved: Any, masker: Any) -> None:

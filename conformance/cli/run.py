@@ -25,7 +25,7 @@ from conformance.cli.options import (
     parse_repeat,
     protocols_of,
 )
-from conformance.cli.output import interrupted, load_baseline, report_run
+from conformance.cli.output import interrupted, is_stdout, load_baseline, report_run
 from conformance.usage import UsageError, env_pairs
 
 
@@ -216,7 +216,7 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
         try:
             def started() -> None:
                 announce_out(ns)
-                if command and profile is None:  # one line: what this run cannot measure
+                if command and profile is None and not ns.quiet:  # what it cannot measure
                     print(no_profile_line(), flush=True)
 
             result = run_client_suite(run, cases, label or command or ns.client_adapter,
@@ -315,20 +315,41 @@ def report_agent_behind(ns: argparse.Namespace, result: Any) -> int:
           "the proxy; not the proxy's):")
     print(console_summary(result, colour=sys.stdout.isatty() and not ns.no_color,
                           verbose=ns.verbose, show=getattr(ns, "show", None) or "failures"))
-    if getattr(ns, "json", None):
+    if getattr(ns, "json", None) and not is_stdout(ns.json):  # stdout holds the proxy's
         path = Path(ns.json)
         write_json(result, path.with_name(path.stem + ".agent" + path.suffix))
     return 1 if result.failed else 0  # the agent's own verdict (the run's is the proxy's)
+
+
+#: The options a role does not use: given with it, they are refused (one line naming the
+#: option and the role), not silently ignored. Demo runs both roles, so it is not held to it.
+NOT_FOR_ROLE = {
+    "agent": ("client_profile", "client_adapter", "proxy_adapts"),
+    "client": ("proxy_adapts", "grace", "model_server", "model_script", "agent_config"),
+    "proxy": ("client", "client_profile", "client_adapter"),
+}
+
+
+def refuse_other_roles(ns: argparse.Namespace, role: str) -> None:
+    for opt in NOT_FOR_ROLE[role]:
+        if getattr(ns, opt, None):
+            tested = {"agent": "--agent", "client": "--client/--client-adapter",
+                      "proxy": "--proxy"}[role]
+            raise UsageError(f"--{opt.replace('_', '-')} does not apply to the {role} role "
+                             f"({tested}): leave it out")
 
 
 def main(args: Sequence[str]) -> int:
     ns = build_parser().parse_args(list(args))
     default_outputs(ns)
     if ns.proxy:
+        refuse_other_roles(ns, "proxy")
         return cmd_proxy(ns)
     if ns.client or ns.client_adapter:
+        refuse_other_roles(ns, "client")
         return cmd_client(ns)
     if not ns.agent:
         raise UsageError("nothing to test: give --agent CMD (or a subcommand: "
                          f"{', '.join(SUBCOMMANDS)})")
+    refuse_other_roles(ns, "agent")
     return cmd_agent(ns, ns.agent, ns.agent)

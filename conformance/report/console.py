@@ -236,10 +236,10 @@ def console_summary(result: RunResult, *, colour: bool | None = None, verbose: b
     if listed:
         lines += ["", LEGEND]
     lines.append("")
-    for i, p in enumerate(versions):  # counts of what the column shows
-        counts = {o: 0 for o in Outcome}
-        for f in (f for per in rows.values() for f in per[p]):
-            counts[f.outcome] += f.faults
+    from conformance.report.coverage import counted
+
+    for i, p in enumerate(versions):  # the one count every report gives (coverage.counted)
+        counts = {o: counted(result, p)[o.value] for o in Outcome}
         lead = "summary:" if i == 0 else ""
         if p in result.unfinished:  # nothing ran to its end: no pass to count
             lines.append(f"{lead:<8} v{p} not tested: {safe(result.unfinished[p])}")

@@ -39,6 +39,26 @@ def exercised_musts(result: RunResult) -> dict[int, tuple[list[str], list[str]]]
     return out
 
 
+def counted(result: RunResult, protocol: int | None = None) -> dict[str, int]:
+    """Faults by outcome (a fault seen many times counts once), in one version or the
+    whole run: the one count the console, JSON, JUnit, HTML, Markdown and the certification
+    bundle give. A rule's not-applicable row in a version the rule does not apply to
+    ("applies to protocol v2 only": the console's "-") is no result and is not counted."""
+    from conformance.checks import all_rules
+
+    versions = {rid: tuple(rule.versions) for rid, rule in all_rules().items()}
+    counts = {o.value: 0 for o in Outcome}
+    for c in result.cases:
+        if protocol is not None and c.protocol != protocol:
+            continue
+        for f in c.findings:
+            if f.outcome is Outcome.NOT_APPLICABLE \
+                    and c.protocol not in versions.get(f.requirement, (c.protocol,)):
+                continue
+            counts[f.outcome.value] += f.faults
+    return counts
+
+
 def coverage(result: RunResult) -> dict[int, dict[str, Any]]:
     """Per protocol version, the MUST requirements of the tested side the run exercised:
     ``exercised`` and ``musts`` (counts), the IDs ``not_exercised``, and those left out of
@@ -66,8 +86,9 @@ def coverage(result: RunResult) -> dict[int, dict[str, Any]]:
 
 
 def partial(result: RunResult) -> str:
-    """"partial: N of M MUST requirements exercised" when some MUST of the tested side
-    went unexercised in a version the run tested (per version when it tested several);
+    """"partial: N of M MUST requirements exercised (not exercised: MID-V2-12)" when some
+    MUST of the tested side went unexercised in a version the run tested (per version when
+    it tested several: "(v1 11 of 11, v2 13 of 14; not exercised: MID-V2-12)");
     "" when every one was exercised. A version the target does not speak (every case
     ``version_unsupported``: the console says so) is left out, unless it is every version
     of the run: then nothing was measured, and the headline says so."""
@@ -78,9 +99,18 @@ def partial(result: RunResult) -> str:
         return ""
     done = sum(c["exercised"] for c in cov.values())
     total = sum(c["musts"] for c in cov.values())
-    each = (" (" + ", ".join(f"v{p} {c['exercised']} of {c['musts']}"
-                             for p, c in sorted(cov.items())) + ")") if len(cov) > 1 else ""
-    return f"partial: {done} of {total} MUST requirements exercised{each}"
+    each = [f"v{p} {c['exercised']} of {c['musts']}"
+            for p, c in sorted(cov.items())] if len(cov) > 1 else []
+    missing = list(dict.fromkeys(r for _, c in sorted(cov.items()) for r in c["not_exercised"]))
+    named = ", ".join(missing[:NAMED]) + (f" and {len(missing) - NAMED} more"
+                                          if len(missing) > NAMED else "")
+    parts = [", ".join(each)] if each else []
+    parts.append(f"not exercised: {named}")
+    return f"partial: {done} of {total} MUST requirements exercised ({'; '.join(parts)})"
+
+
+#: How many unexercised MUST requirements the headline names before "and N more".
+NAMED = 6
 
 
 def say(failed: bool, gap: str) -> str:

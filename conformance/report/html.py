@@ -37,6 +37,7 @@ from conformance.report.catalogue import (
     tally,
     unattributable,
 )
+from conformance.report.coverage import counted
 from conformance.report.html_escape import anchor, esc, esc_block
 from conformance.report.html_wire import transcript_table
 from conformance.report.text import safe
@@ -283,7 +284,7 @@ def to_html(result: RunResult, *, baseline: Any = None, trace: Sequence[TraceRow
     loader = transcripts or load_transcript
     case_index = {c.case: i for i, c in enumerate(result.cases)}
     title = f"acp-conformance: {st.role} {safe(st.target_name or st.target, 80)}"
-    counts = result.counts()
+    counts = counted(result)  # the console's count
     summary = ", ".join(f"{counts[o.value]} {o.value.replace('_', ' ')}" for o in Outcome)
     nav = ['<a href="#statement">statement</a>', '<a href="#requirements">requirements</a>',
            '<a href="#cases">cases</a>']

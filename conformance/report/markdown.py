@@ -30,7 +30,7 @@ from conformance.report.catalogue import (
     source_commit,
     statement,
 )
-from conformance.report.coverage import say
+from conformance.report.coverage import counted, say
 from conformance.report.text import safe
 from conformance.results import SEVERITY, Outcome, RunResult
 from conformance.transcript import write_atomic
@@ -160,7 +160,7 @@ def _traceability(rows: Sequence[TraceRow]) -> list[str]:
 def to_markdown(result: RunResult, *, baseline: Any = None,
                 trace: Sequence[TraceRow] | None = None) -> str:
     st = statement(result)
-    counts = result.counts()
+    counts = counted(result)  # the console's count
     name = st.target_name or st.target
     lines = [f"# acp-conformance: {md(result.role)} {md(name, 100)}", "",
              f"**{st.verdict}**: " + ", ".join(f"{counts[o.value]} {o.value.replace('_', ' ')}"
