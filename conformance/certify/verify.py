@@ -172,6 +172,12 @@ def _verify(root: Path, shown: str, regrade: bool, schema_dir: Path | None) -> V
     regraded = _regrade(root, report, out, schema_dir)
     if regraded is None:
         return out
+    # a signal is a fact of the run, not of any transcript: the report and run.json must
+    # agree on it, and the rebuilt run carries it (an interrupted run is never a pass)
+    if bool(interrupted) != bool(report.interrupted):
+        out.problems.append(f"report.json: interrupted {report.interrupted or 'not at all'}; "
+                            f"run.json says {interrupted or 'not interrupted'}")
+    regraded.interrupted = report.interrupted
     target = out.differences if regrade and named != installed else out.problems
     _compare_rows(report, regraded, target)
     if regrade and named != installed:

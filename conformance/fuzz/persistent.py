@@ -182,6 +182,8 @@ def generate(search: Callable[[int, Any], None], ctx: Any, effort: Any, seed: in
 
     from hypothesis.errors import Flaky
 
+    from conformance.fuzz.keeper import received
+
     again = 0
     while True:
         try:
@@ -189,7 +191,9 @@ def generate(search: Callable[[int, Any], None], ctx: Any, effort: Any, seed: in
                 effort, max_examples=max(1, effort.max_examples - ctx.budget.examples)))
             return
         except Flaky:
-            if ctx.pool is None:  # --fresh-process: as before
+            # --fresh-process: as before; a signal (not the agent) made the repeat differ:
+            # the caller turns it into the interruption it is
+            if ctx.pool is None or received() is not None:
                 raise
             if ctx.enough() or ctx.budget.examples >= effort.max_examples:
                 return  # the search was ending anyway
