@@ -101,7 +101,8 @@ class AcpCase(pytest.Item):
         wanted = {it.order for it in self.session.items if isinstance(it, AcpCase)}
         engine = state.engine_for(self.config, wanted)
         engine.result_at(self.order)
-        cr = workers.as_serial(engine, self.order)  # under -n N, as the serial run gives it
+        # under -n N, as the serial run gives it
+        cr = workers.as_serial(engine, self.order, state.control(self.config))
         self.result = cr
         self.agent_result = state.agent_cases.get(cr.case)
         if self.agent_result is not None:  # the agent's own findings: shown, never the proxy's
@@ -132,7 +133,8 @@ class AcpCase(pytest.Item):
         unfinished = "" if cr.completed else engine.unfinished(self.protocol)
         carrier = workers.carrier(engine, cr) if unfinished else ""
         if carrier:  # one root cause, one failed item: the others name it, never silently
-            pytest.skip(f"not run: v{self.protocol} was settled by the fault {carrier} reports")
+            pytest.skip(f"not run: v{self.protocol} was settled by the fault that {carrier} "
+                        f"{'report' if ' and ' in carrier else 'reports'}")
         if unfinished:  # the engine fails the run: this case is why, never a silent skip
             pytest.fail(f"{cr.case}: {cr.note} ({cr.reason.value if cr.reason else 'aborted'})"
                         f"; the run fails: {unfinished}", pytrace=False)
