@@ -21,8 +21,9 @@ owns the rest, once for all of them:
 
 The command line runs a whole plan (:func:`run_suite`, serially or with ``--jobs``);
 the pytest plugin runs it one item at a time (:meth:`Engine.result_at`) and reports
-each case as the engine decided (:meth:`Engine.unfinished`). No role or shell writes
-its own loop.
+each case as the engine decided (:meth:`Engine.unfinished`; under pytest-xdist, where a
+worker holds only some cases, :meth:`Engine.as_serial`). No role or shell writes its own
+loop.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from conformance.lifecycle import (
     save,
 )
 from conformance.masking import Masker
-from conformance.results import CaseResult, Reason, RunResult
+from conformance.results import CaseResult, Outcome, Reason, RunResult
 from conformance.usage import UsageError
 
 __all__ = ["Engine", "NothingToRun", "RunInterrupted", "Shortcut", "Signals", "Suite",
@@ -147,6 +148,12 @@ class Shortcut:
             self.stopped[p] = (f"not run: {why}", Reason.NOT_RUN)
 
 
+def played(cr: CaseResult | None) -> bool:
+    """Whether ``cr`` was played (not a not-run result of the shortcut)."""
+    return cr is not None and not (cr.reason is Reason.NOT_RUN and not cr.every_case
+                                   and not any(f.outcome is Outcome.FAIL for f in cr.findings))
+
+
 #: How a role plays one case: (protocol, case, the run's signals or None, the case's cutoff).
 Play = Callable[[int, Case, "Signals | None", Cutoff], CaseResult]
 
@@ -219,6 +226,7 @@ class Engine:
         self.run_cut = Cutoff(time.monotonic() + run.deadline if run.deadline else None)
         self.done: dict[int, CaseResult] = {}  # plan index -> result (one item at a time)
         self.wanted: set[int] | None = None  # the plan indices a shell will ask for (None: all)
+        self.carriers: dict[int, str] = {}  # version -> the items carrying what settled it
         self.repeat = max(1, int(getattr(run, "repeat", 1) or 1))
         self.result.repeat = self.repeat
 
@@ -316,6 +324,61 @@ class Engine:
         probe = RunResult(__version__, "", self.suite.role, [protocol], "", False, cases=cases)
         conclude(probe)
         return probe.unfinished.get(protocol, "")
+
+    def as_serial(self, order: int, control: Callable[[int], CaseResult]) -> CaseResult:
+        """The result of the plan's ``order``-th case as a serial run of the same items gives it
+        (``conformance.pytest_plugin.workers``: under pytest-xdist a worker holds only some
+        of the cases); ``control(j)`` plays the plan's ``j``-th case apart, for its result.
+        A case that ended with a fault is decided from the version's cases before it in plan
+        order, as a serial run decides it; ``carriers[protocol]`` then names the items that
+        carry the fault which settled the version."""
+        cr: CaseResult = self.done[order]
+        p = cr.protocol
+        if not played(cr) or not (cr.every_case or cr.fault):
+            return cr
+        wanted = self.wanted
+        serial, reached = Shortcut(self.shortcut.keep_going), False
+        faulted: list[str] = []
+        for j, (q, _) in enumerate(self.suite.plan):
+            if q != p or (wanted is not None and j not in wanted):
+                continue
+            if p in serial.stopped:
+                break
+            mine = self.done.get(j)
+            if j < order:
+                ran = mine if mine is not None and played(mine) else control(j)
+                if ran.fault or ran.every_case or ran.aborted:
+                    cid, _, version = ran.case.partition("@v")
+                    faulted.append(f"{cid}[v{version}]")
+            elif j == order:
+                ran, reached = cr, True
+            elif mine is not None and played(mine):  # played ahead here, in plan order
+                ran = mine
+            else:
+                break
+            serial.after(ran)
+        self._adopt(p, serial, order)
+        if reached:  # the serial run plays it too: it is its own
+            return cr
+        note, reason = serial.stopped[p]
+        if cr.transcript_path:  # a serial run never played it: no transcript of play
+            Path(cr.transcript_path).unlink(missing_ok=True)
+        self.done[order] = result = not_run(self.suite.plan[order][1], p, note, reason)
+        self.carriers[p] = " and ".join(faulted)
+        return result
+
+    def _adopt(self, p: int, serial: Shortcut, order: int) -> None:
+        """The worker's shortcut for version ``p`` becomes the serial one; not-run results it
+        decided ahead from its own order are dropped, to be decided again when asked."""
+        if p in serial.last:
+            self.shortcut.last[p] = serial.last[p]
+        if p in serial.stopped:
+            self.shortcut.stopped[p] = serial.stopped[p]
+        else:
+            self.shortcut.stopped.pop(p, None)
+        for j, done in list(self.done.items()):
+            if done.protocol == p and j != order and not played(done):
+                del self.done[j]
 
     # -- the end ----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from conformance.pytest_plugin import workers
 from conformance.pytest_plugin.state import STATE
 
 if TYPE_CHECKING:
@@ -99,7 +100,9 @@ class AcpCase(pytest.Item):
         state = self.config.stash[STATE]
         wanted = {it.order for it in self.session.items if isinstance(it, AcpCase)}
         engine = state.engine_for(self.config, wanted)
-        cr = engine.result_at(self.order)
+        engine.result_at(self.order)
+        # under -n N, as the serial run gives it
+        cr = workers.as_serial(engine, self.order, state.control(self.config))
         self.result = cr
         self.agent_result = state.agent_cases.get(cr.case)
         if self.agent_result is not None:  # the agent's own findings: shown, never the proxy's
@@ -128,6 +131,10 @@ class AcpCase(pytest.Item):
             listed = sorted({f.requirement for f in verdict.expected})
             pytest.xfail(f"baseline lists {len(verdict.expected)} failure(s): {', '.join(listed)}")
         unfinished = "" if cr.completed else engine.unfinished(self.protocol)
+        carrier = workers.carrier(engine, cr) if unfinished else ""
+        if carrier:  # one root cause, one failed item: the others name it, never silently
+            pytest.skip(f"not run: v{self.protocol} was settled by the fault that {carrier} "
+                        f"{'report' if ' and ' in carrier else 'reports'}")
         if unfinished:  # the engine fails the run: this case is why, never a silent skip
             pytest.fail(f"{cr.case}: {cr.note} ({cr.reason.value if cr.reason else 'aborted'})"
                         f"; the run fails: {unfinished}", pytrace=False)
