@@ -10,7 +10,9 @@ Equal text alone proves nothing (two real messages may say the same thing), so a
 restatement R of kind K is a chunk or upsert whose text (text blocks joined,
 trimmed) equals the joined text of the run of K chunks just before it: those since
 the previous K message update (or the previous user message), under one ID,
-ID-less, or a new ID each, with other updates allowed in between. The run needs at
+ID-less, or a new ID each, with other updates allowed in between (outside a live
+turn a user run ends at the reply: a replay holds many turns under one turn index,
+and the next user message is the next turn's). The run needs at
 least two chunks and ``MIN_TEXT`` characters, so a repeated one-chunk "Done." is
 never flagged.
 """
