@@ -97,6 +97,35 @@ def test_no_restatement_passes(protocol: int, body: list[Line]) -> None:
                                      "MID-A-10/same-id-chunk"}, found  # really judged
 
 
+ASK = "Read a file in the working directory, then summarise it."
+LINK = {"type": "resource_link", "name": "notes", "uri": "file:///project/notes.txt"}
+
+
+def load_replay(body: list[Line]) -> list[Line]:
+    """A v1 session with one turn, then a session/load whose replay is ``body``."""
+    return [*start(1), *v1_turn(2, chunks("a")),
+            req(5, "session/load", sessionId="s", cwd="/", mcpServers=[]), *body, res(5)]
+
+
+def test_a_replayed_turn_is_not_a_restatement_of_the_turn_before() -> None:
+    """A replay holds many turns under one turn index: a prompt of text and a link (two user
+    chunks), its reply, then a next prompt of the same text under its own ID is the next
+    turn's user message, not the first one restated (K.6: one turn, live or replayed).
+    The reference agent replays the fuzzer's prompts this way."""
+    replay = [upd("user_message_chunk", "u1", content=text(ASK)),
+              upd("user_message_chunk", "u1", content=LINK), *chunks("a1"),
+              upd("user_message_chunk", "u2", content=text(ASK)), *chunks("a2", ["Done ", "again."])]
+    found = outcomes(load_replay(replay), 1, ["MID-A-10"])
+    assert not {"warn", "fail"} & set(found), found
+    assert "MID-A-10/new-id" in found.get("pass", set()), found  # really judged
+    # the control: restated before any reply, inside one replayed turn, it is still warned
+    restated = [upd("user_message_chunk", "u1", content=text(ASK[:20])),
+                upd("user_message_chunk", "u1", content=text(ASK[20:])),
+                upd("user_message_chunk", "u2", content=text(ASK)), *chunks("a1")]
+    assert outcomes(load_replay(restated), 1, ["MID-A-10"]).get("warn") == {
+        "MID-A-10/new-id"}
+
+
 REPLAYED = [upd("user_message", "u2", content=[text("Hello")]),
             upd("agent_message", "a", content=[text(WHOLE)])]
 MARKER = upd("replay_complete")

@@ -10,7 +10,9 @@ Equal text alone proves nothing (two real messages may say the same thing), so a
 restatement R of kind K is a chunk or upsert whose text (text blocks joined,
 trimmed) equals the joined text of the run of K chunks just before it: those since
 the previous K message update (or the previous user message), under one ID,
-ID-less, or a new ID each, with other updates allowed in between. The run needs at
+ID-less, or a new ID each, with other updates allowed in between (outside a live
+turn a user run ends at the reply: a replay holds many turns under one turn index,
+and the next user message is the next turn's). The run needs at
 least two chunks and ``MIN_TEXT`` characters, so a repeated one-chunk "Done." is
 never flagged.
 """
@@ -22,7 +24,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.events import MessageEvent, RepeatRun, ReplayStart
+from conformance.checks.events import LIVE, MessageEvent, RepeatRun, ReplayStart
 from conformance.checks.wire import short
 
 MIN_CHUNKS = 2
@@ -126,6 +128,10 @@ class Restatement(Checker):
         # (conn, session, epoch, turn, phase) -> kind -> its run of chunks
         self.runs: dict[tuple[Any, ...], dict[str, _Run]] = {}
         self.streamed = False  # a run long enough to be restated was seen (exercised)
+        # A message of another kind came after the scope's user run: outside a live turn
+        # (a replay holds many turns under one turn index) the next user message is then
+        # the next turn's, never a restatement of the one before (catalogue K.6: one turn).
+        self.answered = False
 
     def on_replay_start(self, ev: ReplayStart) -> None:
         for key in [k for k in self.runs if k[1] == ev.session]:
@@ -137,10 +143,22 @@ class Restatement(Checker):
         if runs is None:
             self.runs.clear()  # one scope at a time: a new turn or phase ends the old runs
             runs = self.runs[scope] = {}
+            self.answered = False
         return runs
+
+    def _next_turn(self, runs: dict[str, _Run], ev: MessageEvent) -> None:
+        """Outside a live turn, a user message after the reply to the one before starts the
+        next (replayed) turn: the previous user message's run is over."""
+        if ev.kind != "user":
+            self.answered = True
+            return
+        if self.answered and ev.phase != LIVE:
+            runs.pop("user", None)
+        self.answered = False
 
     def on_message(self, ev: MessageEvent) -> None:
         runs = self._runs(ev)
+        self._next_turn(runs, ev)
         if ev.kind == "user":  # a user message starts a turn (in replay too)
             for kind in [k for k in runs if k != "user"]:
                 del runs[kind]
@@ -158,6 +176,7 @@ class Restatement(Checker):
         """A settled run of chunks of one message: what on_message does for each."""
         first = rr.first
         runs = self._runs(first)
+        self._next_turn(runs, first)
         for seq, text in zip(rr.seqs, rr.texts(), strict=False):
             self._chunk(runs, first, seq, text)
 
