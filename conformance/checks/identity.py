@@ -148,14 +148,14 @@ class Uniqueness(Checker):
         elif not v2:
             if len(st.turns) > 1:
                 self.exercised("MID-A-02/cross-turn-reuse")
-            pair = (ev.session, prev.turn, tk) if prev is not None else None
-            if pair is not None and prev.turn != tk and (ev.session, prev.turn) in self.cancelled_turns:
+            cancelled_prior = (prev is not None and prev.turn != tk
+                               and (ev.session, prev.turn) in self.cancelled_turns)
+            if prev is not None and cancelled_prior:
                 # The benefit of the doubt: how many of the cancelled turn's IDs the target
                 # wrote before it read the cancel is the race, so the reuse is one finding
                 # per pair of turns (its first reuse, which the untimed head decides).
-                if pair in self.cancelled_pairs:
-                    pair = None
-                else:
+                pair = (ev.session, prev.turn, tk)
+                if pair not in self.cancelled_pairs:
                     self.cancelled_pairs.add(pair)
                     self.found("MID-A-02/cross-turn-reuse",
                                f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn, ev.epoch.index)} "
