@@ -205,6 +205,25 @@ def test_an_id_written_before_the_cancel_is_a_prior_use() -> None:
     assert faults == ["agent ID 'm3' of turn 1 reappears in turn 2"], faults
 
 
+def test_where_the_cancel_falls_in_a_cancelled_turn_moves_no_reuse_row() -> None:
+    """The demo's race: the suite cancels after the turn's first output, and whether the
+    agent's next message (m3) was written before or after it read the cancel is timing.
+    A later turn reusing the cancelled turn's IDs is one row per pair of turns, worded by
+    its first reuse, wherever the cancel falls (CI saw an extra m3 row in some runs)."""
+    body = [chunk("m2", "Thinking", "agent_thought_chunk"), chunk("m3", "Here is "),
+            chunk("m3", "the reply.")]
+    seen = []
+    for at in (1, 2, 3):
+        lines = start(1) + v1_turn(2, *body[:at], cancel=True) + [
+            CANCEL, *body[at:], res(2, {"stopReason": "cancelled"})]
+        lines += v1_turn(3, chunk("m2", "Thinking", "agent_thought_chunk"), chunk("m3", "Hi."))
+        seen.append(sorted((f.requirement, f.outcome.value, f.message)
+                           for f in v1_graded(lines, ["MID-A-02"]) if f.outcome.value == "fail"))
+    assert all(rows == seen[0] for rows in seen), seen
+    assert [m for r, _, m in seen[0] if r == "MID-A-02/cross-turn-reuse"] == [
+        "thought ID 'm2' of turn 1 reappears in turn 2"], seen[0]
+
+
 def v2_counter_turn(rid: int, words: str) -> list[Line]:
     """A v2 turn of an agent whose ID counter restarts every prompt (the demo's bug)."""
     return [res(rid, {"messageId": "msg_1"}), whole("user_message", "msg_1", words),

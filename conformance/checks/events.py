@@ -107,6 +107,8 @@ class TurnEnd:
     protocol: int
     response: dict[str, Any] | None  # the v1/v2 prompt response result
     ended_by: str  # "response" | "idle" | "error" | "connection-closed"
+    # the session/cancel the suite wrote while the turn ran (its entry; -1: none)
+    cancelled: int = -1
 
 
 @dataclass(slots=True)

@@ -82,6 +82,11 @@ class Uniqueness(Checker):
         self.session_of_id: dict[str, str] = {}
         self.cross_session_reported = False
         self.response_ids: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
+        # turns the suite cancelled while they ran, and the (cancelled turn, later turn)
+        # pairs already graded: which of a cancelled turn's IDs came before the cancel is
+        # the suite's race, so a later turn's reuse of them is one finding per pair
+        self.cancelled_turns: set[tuple[str, Any]] = set()
+        self.cancelled_pairs: set[tuple[str, Any, Any]] = set()
 
     def _state(self, ev: MessageEvent) -> _EpochState:
         key = (ev.session, ev.epoch.index)
@@ -143,7 +148,21 @@ class Uniqueness(Checker):
         elif not v2:
             if len(st.turns) > 1:
                 self.exercised("MID-A-02/cross-turn-reuse")
-            if prev is not None and prev.turn != tk:
+            cancelled_prior = (prev is not None and prev.turn != tk
+                               and (ev.session, prev.turn) in self.cancelled_turns)
+            if prev is not None and cancelled_prior:
+                # The benefit of the doubt: how many of the cancelled turn's IDs the target
+                # wrote before it read the cancel is the race, so the reuse is one finding
+                # per pair of turns (its first reuse, which the untimed head decides).
+                pair = (ev.session, prev.turn, tk)
+                if pair not in self.cancelled_pairs:
+                    self.cancelled_pairs.add(pair)
+                    self.found("MID-A-02/cross-turn-reuse",
+                               f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn, ev.epoch.index)} "
+                               f"reappears in {_turn_name(tk, ev.epoch.index)}",
+                               key=pair, entries=[prev.seq, ev.seq],
+                               expected="a fresh ID per message", actual=short(mid))
+            elif prev is not None and prev.turn != tk:
                 self.found("MID-A-02/cross-turn-reuse",
                            f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn, ev.epoch.index)} reappears in "
                            f"{_turn_name(tk, ev.epoch.index)}",
@@ -187,6 +206,10 @@ class Uniqueness(Checker):
                 of_kind[mid] = seen
             if other is None:
                 st.by_id[mid] = seen
+
+    def on_turn_end(self, ev: TurnEnd) -> None:
+        if ev.cancelled >= 0:
+            self.cancelled_turns.add((ev.session, ("live", ev.turn, ev.epoch.index)))
 
     def on_accepted(self, ev: PromptAccepted) -> None:
         """v2: two prompts of one session (identical ones too) get two user-message IDs, so

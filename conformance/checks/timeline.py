@@ -535,12 +535,12 @@ class Timeline:
                 return
             s.turn_open = False
             s.turn_request = None
-            s.cancel_seq = -1
+            cancelled, s.cancel_seq = s.cancel_seq, -1
             stop = result.get("stopReason") if isinstance(result, dict) else None
             s.last_stop = stop if ok else "error"
             yield TurnEnd(entry.seq, entry.conn, pending.session, s.epoch, s.turn, stop,
                           conn.protocol, result if isinstance(result, dict) else None,
-                          "response" if ok else "error")
+                          "response" if ok else "error", cancelled)
         elif pending.method in ("session/load", "session/resume") and pending.session:
             s = self._session(pending.session, entry.conn, entry.seq)
             if s.replay is None:
@@ -560,12 +560,12 @@ class Timeline:
             s.accepted.discard(turn)
             stop = s.pending_idle.pop(0)
             s.turn_open = bool(s.open)
-            s.cancel_seq = -1
+            cancelled, s.cancel_seq = s.cancel_seq, -1
             if not s.turn_open:
                 s.last_stop = stop
                 s.pending_idle.clear()
             yield TurnEnd(entry.seq, entry.conn, sid, s.epoch, turn, stop, protocol, None,
-                          "idle")
+                          "idle", cancelled)
 
     def _close_conn(self, entry: Entry) -> Iterator[Event]:
         for sid, s in self.sessions.items():
