@@ -3,10 +3,18 @@
 A proxy run with ``--acp-agent`` also gathers the real agent's own results: they are
 rendered apart (their own terminal section, ``NAME.agent.json`` beside ``--acp-json``),
 as the command line's ``report_agent_behind`` does; the session's verdict is the proxy's.
+
+SIGINT or SIGTERM during the session stops the case in progress (its target ends) and the
+session, as Ctrl-C stops any pytest session; every report then says ``interrupted`` (the
+signal's name) with the verdict ``interrupted``, keeps the cases graded before it and lists
+the rest as not run, and the session exits 128+N as the command line does (not pytest's own
+2: one exit status for an interrupted run in every shell, which the Action reads too).
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +30,23 @@ class Reports:
         self.config = config
         self.cases: dict[int, dict[str, Any]] = {}
         self.agents: dict[int, dict[str, Any]] = {}  # the real agent's, behind a proxy
+        self.signum = 0  # the signal that interrupted the session (0: none did)
+        self._old: dict[int, Any] = {}
+        if not hasattr(config, "workerinput") and \
+                threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._interrupt)
+
+    def _interrupt(self, signum: int, frame: Any) -> None:
+        """The first signal ends the session as Ctrl-C does (KeyboardInterrupt: the target of
+        the case in progress is stopped); later ones are noted only, so reports are not torn."""
+        if not self.signum:
+            self.signum = signum
+            raise KeyboardInterrupt
+
+    def pytest_unconfigure(self) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "acp_case", None)
@@ -52,12 +77,27 @@ class Reports:
             result.cases.append(cr)
             if not result.target_info and cr.target_info.get("name"):
                 result.target_info = dict(cr.target_info)
+        if self.signum:
+            self.mark_interrupted(result)
         from conformance.grading import conclude
 
         conclude(result, self.config.getoption("acp_deadline"))  # as the engine concludes
         if behind:
             result.cut = self.result().cut  # the proxy's run was cut, or not
         return result
+
+    def mark_interrupted(self, result: Any) -> None:
+        """As the engine's ``mark_interrupted``: the run says which signal stopped it, keeps
+        what was graded and lists every case of the plan it did not grade as not run."""
+        from conformance.lifecycle import not_run
+
+        name = signal.Signals(self.signum).name
+        result.interrupted = name
+        graded = {c.case: c for c in result.cases}
+        note = f"not run: the run was interrupted by {name}"
+        result.cases = [graded.get(f"{case.id}@v{protocol}")
+                        or not_run(case, protocol, note, cut=name)
+                        for protocol, case in self.config.stash[STATE].plan]
 
     def agent_behind(self) -> Any:
         """The real agent's result behind a proxy, masked (None: no agent behind)."""
@@ -67,9 +107,13 @@ class Reports:
         result = self.result(behind=True)
         return masker.data(result) if masker else result
 
+    @pytest.hookimpl(tryfirst=True)  # before --junitxml writes its file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
             return
+        if self.signum:  # 128+N, as the command line exits when interrupted
+            session.exitstatus = 128 + self.signum
+            self.junit_interrupted(signal.Signals(self.signum).name)
         opt = self.config.getoption
         if not (opt("acp_json") or opt("acp_html") or opt("acp_markdown")
                 or opt("acp_certify") or opt("acp_badge")):
@@ -101,6 +145,16 @@ class Reports:
             write_markdown(result, Path(opt("acp_markdown")), baseline=verdict, trace=trace)
         self.certify(result)
 
+    def junit_interrupted(self, name: str) -> None:
+        """pytest's ``--junitxml`` says so too, as the command line's JUnit does: the
+        test suite's properties ``verdict`` (interrupted) and ``interrupted`` (the signal)."""
+        from _pytest.junitxml import xml_key  # pytest's own writer; no public handle to it
+
+        xml = self.config.stash.get(xml_key, None)
+        if xml is not None:
+            xml.add_global_property("verdict", "interrupted")
+            xml.add_global_property("interrupted", name)
+
     def certify(self, result: Any) -> None:
         """``--acp-certify DIR`` and ``--acp-badge PATH``, as the command line writes them."""
         import shlex
@@ -121,7 +175,7 @@ class Reports:
             write_badge(result, Path(opt("acp_badge")))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if hasattr(self.config, "workerinput") or not self.cases:
+        if hasattr(self.config, "workerinput") or not (self.cases or self.signum):
             return
         state = self.config.stash[STATE]
         result = self.result()
