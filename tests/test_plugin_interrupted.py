@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
 from harness import AGENTS, agent_command, cli_env
-from test_interrupted_verdicts import wait_ready
+from helpers import wait_ready
 
 
 def interrupted_session(tmp_path: Path, agent: str, sig: signal.Signals,
