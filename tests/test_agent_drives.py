@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO_ROOT, cli_report, outcomes
 
 from conformance import transcript
-from conformance.agent.driver import CANCEL_SHARE
+from conformance.agent.turns import CANCEL_SHARE
 from conformance.transcript import Entry
 
 WAITS_FOR_CANCEL = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'agents' / 'waits_for_cancel.py'}"

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from conformance.agent.driver import ClientDriver, RequestRefused, _RpcError
+from conformance.agent.driver import ClientDriver
+from conformance.agent.faults import RequestRefused, _RpcError
 from conformance.agent.steps import Step, StepError, split
 
 INVALID_PARAMS = -32602

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.agent.driver import RequestRefused, _RpcError
+from conformance.agent.faults import RequestRefused, _RpcError
 from conformance.agent.player import StepDriver, perform
 from conformance.cases import Case
 from conformance.checks import Options

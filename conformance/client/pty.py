@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.agent.driver import CUT_POLL, TURN_TIMEOUT_FACTOR
+from conformance.agent.connection import CUT_POLL, TURN_TIMEOUT_FACTOR
 from conformance.client.channel import SuiteSide
 from conformance.client.double_engine import DoubleTally
 from conformance.client.profile import Profile, parse_messages, screen_lines, strip_ansi

@@ -58,7 +58,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from conformance.agent.driver import DriveAborted, NotTestable
+from conformance.agent.faults import DriveAborted, NotTestable
 from conformance.agent.player import perform
 from conformance.agent.steps import Step
 from conformance.checks import Options

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.agent.driver import GRACE, DriveAborted, NotTestable
+from conformance.agent.connection import GRACE
+from conformance.agent.faults import DriveAborted, NotTestable
 from conformance.agent.player import StepDriver, perform
 from conformance.agent.steps import Step, StepError
 from conformance.controlstream import PING
