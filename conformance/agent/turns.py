@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import model
@@ -29,6 +30,21 @@ CANCEL_SHARE = 0.5
 
 #: What a prompt step's ``invalid_key`` sends as ``idempotencyKey`` (outside 1 to 255).
 INVALID_KEYS = {"empty": "", "too-long": "k" * 256}
+
+
+@dataclass
+class Turn:
+    """What one :meth:`Turns.prompt` has seen of its turn so far."""
+
+    idle: bool = False  # an idle state_update ended the running turn
+    agent_output: bool = False  # a chunk or message of the agent's
+    cancel_sent: bool = False
+    state_seen: bool = False  # any state_update
+    v1_turn: bool = False  # v2 negotiated, but the turn ended the v1 way
+    all_echoed: bool = False  # an idle after the echoes of every ID awaited
+    updates: int = 0  # the turn's session/update notifications so far (for cancel_after)
+    response: Entry | None = None  # the prompt response, once it arrives
+    needed: list[Any] = field(default_factory=list)  # IDs whose echoes end the turns waited on
 
 
 class Turns(Connection):
@@ -90,35 +106,31 @@ class Turns(Connection):
         cancel_at = time.monotonic() + CANCEL_SHARE * self.timeout
         cancelling = cancel or cancel_after is not None
         in_flight = in_flight and self.protocol >= 2
-        state: dict[str, bool] = {"idle": False, "agent_output": False, "cancel_sent": False,
-                                  "state_seen": False, "v1_turn": False, "all_echoed": False}
-        updates = [0]  # the turn's session/update notifications so far (for cancel_after)
+        flight = self.flight  # earlier in-flight prompts: the IDs their responses named
+        turn = Turn(needed=list(flight))
 
         def send_cancel() -> None:
-            state["cancel_sent"] = True
+            turn.cancel_sent = True
             self.cancelled.add(sid)
             self.notify("session/cancel", {"sessionId": sid})
 
         if cancel_after == 0:
             send_cancel()
-        response: list[Entry] = []  # the prompt response, once it arrives
-        flight = self.flight  # earlier in-flight prompts: the IDs their responses named
-        needed: list[Any] = list(flight)
 
         if not flight:
             self.turn_running = False  # no turn of this session runs before this prompt
 
         def on_update(entry: Entry, update: dict[str, Any]) -> None:
             kind = update.get("sessionUpdate")
-            updates[0] += 1
-            if (cancel_after is not None and not state["cancel_sent"]
-                    and updates[0] >= cancel_after):
+            turn.updates += 1
+            if (cancel_after is not None and not turn.cancel_sent
+                    and turn.updates >= cancel_after):
                 send_cancel()
             if kind == "state_update":
-                state["state_seen"] = True
+                turn.state_seen = True
             if kind in ("agent_message_chunk", "agent_thought_chunk", "agent_message",
                         "agent_thought"):
-                state["agent_output"] = True
+                turn.agent_output = True
             if kind in ("user_message", "user_message_chunk"):
                 self.echoed.add(update.get("messageId"))
             if rid in self.responses or kind in model.WITH_SESSION_KINDS or kind in (
@@ -128,45 +140,45 @@ class Turns(Connection):
             if (kind == "state_update" and update.get("state") == "idle"
                     and self.turn_running):
                 self.turn_running = False
-                state["idle"] = True
+                turn.idle = True
                 self.idles += 1
-                if needed and all(m in self.echoed for m in needed):
-                    state["all_echoed"] = True
+                if turn.needed and all(m in self.echoed for m in turn.needed):
+                    turn.all_echoed = True
 
         def done() -> bool:
-            if cancel and cancel_after is None and not state["cancel_sent"] and (
-                    state["agent_output"] or time.monotonic() >= cancel_at):
-                if not state["agent_output"]:
+            if cancel and cancel_after is None and not turn.cancel_sent and (
+                    turn.agent_output or time.monotonic() >= cancel_at):
+                if not turn.agent_output:
                     self.note("cancel sent before any agent output",
                               {"after_seconds": CANCEL_SHARE * self.timeout})
                     self._clock("cancel timer", CANCEL_SHARE * self.timeout, "--timeout",
                                 "half of --timeout: no agent output came to cancel at")
                 send_cancel()
-            if rid in self.responses and not response:
-                response.append(self.responses[rid])
-                if isinstance(response[0].msg, dict) and "result" in response[0].msg:
+            if rid in self.responses and turn.response is None:
+                turn.response = self.responses[rid]
+                if isinstance(turn.response.msg, dict) and "result" in turn.response.msg:
                     self.turn_running = True  # accepted: the next idle may end its turn
-                result = response[0].msg.get("result") if isinstance(
-                    response[0].msg, dict) else None
+                result = turn.response.msg.get("result") if isinstance(
+                    turn.response.msg, dict) else None
                 mid = result.get("messageId") if isinstance(result, dict) else None
                 if isinstance(mid, str):
-                    needed.append(mid)
-            if not response:
+                    turn.needed.append(mid)
+            if turn.response is None:
                 return False
             if self.protocol >= 2:
-                resp = response[0]
+                resp = turn.response
                 if isinstance(resp.msg, dict) and "error" in resp.msg:
                     return True
                 result = resp.msg.get("result") if isinstance(resp.msg, dict) else None
                 if (self.check_spoken_version and isinstance(result, dict)
-                        and "stopReason" in result and not state["state_seen"]):
-                    state["v1_turn"] = True  # a v1 turn end: no idle will come
+                        and "stopReason" in result and not turn.state_seen):
+                    turn.v1_turn = True  # a v1 turn end: no idle will come
                     return True
                 if in_flight:
                     return True
                 if flight:  # this turn and every earlier one in flight
-                    return self.idles >= len(flight) + 1 or state["all_echoed"]
-                return bool(state["idle"])
+                    return self.idles >= len(flight) + 1 or turn.all_echoed
+                return turn.idle
             return True
 
         try:
@@ -174,8 +186,8 @@ class Turns(Connection):
                 "the prompt to end (idle state_update)" if self.protocol >= 2
                 else "the session/prompt response"))
         except DriveTimeout as exc:
-            result = response[0].msg.get("result") if response and isinstance(
-                response[0].msg, dict) else None
+            result = turn.response.msg.get("result") if turn.response is not None and isinstance(
+                turn.response.msg, dict) else None
             if self.protocol >= 2 and isinstance(result, dict) and "stopReason" in result:
                 raise SameForEveryCase(
                     "the agent negotiated v2 but ended the turn the v1 way (stopReason in the "
@@ -186,11 +198,11 @@ class Turns(Connection):
         finally:
             self.cancelled.discard(sid)
         self.responses.pop(rid, None)
-        if state["v1_turn"]:
+        if turn.v1_turn:
             raise NegotiationFailed("the agent answered protocolVersion 2, then ended a turn "
                                     "the v1 way (stopReason in the session/prompt response, no "
                                     "state_update)")
-        msg = response[0].msg if response else None
+        msg = turn.response.msg if turn.response is not None else None
         result = msg.get("result") if isinstance(msg, dict) else None
         if (self.check_spoken_version and self.protocol < 2 and isinstance(result, dict)
                 and "stopReason" not in result):
@@ -201,9 +213,9 @@ class Turns(Connection):
         error = msg.get("error") if isinstance(msg, dict) and "error" in msg else None
         if in_flight:  # its turn goes on: the next prompt waits for it too
             if error is None:  # a refused prompt starts no turn
-                flight.extend(needed[len(flight):] or [None])  # None: a response without an ID
+                flight.extend(turn.needed[len(flight):] or [None])  # None: a response without an ID
         else:
-            late = [m for m in needed if isinstance(m, str) and m not in self.echoed]
+            late = [m for m in turn.needed if isinstance(m, str) and m not in self.echoed]
             if late and self.protocol >= 2 and not cancelling and self.proc is not None:
                 # Idle came, but not the echo of an ID a response named (an agent that
                 # queued the prompt echoes it when its turn starts): a grace window records
