@@ -135,3 +135,32 @@ def test_one_cancel_mechanism_for_every_prompt_step(tmp_path: Path, protocol: in
         answer = next(m for src, m in msgs if src == "agent" and "result" in m
                       and isinstance(m["result"], dict) and "stopReason" in m["result"])
         assert answer["result"]["stopReason"] == "cancelled"
+
+
+@pytest.mark.parametrize("profile", ["acp-schema-1.21", "acp-sdk-2.4.0"])
+def test_the_driver_takes_the_profile_it_is_given_not_the_header(tmp_path: Path,
+                                                                  profile: str) -> None:
+    """The run's profile is passed in: a v2 prompt carries an idempotencyKey exactly when
+    that profile has keys, whatever the transcript header names (here the other one)."""
+    from conformance import profiles
+    from conformance.agent.player import StepDriver, perform
+    from conformance.transcript import Transcript
+
+    other = "acp-sdk-2.4.0" if profile == "acp-schema-1.21" else "acp-schema-1.21"
+    transcript = Transcript({"role": "agent", "protocol": 2, "profile": other, "case": "keys"})
+    driver = StepDriver([sys.executable, "-m", "conformance.reference.agent"], transcript,
+                        protocol=2, timeout=10, cwd=str(tmp_path),
+                        env={"PYTHONPATH": str(REPO_ROOT)}, profile=profiles.get(profile))
+    try:
+        for step in ("start", "new_session", {"prompt": {"text": "Hello."}}):
+            perform(driver, step)
+    finally:
+        driver.stop()
+    prompts = [e.msg for e in transcript.entries if e.src == "client"
+               and isinstance(e.msg, dict) and e.msg.get("method") == "session/prompt"]
+    assert len(prompts) == 1
+    key = prompts[0]["params"].get("idempotencyKey")
+    if profiles.get(profile).idempotency_keys:
+        assert isinstance(key, str) and key.startswith("key-") and len(key) == 28
+    else:
+        assert key is None

@@ -18,6 +18,7 @@ from conformance.agent.faults import DriveAborted, NotTestable, RequestRefused, 
 from conformance.agent.handshake import Handshake
 from conformance.agent.turns import Turns
 from conformance.lifecycle import Cutoff
+from conformance.profiles import Profile
 from conformance.results import Reason
 from conformance.transcript import Entry, Transcript
 
@@ -26,14 +27,17 @@ NO_SESSION_CAPABILITY = ("the agent negotiated v2 but does not advertise capabil
 
 
 class ClientDriver(Handshake, Turns):
-    """Plays the ACP client over a TargetProcess, one connection at a time."""
+    """Plays the ACP client over a TargetProcess, one connection at a time.
+
+    ``profile``: the run's profile (its idempotency keys, see :class:`Turns`)."""
 
     def __init__(self, argv: Sequence[str], transcript: Transcript, *, protocol: int,
                  timeout: float, cwd: str, env: Mapping[str, str] | None = None,
                  turn_timeout: float | None = None, cutoff: Cutoff | None = None,
-                 grace: float | None = None) -> None:
+                 grace: float | None = None, profile: Profile | None = None) -> None:
         super().__init__(argv, transcript, protocol=protocol, timeout=timeout, cwd=cwd,
-                         env=env, turn_timeout=turn_timeout, cutoff=cutoff, grace=grace)
+                         env=env, turn_timeout=turn_timeout, cutoff=cutoff, grace=grace,
+                         profile=profile)
 
     # -- session steps ----------------------------------------------------
     def new_session(self) -> str:

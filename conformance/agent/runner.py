@@ -147,7 +147,7 @@ class AgentDrive:
         env = case_env(env, self.home.name)
         self.driver = StepDriver(command, transcript, protocol=protocol, timeout=run.timeout,
                                    cwd=self.cwd.name, env=env, turn_timeout=run.turn_timeout,
-                                   cutoff=cutoff, grace=run.grace)
+                                   cutoff=cutoff, grace=run.grace, profile=run.options.profile)
         self.stderr = ""
 
     def drive(self) -> None:

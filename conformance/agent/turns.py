@@ -18,7 +18,7 @@ from conformance.agent.faults import (
     NegotiationFailed,
     SameForEveryCase,
 )
-from conformance.profiles import PROFILES
+from conformance.profiles import Profile
 from conformance.transcript import Entry
 
 # A cancelled turn gets session/cancel at its first agent output, or, when none has come,
@@ -48,9 +48,12 @@ class Turn:
 
 
 class Turns(Connection):
-    """The connection plus turn tracking: prompts, cancels and v2 prompts in flight."""
+    """The connection plus turn tracking: prompts, cancels and v2 prompts in flight.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    ``profile`` is the run's: under one with idempotency keys (catalogue K.4) every v2
+    prompt carries a fresh ``idempotencyKey``."""
+
+    def __init__(self, *args: Any, profile: Profile | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Whether a turn spoken in the other version ends the case (TARGET/negotiation/agent);
         # off for a proxy, whose adapting is graded by its own rules.
@@ -64,10 +67,8 @@ class Turns(Connection):
         # since the last idle that ended one. An idle without it is a state report (a real
         # agent reports idle as a prompt arrives, and after a resume): no turn's end.
         self.turn_running = False
-        # v2 session/prompt idempotencyKey (catalogue K.4), under a profile that has it (the
-        # transcript header names the run's profile): one fresh key per prompt, repeated by
-        # retry_prompt.
-        profile = PROFILES.get(str(self.transcript.header.get("profile", "")))
+        # v2 session/prompt idempotencyKey (catalogue K.4), under a profile that has it: one
+        # fresh key per prompt, repeated by retry_prompt.
         self.idempotency_keys = bool(profile and profile.idempotency_keys)
         self.last_prompt: dict[str, Any] | None = None
 

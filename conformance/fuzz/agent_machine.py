@@ -244,7 +244,7 @@ class AgentMachine(RuleBasedStateMachine):
             "target": target.label, "case": "fuzz"}, masker=target.masker)
         self.driver = FuzzDriver(target.command, self.transcript, protocol=protocol,
                                  timeout=target.timeout, cwd=ctx.cwd, env=target.env,
-                                 spawner=ctx.spawner)
+                                 spawner=ctx.spawner, profile=self.config.options.profile)
         self._start()
         if self.live:
             self._do("new_session")  # every generated run needs a session to work in
@@ -454,7 +454,8 @@ def replay_stored(ctx: _Context, config: AgentFuzzConfig, cwd: str) -> tuple[int
         played = model_side.play_with_model(config.target, config.model, protocol,
                                             stored["steps"], model, cwd=cwd,
                                             spawner=ctx.spawner, wait_exit=False,
-                                            header={"profile": config.options.profile.name})
+                                            header={"profile": config.options.profile.name},
+                                            profile=config.options.profile)
         replayed += 1
         if not played.playable:
             continue
@@ -547,7 +548,8 @@ def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
               ) -> Failure | None:
         played = model_side.play_with_model(config.target, config.model, failure.protocol,
                                             steps, model, cwd=cwd, spawner=spawner,
-                                            header=header, wait_exit=False)
+                                            header=header, wait_exit=False,
+                                            profile=config.options.profile)
         return failure_of(played, failure.requirement, config.options, config.strict,
                           config.schema_dir, model=model)
 

@@ -26,6 +26,7 @@ from conformance.agent.player import StepDriver, perform
 from conformance.agent.steps import Step, StepError
 from conformance.controlstream import PING
 from conformance.masking import Masker
+from conformance.profiles import Profile
 from conformance.transcript import Entry, Transcript
 from conformance.transport import DEFAULT_GRACE, TargetExited, TargetProcess, TargetTimeout
 
@@ -136,8 +137,9 @@ class FuzzDriver(StepDriver):
 
     def __init__(self, argv: Sequence[str], transcript: Transcript, *, protocol: int,
                  timeout: float, cwd: str, env: Mapping[str, str] | None = None,
-                 spawner: Spawner | None = None) -> None:
-        super().__init__(argv, transcript, protocol=protocol, timeout=timeout, cwd=cwd, env=env)
+                 spawner: Spawner | None = None, profile: Profile | None = None) -> None:
+        super().__init__(argv, transcript, protocol=protocol, timeout=timeout, cwd=cwd, env=env,
+                         profile=profile)
         self.spawner = spawner or Spawner(argv, env=env, timeout=timeout)
         self.caps = PromptCaps()
         self.ping_answered = True
@@ -215,14 +217,15 @@ class Played:
 
 def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
          spawner: Spawner | None = None, header: Mapping[str, Any] | None = None,
-         wait_exit: bool = True) -> Played:
+         wait_exit: bool = True, profile: Profile | None = None) -> Played:
     """Play a step list on fresh processes and record it. With ``wait_exit=False`` the
-    last process ends in the background (its exit joins the transcript later)."""
+    last process ends in the background (its exit joins the transcript later); ``profile``
+    is the run's (the driver's idempotency keys)."""
     transcript = Transcript({"role": "agent", "protocol": protocol, "target": target.label,
                              "case": "fuzz", **(header or {})}, masker=target.masker)
     spawner = spawner or Spawner(target.command, env=target.env)
     driver = FuzzDriver(target.command, transcript, protocol=protocol, timeout=target.timeout,
-                        cwd=cwd, env=target.env, spawner=spawner)
+                        cwd=cwd, env=target.env, spawner=spawner, profile=profile)
     played = Played(protocol, list(steps), transcript)
     try:
         for step in steps:

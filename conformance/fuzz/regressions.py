@@ -299,7 +299,8 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
     for _ in range(max(1, attempts)):
         played = play_with_model(target, model, reg.protocol, reg.steps, reg.model, cwd=cwd,
                                  header={"profile": options.profile.name,
-                                         "case": f"replay:{reg.fingerprint}"})
+                                         "case": f"replay:{reg.fingerprint}"},
+                                 profile=options.profile)
         if not played.playable:
             return Verdict(reg, NOT_REPLAYED, note=played.note, transcript=played.transcript)
         bad = violations(grade_entries(played.transcript.entries, protocol=reg.protocol,

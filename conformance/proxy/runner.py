@@ -238,7 +238,7 @@ class ProxyDrive:
         front = int(transcript.header["protocol"])
         self.driver = StepDriver(argv, transcript, protocol=front, timeout=run.timeout,
                                  cwd=workdir, env=env, turn_timeout=run.turn_timeout,
-                                 cutoff=cutoff, grace=run.grace)
+                                 cutoff=cutoff, grace=run.grace, profile=run.options.profile)
         # A declared v2-to-v1 adapter passes on what v1 cannot express (MID-V2-10 grades it).
         self.driver.check_spoken_version = not run.adapts
         self.stderr = ""

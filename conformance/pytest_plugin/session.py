@@ -38,7 +38,8 @@ class AgentSession:
                                       "profile": options.profile.name,
                                       "target": " ".join(command), "case": "pytest"})
         self.driver = StepDriver(list(command), self.transcript, protocol=protocol,
-                                 timeout=timeout, cwd=str(workdir), env=env)
+                                 timeout=timeout, cwd=str(workdir), env=env,
+                                 profile=options.profile)
         self._stderr = ""
 
     def start(self) -> None:
