@@ -20,7 +20,8 @@ import yaml
 from conformance import cases as casemod
 from conformance.checks import ALWAYS, all_rules
 from conformance.cli import main
-from conformance.report.catalogue import fixture_expectations, requirements, traceability
+from conformance.report.catalogue import requirements
+from conformance.report.traceability import fixture_expectations, traceability
 from conformance.requirements import load_register
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

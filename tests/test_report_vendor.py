@@ -95,7 +95,7 @@ def test_cases_not_run_for_one_reason_are_one_note(tmp_path: Path) -> None:
 def test_an_installed_suite_shows_no_column_of_unknown_fixtures() -> None:
     from conformance import cases as casemod
     from conformance.report import html, markdown
-    from conformance.report.catalogue import format_traceability, traceability
+    from conformance.report.traceability import format_traceability, traceability
 
     rows = [dataclasses.replace(r, fixtures=None) for r in traceability(casemod.load_dir())]
     text = "\n".join(markdown._traceability(rows))

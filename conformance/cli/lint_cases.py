@@ -50,7 +50,8 @@ def cmd_lint_cases(ns: argparse.Namespace) -> int:
 def checklist(rid: str, cases: Sequence[object]) -> int:
     """One line per step of CONTRIBUTING.md's checklist: ok, or what is missing."""
     from conformance.checks import all_rules
-    from conformance.report.catalogue import _sources, repository_root, traceability
+    from conformance.report.catalogue import _sources
+    from conformance.report.traceability import repository_root, traceability
     from conformance.requirements import load_register
 
     register = load_register()

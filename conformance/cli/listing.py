@@ -32,7 +32,7 @@ def cmd_list(ns: argparse.Namespace) -> int:
     from conformance import cases as casemod
 
     if ns.traceability:
-        from conformance.report.catalogue import format_traceability, traceability
+        from conformance.report.traceability import format_traceability, traceability
 
         print(format_traceability(traceability(casemod.load_dir(ns.cases))))
         return EXIT_OK

@@ -60,7 +60,8 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
     Every string of the result is masked with ``masker`` (the run's, or one built from
     ``ns``) before anything is printed or written."""
     from conformance.report import console_summary, write_json, write_junit
-    from conformance.report.catalogue import run_date, traceability
+    from conformance.report.catalogue import run_date
+    from conformance.report.traceability import traceability
 
     claim_stdout(ns)  # --json - (or --junit -, --markdown -): stdout holds that report only
     masker = masker if masker is not None else build_masker(ns)

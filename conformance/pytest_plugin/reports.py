@@ -118,9 +118,9 @@ class Reports:
         if not (opt("acp_json") or opt("acp_html") or opt("acp_markdown")
                 or opt("acp_certify") or opt("acp_badge")):
             return
-        from conformance.report.catalogue import traceability
         from conformance.report.heading import with_label
         from conformance.report.jsonreport import write_json
+        from conformance.report.traceability import traceability
 
         state = self.config.stash[STATE]
         result = self.result()

@@ -28,7 +28,6 @@ from conformance.report.catalogue import (
     REASON_TEXT,
     RequirementVerdict,
     Statement,
-    TraceRow,
     failing_first,
     reason_tally,
     requirement_verdicts,
@@ -41,6 +40,7 @@ from conformance.report.coverage import counted
 from conformance.report.html_escape import anchor, esc, esc_block
 from conformance.report.html_wire import transcript_table
 from conformance.report.text import safe
+from conformance.report.traceability import TraceRow
 from conformance.results import CaseResult, Finding, Outcome, RunResult
 from conformance.transcript import Entry, TranscriptError, write_atomic
 

@@ -22,7 +22,6 @@ from conformance.report.catalogue import (
     REASON_TEXT,
     RequirementVerdict,
     Statement,
-    TraceRow,
     failing_first,
     prose,
     reason_tally,
@@ -32,6 +31,7 @@ from conformance.report.catalogue import (
 )
 from conformance.report.coverage import counted, say
 from conformance.report.text import safe
+from conformance.report.traceability import TraceRow
 from conformance.results import SEVERITY, Outcome, RunResult
 from conformance.transcript import write_atomic
 
