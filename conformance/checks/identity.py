@@ -1,4 +1,4 @@
-# long: the ID-reuse and ID-per-message rules share one per-session book of IDs
+# long: reports name each checker by its module (identity.Stability), so a split would change every report
 """Uniqueness and stability of IDs: MID-A-02, MID-A-03, MID-A-05, MID-A-06.
 
 The wire cannot show which chunks the agent *meant* as one message, so these
