@@ -151,7 +151,8 @@ def replay(sets: dict[str, list[dict[str, Any]]], limit: int) -> dict[str, list[
 def _engine_main(protocol: str) -> int:
     """``--engine P``: the plain engine in this process, runs logged by the probe."""
     from bench import campaign_probe
-    from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
+    from conformance.fuzz.agent_fuzz import run_agent_fuzz
+    from conformance.fuzz.agent_machine import AgentFuzzConfig
     from conformance.fuzz.player import AgentTarget
     from conformance.fuzz.settings import get_effort
 

@@ -33,7 +33,8 @@ import tempfile
 from typing import Any
 
 from bench.common import REPO_ROOT, ratio_line
-from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
+from conformance.fuzz.agent_fuzz import run_agent_fuzz
+from conformance.fuzz.agent_machine import AgentFuzzConfig
 from conformance.fuzz.grading import FuzzResult
 from conformance.fuzz.model_side import flatten
 from conformance.fuzz.player import AgentTarget

@@ -61,7 +61,8 @@ def record(directory: Path, runs: int, seed: int) -> int:
     """The generated runs of ``fuzz --max-examples runs --seed seed``, one transcript
     each, as the fuzz command makes them (in this process, the same engine)."""
     from conformance.fuzz import agent_machine
-    from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
+    from conformance.fuzz.agent_fuzz import run_agent_fuzz
+    from conformance.fuzz.agent_machine import AgentFuzzConfig
     from conformance.fuzz.player import AgentTarget
     from conformance.fuzz.settings import get_effort
 

@@ -51,7 +51,8 @@ from conformance.checks import Options, grade
 from conformance.cli.demo import reference_agent_command
 from conformance.client.profile import load as load_profile
 from conformance.client.runner import ClientRun, play_client_case, reference_client
-from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
+from conformance.fuzz.agent_fuzz import run_agent_fuzz
+from conformance.fuzz.agent_machine import AgentFuzzConfig
 from conformance.fuzz.client_fuzz import (
     ClientTarget,
     draw_turn,

@@ -21,7 +21,8 @@ from helpers import fixture_target, reference_target
 from conformance.checks import Options
 from conformance.cli import main
 from conformance.fuzz import regressions
-from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
+from conformance.fuzz.agent_fuzz import run_agent_fuzz
+from conformance.fuzz.agent_machine import AgentFuzzConfig
 from conformance.fuzz.grading import FuzzResult
 from conformance.fuzz.player import AgentTarget
 from conformance.fuzz.settings import get_effort

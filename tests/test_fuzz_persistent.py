@@ -21,7 +21,8 @@ from helpers import fixture_target, reference_target
 
 from conformance.checks import Options
 from conformance.fuzz import persistent, regressions
-from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
+from conformance.fuzz.agent_fuzz import run_agent_fuzz
+from conformance.fuzz.agent_machine import AgentFuzzConfig
 from conformance.fuzz.settings import Budget, get_effort
 
 CROSS = "session_table_reset"

@@ -255,7 +255,8 @@ def _nothing(ns: argparse.Namespace, effort: Any, seed: int, signum: int) -> Any
 def _fuzz_agent(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
                 progress: Any, model: Any, command: Any, env: dict[str, str],
                 masker: Any, argv: Sequence[str]) -> Any:
-    from conformance.fuzz.agent_machine import AgentFuzzConfig, run_agent_fuzz
+    from conformance.fuzz.agent_fuzz import run_agent_fuzz
+    from conformance.fuzz.agent_machine import AgentFuzzConfig
     from conformance.fuzz.player import AgentTarget
     from conformance.transport import split_command
 

@@ -5,6 +5,7 @@
 * :mod:`conformance.agent.steps` - the recorded, replayable steps of agent fuzzing.
 * :mod:`conformance.fuzz.player` - playing steps against a live agent.
 * :mod:`conformance.fuzz.agent_machine` - the state machine over a live agent.
+* :mod:`conformance.fuzz.agent_fuzz` - the run around it: search, stored cases, shrinking.
 * :mod:`conformance.fuzz.client_fuzz` - generated streams against a client.
 * :mod:`conformance.fuzz.grading` - how both fuzzers and replay grade a run.
 * :mod:`conformance.fuzz.shapes` - counterexample shapes and fingerprints.

@@ -157,7 +157,7 @@ class Campaign:
 
     def _shrink(self, failure: Failure) -> Failure:
         if self.role == "agent":
-            from conformance.fuzz.agent_machine import shrink_failure
+            from conformance.fuzz.agent_fuzz import shrink_failure
 
             ctx = self.context()
             best = shrink_failure(failure, self.agent, self.cwd(), ctx.spawner)

@@ -86,7 +86,7 @@ def write_report(path: Path, result: FuzzResult, keeper: Any) -> None:
 def run_agent_workers(config: Any, effort: Effort, seed: int, argv: Sequence[str],
                       workers: int, *, database: str, progress: Any = None) -> FuzzResult:
     """Generate on ``workers`` processes, then shrink and keep each broken rule once."""
-    from conformance.fuzz.agent_machine import shrink_failure
+    from conformance.fuzz.agent_fuzz import shrink_failure
     from conformance.fuzz.player import Spawner
 
     result = FuzzResult("agent", config.target.label, seed, effort, protocols=config.protocols,
