@@ -437,7 +437,7 @@ def check_values(values: Mapping[str, Any], shell: str, *, role: str | None = No
         if row.needs and _given(row, value) and not values.get(row.needs):
             raise UsageError(f"{spell(name)} needs {spell(row.needs)}")
     for rule in RULES:
-        if all(n in have for n in rule.names) and rule.applies(have):
+        if rule.applies({n: have.get(n) for n in rule.names}):  # missing: not given
             raise UsageError(_format(rule.message, spell))
     if not roles:
         return
