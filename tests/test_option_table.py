@@ -21,6 +21,7 @@ from conftest import REPO_ROOT, cli_env, run_cli_in_process
 from conformance.github_action import suite_arguments
 from conformance.settings.render import action_default, action_description, action_yml
 from conformance.settings.table import (
+    GROUPS,
     OPTIONS,
     RULES,
     argument,
@@ -92,6 +93,9 @@ def test_the_run_command_has_every_command_line_option_of_the_table_as_the_table
         assert rendered(action) == expected(row, "cli"), name
         seen[name] = action
     assert sorted(seen) == sorted(o.name for o in for_shell("cli"))
+    groups = {a.dest: g.title for g in parser._action_groups for a in g._group_actions}
+    assert {n: groups[a.dest] for n, a in seen.items()} == {
+        n: GROUPS[option(n).group] for n in seen}, "an option in another --help group"
 
 
 def test_every_subcommand_takes_a_run_option_from_the_table_or_says_why_not() -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from conformance.usage import UsageError
 
-__all__ = ["OPTIONS", "ROLES", "RULES", "SHELLS", "Option", "Rule", "argument", "check_values",
+__all__ = ["GROUPS", "OPTIONS", "ROLES", "RULES", "SHELLS", "Option", "Rule", "argument", "check_values",
            "for_shell", "help_for", "option", "parse_jobs", "parse_repeat", "role_of",
            "spelling"]
 
