@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from conformance import __version__
 from conformance.cases import Case
@@ -47,8 +47,8 @@ from conformance.lifecycle import (
     not_run,
     save,
 )
-from conformance.masking import Masker
 from conformance.results import CaseResult, Outcome, Reason, RunResult
+from conformance.settings import RunSettings
 from conformance.usage import UsageError
 
 __all__ = ["Engine", "NothingToRun", "RunInterrupted", "Shortcut", "Signals", "Suite",
@@ -182,20 +182,8 @@ class Suite:
     header: dict[str, Any] = field(default_factory=dict)  # more for a not-run transcript
 
 
-class Settings(Protocol):
-    """What the engine reads of a role's run options (AgentRun, ClientRun, ProxyRun)."""
-
-    protocols: Sequence[int]
-    options: Any
-    strict: bool
-    transcripts: Path | None
-    masker: Masker | None
-    handle_signals: bool
-    progress: Callable[[int, int, str], None] | None
-    jobs: int
-    deadline: float | None
-    keep_going: bool
-    # repeat: int  (--repeat N; read with getattr, default 1: a role's settings may lack it)
+#: What the engine reads of a role's run (AgentRun, ClientRun, ProxyRun): the shared record.
+Settings = RunSettings
 
 
 def check_plan(suite: Suite, protocols: Sequence[int]) -> None:
@@ -227,7 +215,7 @@ class Engine:
         self.done: dict[int, CaseResult] = {}  # plan index -> result (one item at a time)
         self.wanted: set[int] | None = None  # the plan indices a shell will ask for (None: all)
         self.carriers: dict[int, str] = {}  # version -> the items carrying what settled it
-        self.repeat = max(1, int(getattr(run, "repeat", 1) or 1))
+        self.repeat = max(1, run.repeat)
         self.result.repeat = self.repeat
 
     # -- one case ------------------------------------------------------------------

@@ -84,18 +84,20 @@ def test_a_proxy_that_rewrites_ids_fails_its_items_with_the_rule_and_evidence(
      "--acp-proxy: the command must say where the agent command goes, with {agent} "
      "(e.g. 'my-bridge --upstream {agent}')"),
     (["--acp-proxy", "cat {agent}", "--acp-client", "cat {agent}"],
-     "--acp-proxy and --acp-client test different sides: run them separately"),
+     "--acp-client does not apply to the proxy role (--acp-proxy): leave it out"),
     (["--acp-proxy", "cat {agent}", "--acp-proxy-adapts", "--acp-protocol", "1"],
      "--acp-proxy-adapts runs the v2 cases (v2 behind the proxy, v1 in front): "
      "not with --acp-protocol 1"),
-    (["--acp-proxy-adapts", "--acp-agent", REFERENCE], "--acp-proxy-adapts needs --acp-proxy"),
+    (["--acp-proxy-adapts", "--acp-agent", REFERENCE],
+     "--acp-proxy-adapts does not apply to the agent role (--acp-agent): leave it out"),
+    (["--acp-proxy-adapts"], "--acp-proxy-adapts needs --acp-proxy"),
     (["--acp-proxy", "no-such-proxy-binary {agent}"],
      "target command not found on PATH: no-such-proxy-binary"),
     (["--acp-proxy", "cat {agent}", "--acp-case", "client-opacity"],
      "nothing to run: no proxy case for v1/v2 among client-opacity; these would run: "
      "--case proxy-opacity*"),
-], ids=["no-agent-placeholder", "with-a-client", "adapts-v1", "adapts-without-proxy",
-        "missing-executable", "empty-selection"])
+], ids=["no-agent-placeholder", "with-a-client", "adapts-v1", "adapts-with-an-agent",
+        "adapts-alone", "missing-executable", "empty-selection"])
 def test_proxy_option_errors_are_one_line_usage_errors(run: Run, args: list[str],
                                                         message: str) -> None:
     result = run(*args)

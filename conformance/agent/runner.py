@@ -7,15 +7,14 @@ The CLI and the pytest plugin are thin shells over the engine.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from conformance.agent.faults import RequestRefused, _RpcError
 from conformance.agent.player import StepDriver, perform
 from conformance.cases import Case
-from conformance.checks import Options
 from conformance.engine import (
     Signals,
     Suite,
@@ -30,8 +29,8 @@ from conformance.lifecycle import (
     play_case,
     safe_name,
 )
-from conformance.masking import Masker
 from conformance.results import CaseResult, RunResult
+from conformance.settings import RunSettings
 from conformance.transcript import Transcript
 from conformance.transport import owner_of_connection
 from conformance.transport.home import case_env
@@ -39,27 +38,15 @@ from conformance.transport.home import case_env
 __all__ = ["AgentRun", "agent_plan", "agent_suite", "run_agent_case", "run_agent_suite"]
 
 
-@dataclass
-class AgentRun:
+@dataclass(kw_only=True)
+class AgentRun(RunSettings):
+    """The agent role's run: the shared settings and the agent's own."""
+
     command: Sequence[str]
-    protocols: Sequence[int]
-    options: Options
-    timeout: float = 10.0
-    strict: bool = False
-    transcripts: Path | None = None
     schema_dir: Path | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    progress: Callable[[int, int, str], None] | None = None
-    turn_timeout: float | None = None  # longest single wait; None: 6 x timeout
-    handle_signals: bool = False  # SIGINT/SIGTERM end the run cleanly (RunInterrupted)
     model: Any = None  # a running ModelServer (--model-server), or None
     model_script: Path | None = None  # --model-script: one script for every case
-    jobs: int = 1  # cases run at the same time (--jobs)
-    deadline: float | None = None  # seconds the whole run may last (--deadline)
-    keep_going: bool = False  # --keep-going: run every case even after a repeated fault
-    repeat: int = 1  # --repeat N: each case played N times (conformance.repetition)
     grace: float | None = None  # --grace: MID-A-09's grace window (None: the driver's 0.25 s)
-    masker: Masker | None = None  # masks secrets where transcripts record them (None: off)
 
 
 def agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str,

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from conformance.settings.table import argument, check_values, for_shell, help_for, option
 from conformance.usage import UsageError, env_pairs
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -27,7 +28,7 @@ SUBCOMMANDS = {  # name: what it does, for --help (one line each; each has its o
     "verify": "check a --certify bundle: digests, and its verdict re-graded offline",
 }
 DEFAULT_REPORTS = Path("reports")
-DEFAULT_TIMEOUT = 10.0  # seconds of silence; one default for the suite, fuzz and replay
+DEFAULT_TIMEOUT: float = option("timeout").default  # one default for the suite, fuzz and replay
 
 
 class Parser(argparse.ArgumentParser):
@@ -42,29 +43,28 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
+def add_option(group: Any, name: str, **override: Any) -> None:
+    """The run option ``name`` of the option table (:mod:`conformance.settings.table`) as an
+    argparse option of ``group``; ``override`` for a subcommand's variant of it."""
+    row = option(name)
+    group.add_argument(*row.flags("cli"), **argument(row, "cli", **override))
+
+
+def add_options(group: Any, *names: str) -> None:
+    for name in names:
+        add_option(group, name)
+
+
+def table_values(ns: argparse.Namespace) -> dict[str, Any]:
+    """The parsed values of the table's options this command has, by table name."""
+    return {row.name: getattr(ns, row.dest) for row in for_shell("cli") if hasattr(ns, row.dest)}
+
+
 def common_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("grading")
-    g.add_argument("--protocol", choices=["1", "2", "both"], default="both",
-                   help="protocol version(s) to test (default: both, as negotiated)")
-    g.add_argument("--profile", default=None,
-                   help="v2 rule profile: acp-sdk-2.4.0 (default, newest published rules), "
-                        "acp-repo-2026-08-22, or acp-schema-1.21 (the Rust schema crate's v2 "
-                        "Preview: replay marker, prompt idempotency keys)")
-    g.add_argument("--strict", action="store_true", help="turn every warn into a fail")
-    g.add_argument("--require-full", action="store_true",
-                   help="fail a run whose verdict is only 'PASS, partial' (a MUST requirement "
-                        "of the side tested was not exercised), as certification programs ask")
-    g.add_argument("--strict-ids", action="store_true",
-                   help="grade MID-A-05/no-ids (a v1 agent that sends no IDs at all) warn "
-                        "instead of info; IDs are optional in v1")
-    g.add_argument("--cross-turn-reuse", choices=["fail", "warn"], default="fail",
-                   help="grade of MID-A-02/cross-turn-reuse (default fail)")
-    g.add_argument("--schema-dir", type=Path,
-                   help="validate every frame against the official ACP JSON Schemas in DIR "
-                        "(a folder with v1/schema.json and v2/schema.json)")
+    add_options(p.add_argument_group("grading"), "protocol", "profile", "strict", "require-full",
+                "strict-ids", "cross-turn-reuse", "schema-dir")
     o = p.add_argument_group("output")
-    o.add_argument("--json", type=Path, metavar="PATH", help="write the JSON report here (-: stdout)")
-    o.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here (-: stdout)")
+    add_options(o, "json", "junit")
     transcripts_options(o)
     report_outputs(o)
     out_option(o)
@@ -73,80 +73,35 @@ def common_options(p: argparse.ArgumentParser) -> None:
 
 def transcripts_options(o: Any) -> None:
     """Where the transcripts go: a run that writes a report keeps them unless told not to."""
-    o.add_argument("--transcripts", type=Path, metavar="DIR",
-                   help="write one transcript per case into DIR (default: a transcripts/ "
-                        "folder under --out, or beside the first report named, whenever a "
-                        "report is written)")
-    o.add_argument("--no-transcripts", action="store_true",
-                   help="keep no transcripts (the reports then name none; the HTML report "
-                        "still shows each case's wire lines)")
+    add_options(o, "transcripts", "no-transcripts")
 
 
 def show_options(o: Any, *, default: str | None) -> None:
     """What the console shows: the rules that failed or warned (then a Failures section), or
     every rule; ``report`` prints nothing unless asked."""
-    o.add_argument("--show", choices=["failures", "all"], default=default,
-                   help="console table: the rules that failed or warned, or every rule "
-                        + ("(default failures)" if default else "(default: print nothing)"))
-    o.add_argument("-v", "--verbose", action="store_true",
-                   help="every rule, each version's column explained by its worst finding")
-    o.add_argument("-q", "--quiet", action="store_true",
-                   help="print only the verdict line and errors (reports are written as asked)")
+    if default is not None:
+        add_option(o, "show", default=default)
+    else:
+        add_option(o, "show", default=None, help=help_for(option("show"), "cli").replace(
+            "(default failures)", "(default: print nothing)"))
+    add_options(o, "verbose", "quiet")
 
 
 def report_outputs(o: Any) -> None:
-    o.add_argument("--html", type=Path, metavar="PATH",
-                   help="write a self-contained HTML report (statement, requirements, findings, "
-                        "wire transcripts) here")
-    o.add_argument("--markdown", type=Path, metavar="PATH",
-                   help="write a Markdown summary with the certification statement here "
-                        "(e.g. $GITHUB_STEP_SUMMARY; -: stdout)")
-    o.add_argument("--baseline", type=Path, metavar="FILE",
-                   help="expected failures (case:requirement per entry): listed fails do not "
-                        "fail the run, unlisted ones do, listed entries that now pass are stale "
-                        "and fail the run")
-    o.add_argument("--write-baseline", type=Path, metavar="FILE",
-                   help="write this run's fails as a baseline FILE (the catalogue revision "
-                        "and the date in a comment): the same target run with --baseline "
-                        "FILE then passes until it changes")
-    o.add_argument("--github-annotations", action="store_true",
-                   help="print one GitHub ::error annotation per failing rule (at its case "
-                        "file and line; at most ten, then a count); the GitHub Action "
-                        "passes it")
-    o.add_argument("--no-color", action="store_true", help="plain console output")
-    o.add_argument("--target-name", metavar="NAME",
-                   help="the target's name as the reports head it (default: what it reported "
-                        "in initialize, then its command); the reported one is kept beside it")
-    o.add_argument("--target-version", metavar="VERSION",
-                   help="the target's version as the reports head it (default: what it "
-                        "reported in initialize)")
+    add_options(o, "html", "markdown", "baseline", "write-baseline", "github-annotations",
+                "no-color", "target-name", "target-version")
     masking_options(o)
 
 
 def masking_options(o: Any) -> None:
     """Secrets kept out of every file and console line (docs/masking.md); every subcommand
     that runs a target or writes a report has them."""
-    o.add_argument("--mask", action="append", default=[], metavar="VALUE",
-                   help="replace VALUE by *** in every report, transcript and console line "
-                        "(repeatable; values shorter than 6 characters are not masked); the "
-                        "values of secret-looking variables (*KEY*, *TOKEN*, *SECRET*, "
-                        "*PASSWORD*, ...) are masked without it")
-    o.add_argument("--mask-env", action="append", default=[], metavar="NAME",
-                   help="mask the value of environment variable NAME too (repeatable)")
-    o.add_argument("--no-mask", action="store_true",
-                   help="write secrets as they are (local debugging only; warns)")
+    add_options(o, "mask", "mask-env", "no-mask")
 
 
 def certify_options(o: Any) -> None:
     """A run's submission bundle and badge (docs/certify.md)."""
-    o.add_argument("--certify", type=Path, metavar="DIR",
-                   help="write a submission bundle into DIR (and DIR.tar.gz): statement, "
-                        "JSON report, every transcript, run description and a manifest of "
-                        "SHA-256 digests (an in-toto Statement) that 'acp-conformance verify' "
-                        "checks offline")
-    o.add_argument("--badge", type=Path, metavar="PATH",
-                   help="write the verdict as a self-contained SVG badge here (protocol "
-                        "versions, verdict, catalogue revision, date)")
+    add_options(o, "certify", "badge")
 
 
 def build_masker(ns: argparse.Namespace) -> Any:
@@ -162,8 +117,8 @@ def build_masker(ns: argparse.Namespace) -> Any:
               file=sys.stderr)
         return masking.NO_MASK
     target_env: dict[str, str] = {}
-    for option in ("agent_env", "client_env"):
-        pairs = [p for p in getattr(ns, option, None) or [] if "=" in p]
+    for dest in ("agent_env", "client_env"):
+        pairs = [p for p in getattr(ns, dest, None) or [] if "=" in p]
         target_env.update(env_pairs(pairs))
     configs = []
     for pair in getattr(ns, "agent_config", None) or []:
@@ -176,63 +131,16 @@ def build_masker(ns: argparse.Namespace) -> Any:
                          names=getattr(ns, "mask_env", None) or [])
 
 
-def parse_repeat(text: str) -> int:
-    """``--repeat N``: a whole number from 1."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {n}")
-    return n
-
-
-def parse_jobs(text: str) -> int:
-    """``--jobs N`` or ``auto`` (the number of cores)."""
-    if text == "auto":
-        return os.cpu_count() or 1
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {n}")
-    return n
-
-
-def add_target_options(t: Any, *, timeout: float, commands: bool = True) -> None:
+def add_target_options(t: Any, *, commands: bool = True) -> None:
     """The options that name the target; shared by the suite and the fuzzer. Without
     ``commands`` (``demo``: its targets are bundled) only ``--timeout``."""
     if not commands:
         t.set_defaults(agent=None, agent_env=[], client=None, client_profile=None,
                        client_adapter=None)
-        _timeout_option(t, timeout)
+        add_option(t, "timeout")
         return
-    t.add_argument("--agent", metavar="CMD", help="agent command to test, e.g. 'my-agent --acp'")
-    t.add_argument("--agent-env", action="append", default=[], metavar="K=V",
-                   help="extra environment for the agent (repeatable)")
-    t.add_argument("--client", metavar="CMD",
-                   help="client command to test; {agent} marks where the suite's agent double "
-                        "goes, {prompt} makes it a one-shot client, e.g. "
-                        "'my-editor --headless --agent-cmd {agent}'")
-    t.add_argument("--client-profile", type=Path, metavar="FILE",
-                   help="how to drive the client through a pty and read its messages (YAML); "
-                        "without it only wire checks and liveness are graded")
-    t.add_argument("--client-adapter", metavar="MODULE:FACTORY",
-                   help="test an in-process library client through the adapter API")
-    _timeout_option(t, timeout)
-
-
-def _timeout_option(t: Any, timeout: float) -> None:
-    t.add_argument("--timeout", type=float, default=timeout, metavar="SECONDS",
-                   help="longest silence allowed while waiting for the target "
-                        f"(default {timeout:g})")
-
-
-def find_model_script(value: str) -> Path:
-    from conformance.modelserver.cases import find_script
-
-    return find_script(value)
+    add_options(t, "agent", "agent-env", "client", "client-profile", "client-adapter",
+                "timeout")
 
 
 DEFAULT_OUT = Path("acp-conformance-reports")
@@ -248,11 +156,7 @@ def default_out_dir() -> Path:
 
 
 def out_option(o: Any) -> None:
-    o.add_argument("--out", type=Path, metavar="DIR",
-                   help="the one folder a run writes to: reports and transcripts (when no "
-                        "report option names a file), the fuzz regression library and "
-                        "Hypothesis's data (default ./acp-conformance-reports/; in a checkout "
-                        "of this repository its reports/)")
+    add_option(o, "out")
 
 
 def use_out(ns: argparse.Namespace, *, hypothesis: bool = True) -> Path:
@@ -353,13 +257,10 @@ def _writable(option: str, folder: Path) -> None:
 
 
 def check_run_options(ns: argparse.Namespace) -> None:
-    """Options a run would trip over only at its end: refused before anything starts."""
-    import math
-
-    for opt in ("timeout", "turn_timeout", "deadline", "grace"):
-        value = getattr(ns, opt, None)
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise UsageError(f"--{opt.replace('_', '-')} must be a positive number of seconds")
+    """Options a run would trip over only at its end: refused before anything starts. The
+    option table's checks first (:func:`conformance.settings.table.check_values`: each
+    value's own, and the options that do not go together), as every shell checks them."""
+    check_values(table_values(ns), "cli", roles=False)
     from conformance.cli.output import claim_stdout, is_stdout
 
     claim_stdout(ns)
@@ -405,23 +306,23 @@ def check_run_options(ns: argparse.Namespace) -> None:
 
 def target_group(p: argparse.ArgumentParser, *, required_hint: str) -> None:
     """fuzz and replay: the target options, as a group with its own hint."""
-    add_target_options(p.add_argument_group("target", required_hint), timeout=DEFAULT_TIMEOUT)
+    add_target_options(p.add_argument_group("target", required_hint))
 
 
 def model_group(p: argparse.ArgumentParser, *, fuzz: bool) -> None:
-    """fuzz and replay: the scripted model behind an agent."""
+    """fuzz and replay: the scripted model behind an agent (their variants of the run's
+    --model-server and --agent-config)."""
     m = p.add_argument_group("scripted model (LLM-backed agents, offline)")
     if fuzz:
-        m.add_argument("--model-server", action="store_true",
-                       help="serve scripted OpenAI/Anthropic/Gemini APIs on 127.0.0.1 (as in "
-                            "suite runs) and draw what the model says in every generated run: "
-                            "reasoning, text parts, tool calls, chunking, pauses, provider "
-                            "item IDs; {model_url} is filled in the command, --agent-env "
-                            "values and --agent-config templates")
-    m.add_argument("--agent-config", action="append", default=[], metavar="TEMPLATE=DEST",
-                   help="write TEMPLATE to DEST with {model_url} filled in (repeatable)"
-                        + ("" if fuzz else "; a file with a model script starts the "
-                                           "scripted model server by itself"))
+        add_option(m, "model-server",
+                   help="serve scripted OpenAI/Anthropic/Gemini APIs on 127.0.0.1 (as in "
+                        "suite runs) and draw what the model says in every generated run: "
+                        "reasoning, text parts, tool calls, chunking, pauses, provider "
+                        "item IDs; {model_url} is filled in the command, --agent-env "
+                        "values and --agent-config templates")
+    add_option(m, "agent-config", help=help_for(option("agent-config"), "cli") + (
+        "" if fuzz else "; a file with a model script starts the scripted model server by "
+                        "itself"))
 
 
 def client_choice(ns: argparse.Namespace, masker: Any = None) -> Any:

@@ -12,9 +12,11 @@ from collections.abc import Callable
 HEADER = """# Options
 
 Every option of every subcommand, as `acp-conformance [SUBCOMMAND] --help` prints
-it. This file is generated from the option definitions
+it, and at the end the run options as the command line, the pytest plugin and the
+GitHub Action spell them. This file is generated from the option table
 (`python -m conformance.cli.options_doc > docs/options.md`); a test fails when it
-is stale, so edit the help texts in `conformance/cli/`, not this file.
+is stale, so edit the help texts in `conformance/settings/table.py` (the run
+options) or `conformance/cli/` (a subcommand's own), not this file.
 """
 
 
@@ -85,9 +87,12 @@ def section(command: str, parser: argparse.ArgumentParser) -> list[str]:
 
 
 def render() -> str:
+    from conformance.settings.render import markdown_table
+
     lines = [HEADER]
     for command, parser in parsers():
         lines += section(command, parser)
+    lines += markdown_table()  # the run options, as every shell spells them
     return "\n".join(lines).rstrip() + "\n"
 
 

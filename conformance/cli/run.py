@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from conformance.cli.options import (
-    DEFAULT_TIMEOUT,
     SUBCOMMANDS,
     Parser,
+    add_options,
     add_target_options,
     announce_out,
     build_masker,
@@ -19,13 +19,12 @@ from conformance.cli.options import (
     check_run_options,
     common_options,
     default_outputs,
-    find_model_script,
     grading_options,
-    parse_jobs,
-    parse_repeat,
     protocols_of,
+    table_values,
 )
 from conformance.cli.output import interrupted, is_stdout, load_baseline, report_run
+from conformance.settings.table import check_values, role_of
 from conformance.usage import UsageError, env_pairs
 
 
@@ -49,56 +48,18 @@ def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
 
         p.add_argument("--version", action="version", version=f"acp-conformance {__version__}")
     t = p.add_argument_group("target")
-    add_target_options(t, timeout=DEFAULT_TIMEOUT, commands=subcommand != "demo")
+    add_target_options(t, commands=subcommand != "demo")
     if subcommand != "demo":
-        t.add_argument("--proxy", metavar="CMD",
-                       help="proxy, bridge or gateway command to test; {agent} marks where the "
-                            "agent command goes (the suite's agent double, or --agent CMD), "
-                            "e.g. 'my-bridge --upstream {agent}'")
-        t.add_argument("--proxy-adapts", action="store_true",
-                       help="the proxy is a declared v2-to-v1 adapter: v2 behind it, v1 in "
-                            "front (the v2 cases run; MID-V2-10 is graded)")
+        add_options(t, "proxy", "proxy-adapts")
     else:
         t.set_defaults(proxy=None, proxy_adapts=False)
         t.add_argument("--broken", action="store_true",
                        help="run against a bundled broken agent and broken client instead: "
                             "see what a failure looks like (exits 1)")
-    t.add_argument("--turn-timeout", type=float, default=None, metavar="SECONDS",
-                   help="longest any single wait may last even while the target keeps "
-                        "writing, e.g. a stream that never ends (default: 6 x --timeout)")
-    t.add_argument("--grace", type=float, default=None, metavar="SECONDS",
-                   help="silence that closes a cancelled turn, a replay or a retry before the "
-                        "next step (default 0.25): what the target writes later is read as "
-                        "the next step's; a finding that rests on it says so (lengthen it on "
-                        "a slow machine)")
-    t.add_argument("-j", "--jobs", type=parse_jobs, default="auto", metavar="N",
-                   help="cases run at the same time (default auto: the number of cores; "
-                        "-j 1 runs them one after another); the reports do not depend on it")
-    t.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
-                   help="longest the whole run may last: then the case in progress is cut and "
-                        "graded, the rest are not run, and the run exits 1")
-    t.add_argument("--repeat", type=parse_repeat, default=1, metavar="N",
-                   help="play every case N times (default 1): a rule whose outcome differs "
-                        "between them is reported as unstable ('fails in 2 of 5 runs') with "
-                        "a transcript of each outcome; a fault seen in any run still counts")
-    t.add_argument("--keep-going", action="store_true",
-                   help="run every case even after two in a row hit the same target fault")
-    t.add_argument("--cases", type=Path, metavar="DIR", help="case directory (default: bundled)")
-    t.add_argument("--case", action="append", default=[], metavar="SELECTOR",
-                   help="run only the cases this selects: a case, requirement or sub-rule ID, "
-                        "or a glob of any of them ('load-*', 'MID-A-0*') (repeatable)")
-    m = p.add_argument_group("scripted model (offline runs of LLM-backed agents)")
-    m.add_argument("--model-server", action="store_true",
-                   help="serve scripted OpenAI/Anthropic/Gemini APIs on 127.0.0.1 for the run; "
-                        "the agent gets OPENAI_BASE_URL, ANTHROPIC_BASE_URL, "
-                        "GOOGLE_GEMINI_BASE_URL and dummy keys; {model_url} is filled in the "
-                        "command, --agent-env values and --agent-config templates")
-    m.add_argument("--model-script", type=find_model_script, metavar="NAME|FILE",
-                   help="play this model script (a YAML file, or the name of a bundled one: "
-                        "see 'acp-conformance list') in every case instead of the case's own "
-                        "(implies --model-server)")
-    m.add_argument("--agent-config", action="append", default=[], metavar="TEMPLATE=DEST",
-                   help="write TEMPLATE to DEST with {model_url} filled in (repeatable)")
+    add_options(t, "turn-timeout", "grace", "jobs", "deadline", "repeat", "keep-going", "cases",
+                "case")
+    add_options(p.add_argument_group("scripted model (offline runs of LLM-backed agents)"),
+                "model-server", "model-script", "agent-config")
     common_options(p)
     if subcommand != "demo":  # demo runs two targets: no one bundle
         certify_options(p.add_argument_group("certification (docs/certify.md)"))
@@ -184,21 +145,14 @@ def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | 
     from conformance.engine import RunInterrupted
     from conformance.progress import Progress
 
-    check_run_options(ns)
+    check_run_options(ns)  # --agent, --client-adapter and --client-profile: the table's rules
     masker = masker if masker is not None else build_masker(ns)
-    if ns.agent and command is None:
-        raise UsageError("--agent and --client test different sides: run them separately")
     command = command or ns.client
-    if command and ns.client_adapter:
-        raise UsageError("give --client CMD or --client-adapter MODULE:FACTORY, not both")
     try:
         if profile is None and ns.client_profile is not None:
             profile = load(ns.client_profile)
     except ProfileError as exc:
         raise UsageError(str(exc)) from None
-    if profile is not None and ns.client_adapter:
-        raise UsageError("--client-profile drives a client process; an adapter reports its "
-                         "messages itself")
     all_cases = casemod.load_dir(ns.cases)
     baseline = load_baseline(ns, all_cases)
     cases = casemod.select(all_cases, ns.case)
@@ -257,14 +211,9 @@ def cmd_proxy(ns: argparse.Namespace) -> int:
     )
     from conformance.transport import split_command
 
-    check_run_options(ns)
-    if ns.client or ns.client_adapter:
-        raise UsageError("--proxy and --client test different sides: run them separately")
+    check_run_options(ns)  # --proxy-adapts with --protocol 1: the table's rule
     if getattr(ns, "certify", None) is not None and ns.transcripts is None:
         raise UsageError("--certify keeps every transcript: not with --no-transcripts")
-    if ns.proxy_adapts and protocols_of(ns) == [1]:
-        raise UsageError("--proxy-adapts runs the v2 cases (v2 behind the proxy, v1 in front): "
-                         "not with --protocol 1")
     all_cases = casemod.load_dir(ns.cases)
     baseline = load_baseline(ns, all_cases)
     cases = casemod.select(all_cases, ns.case)
@@ -321,35 +270,17 @@ def report_agent_behind(ns: argparse.Namespace, result: Any) -> int:
     return 1 if result.failed else 0  # the agent's own verdict (the run's is the proxy's)
 
 
-#: The options a role does not use: given with it, they are refused (one line naming the
-#: option and the role), not silently ignored. Demo runs both roles, so it is not held to it.
-NOT_FOR_ROLE = {
-    "agent": ("client_profile", "client_adapter", "proxy_adapts"),
-    "client": ("proxy_adapts", "grace", "model_server", "model_script", "agent_config"),
-    "proxy": ("client", "client_profile", "client_adapter"),
-}
-
-
-def refuse_other_roles(ns: argparse.Namespace, role: str) -> None:
-    for opt in NOT_FOR_ROLE[role]:
-        if getattr(ns, opt, None):
-            tested = {"agent": "--agent", "client": "--client/--client-adapter",
-                      "proxy": "--proxy"}[role]
-            raise UsageError(f"--{opt.replace('_', '-')} does not apply to the {role} role "
-                             f"({tested}): leave it out")
-
-
 def main(args: Sequence[str]) -> int:
     ns = build_parser().parse_args(list(args))
     default_outputs(ns)
-    if ns.proxy:
-        refuse_other_roles(ns, "proxy")
-        return cmd_proxy(ns)
-    if ns.client or ns.client_adapter:
-        refuse_other_roles(ns, "client")
-        return cmd_client(ns)
-    if not ns.agent:
+    values = table_values(ns)
+    role = role_of(values)
+    if role is None:
         raise UsageError("nothing to test: give --agent CMD (or a subcommand: "
                          f"{', '.join(SUBCOMMANDS)})")
-    refuse_other_roles(ns, "agent")
+    check_values(values, "cli", role=role)  # an option of another role is refused
+    if role == "proxy":
+        return cmd_proxy(ns)
+    if role == "client":
+        return cmd_client(ns)
     return cmd_agent(ns, ns.agent, ns.agent)

@@ -17,14 +17,13 @@ import shlex
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from conformance import model
 from conformance.cases import Case
-from conformance.checks import Options
 from conformance.client.profile import Profile
 from conformance.client.pty import ClientAborted, ClientCut, PtyClient, Template, check_cut
 from conformance.client.reaper import end_doubles
@@ -46,8 +45,8 @@ from conformance.lifecycle import (
     new_transcript,
     play_case,
 )
-from conformance.masking import Masker
 from conformance.results import CaseResult, Reason, RunResult
+from conformance.settings import RunSettings
 from conformance.transcript import Transcript
 
 NO_RELOAD = "the client has no reload"
@@ -66,26 +65,14 @@ class ClientSetupError(Exception):
     """The client command or options cannot be used (exit 2)."""
 
 
-@dataclass
-class ClientRun:
-    protocols: Sequence[int]
-    options: Options
+@dataclass(kw_only=True)
+class ClientRun(RunSettings):
+    """The client role's run: the shared settings and the client's own."""
+
     command: str | None = None  # the client command template, with {agent}
     adapter: str | None = None  # MODULE:FACTORY
     profile: Profile | None = None
-    timeout: float = 10.0
-    strict: bool = False
-    transcripts: Path | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
     max_output: int = 8 * 1024 * 1024
-    turn_timeout: float | None = None  # longest single wait; None: 6 x timeout
-    handle_signals: bool = False  # SIGINT/SIGTERM end the run cleanly (RunInterrupted)
-    progress: Callable[[int, int, str], None] | None = None
-    jobs: int = 1  # cases run at the same time (--jobs)
-    deadline: float | None = None  # seconds the whole run may last (--deadline)
-    keep_going: bool = False  # --keep-going: run every case even after a repeated fault
-    repeat: int = 1  # --repeat N: each case played N times (conformance.repetition)
-    masker: Masker | None = None  # masks secrets where transcripts record them (None: off)
 
 
 def agent_template(command: str, option: str, example: str,

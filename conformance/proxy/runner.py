@@ -18,8 +18,8 @@ import shlex
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from conformance.agent.driver import ClientDriver
 from conformance.agent.player import StepDriver, perform
 from conformance.agent.runner import play_steps, stop_driver
 from conformance.cases import Case
-from conformance.checks import Options, all_rules
+from conformance.checks import all_rules
 from conformance.checks.proxy import REQUIREMENTS
 from conformance.client.script import TurnScript, build_reload, build_turn, check_case, new_ids
 from conformance.engine import Suite, first_target_info, run_suite
@@ -45,6 +45,7 @@ from conformance.lifecycle import (
 from conformance.proxy.grading import ROLE, proxy_scope
 from conformance.proxy.sides import agent_side
 from conformance.results import CaseResult, RunResult
+from conformance.settings import RunSettings
 from conformance.transcript import Transcript
 from conformance.transport.home import case_env
 
@@ -53,29 +54,17 @@ class ProxySetupError(Exception):
     """The proxy command or options cannot be used (exit 2)."""
 
 
-@dataclass
-class ProxyRun:
+@dataclass(kw_only=True)
+class ProxyRun(RunSettings):
+    """The proxy role's run: the shared settings and the proxy's own."""
+
     proxy: str  # the proxy command template, with {agent}
-    protocols: Sequence[int]
-    options: Options
     agent: Sequence[str] | None = None  # a real agent behind the proxy; None: the double
     adapts: bool = False  # a declared v2-to-v1 adapter: v2 behind it, v1 in front
-    timeout: float = 10.0
-    strict: bool = False
-    transcripts: Path | None = None
     schema_dir: Path | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    progress: Callable[[int, int, str], None] | None = None
-    turn_timeout: float | None = None
-    handle_signals: bool = False
-    jobs: int = 1
-    deadline: float | None = None
-    keep_going: bool = False
-    repeat: int = 1  # --repeat N: each case played N times (conformance.repetition)
     grace: float | None = None  # --grace: MID-A-09's grace window (None: the driver's 0.25 s)
     model: Any = None  # a running ModelServer (--model-server) for the agent behind, or None
     model_script: Path | None = None
-    masker: Any = None  # masks secrets where the transcripts record them (None: off)
 
 
 @dataclass

@@ -37,37 +37,9 @@ class FuzzState:
 FUZZ = pytest.StashKey[FuzzState]()
 
 
-def add_options(g: Any) -> None:
-    g.addoption("--acp-fuzz", action="store_true",
-                help="collect the fuzzer (one Hypothesis test per role and protocol) instead "
-                     "of the cases: pytest runs each once, HypoFuzz runs them as a campaign")
-    g.addoption("--acp-fuzz-effort", choices=["ci", "dev", "deep"], default="ci",
-                help="--acp-fuzz: examples and steps per run under pytest (default ci)")
-    g.addoption("--acp-client-adapter", metavar="MODULE:FACTORY",
-                help="an in-process client adapter: collect the client cases against it (as "
-                     "--client-adapter) or, with --acp-fuzz, fuzz it (coverage-guided under "
-                     "HypoFuzz: its code runs in the worker)")
-    g.addoption("--acp-model-server", action="store_true",
-                help="--acp-fuzz with --acp-agent: serve the scripted model APIs and draw what "
-                     "the model says in every run ({model_url} filled in the command and "
-                     "--acp-agent-env values)")
-    g.addoption("--acp-regressions", metavar="DIR",
-                help="--acp-fuzz: save each shrunk failure here, once per fingerprint "
-                     "(default: not saved)")
-    g.addoption("--acp-hypothesis-db", metavar="DIR|URL",
-                help="--acp-fuzz: the Hypothesis example database every worker shares: a "
-                     "directory, redis://host:port/db (the redis extra) or "
-                     "github:OWNER/REPO[/ARTIFACT] (read-only, with a local folder)")
-
-
 def configure(config: pytest.Config) -> bool:
     """Read the fuzz options (True if ``--acp-fuzz`` is on); usage errors at configure time."""
-    opt = config.getoption
-    if not opt("acp_fuzz"):
-        for flag in ("acp_regressions", "acp_hypothesis_db", "acp_model_server"):
-            if opt(flag):
-                raise pytest.UsageError(f"acp-conformance: --{flag.replace('_', '-')} needs "
-                                        "--acp-fuzz")
+    if not config.getoption("acp_fuzz"):  # its options without it: the table's "needs"
         return False
     from conformance.usage import UsageError
 
@@ -82,6 +54,7 @@ def _build(config: pytest.Config) -> FuzzState:
     from conformance.fuzz.campaign import Campaign
     from conformance.fuzz.settings import get_effort
     from conformance.pytest_plugin.state import _masker, _options
+    from conformance.usage import env_pairs
 
     opt = config.getoption
     agent, client, adapter = opt("acp_agent"), opt("acp_client"), opt("acp_client_adapter")
@@ -91,16 +64,9 @@ def _build(config: pytest.Config) -> FuzzState:
     if agent and (client or adapter):
         raise ValueError("--acp-agent and --acp-client fuzz different sides: run them "
                          "separately")
-    if opt("acp_timeout") <= 0:
-        raise ValueError("--acp-timeout must be a positive number of seconds")
     if opt("acp_model_server") and not agent:
         raise ValueError("--acp-model-server needs --acp-agent: the model stands behind an agent")
-    env: dict[str, str] = {}
-    for pair in opt("acp_agent_env"):
-        if "=" not in pair:
-            raise ValueError(f"--acp-agent-env {pair!r}: expected KEY=VALUE")
-        key, value = pair.split("=", 1)
-        env[key] = value
+    env = env_pairs(opt("acp_agent_env"), "--acp-agent-env")  # checked by the table
     masker = _masker(env)
     protocols = (1, 2) if opt("acp_protocol") == "both" else (int(opt("acp_protocol")),)
     options = _options(opt("acp_profile"))

@@ -97,7 +97,7 @@ def load_state(config: pytest.Config, role: str, command: str) -> State:
     from conformance.client.runner import ClientSetupError
     from conformance.proxy.runner import ProxySetupError
     from conformance.transport import TargetCommandError
-    from conformance.usage import UsageError
+    from conformance.usage import UsageError, env_pairs
 
     opt = config.getoption
     try:
@@ -105,18 +105,8 @@ def load_state(config: pytest.Config, role: str, command: str) -> State:
         cases = casemod.select(all_cases, opt("acp_case"))
         base = (baselinemod.load(Path(opt("acp_baseline")), [c.id for c in all_cases])
                 if opt("acp_baseline") else None)
-        if opt("acp_timeout") <= 0:
-            raise ValueError("--acp-timeout must be a positive number of seconds")
-        if opt("acp_deadline") is not None and not opt("acp_deadline") > 0:
-            raise ValueError("--acp-deadline must be a positive number of seconds")
-        if opt("acp_repeat") < 1:
-            raise ValueError("--acp-repeat must be at least 1")
-        env = {}
-        for pair in opt("acp_agent_env"):
-            if "=" not in pair:
-                raise ValueError(f"--acp-agent-env {pair!r}: expected KEY=VALUE")
-            key, value = pair.split("=", 1)
-            env[key] = value
+        # the values were checked by the option table (pytest_configure)
+        env = env_pairs(opt("acp_agent_env"), "--acp-agent-env")
         protocols = [1, 2] if opt("acp_protocol") == "both" else [int(opt("acp_protocol"))]
         options = _options(opt("acp_profile"))
         if role == "agent":
@@ -182,9 +172,6 @@ def _proxy_run(command: str, protocols: list[int], options: Options, env: dict[s
     from conformance.proxy.runner import ProxyRun, ProxySetupError, proxy_suite
     from conformance.transport import split_command
 
-    if opt("acp_proxy_adapts") and protocols == [1]:
-        raise ValueError("--acp-proxy-adapts runs the v2 cases (v2 behind the proxy, v1 in "
-                         "front): not with --acp-protocol 1")
     words = agent_template(command, "--acp-proxy", "my-bridge --upstream {agent}",
                            ProxySetupError)
     split_command([words[0]])  # a missing executable is a usage error, not a finding

@@ -1,0 +1,455 @@
+# long: the one table of run options is data (each option's help is a paragraph); the checks that read it are short
+"""The one table of run options, and the one check of each.
+
+Every option of a suite run is one :class:`Option` row here: its name, its type
+(``kind``), default, help, check, the roles it applies to and the shells that have it.
+The command line's argparse options (:mod:`conformance.cli.options`), the pytest
+plugin's ``--acp-*`` options (:mod:`conformance.pytest_plugin`), the GitHub Action's
+inputs (``action.yml``) and ``docs/options.md`` are rendered from these rows
+(:mod:`conformance.settings.render`), and ``tests/test_option_table.py`` fails when
+any of them drifts from the table.
+
+A help text is one text for every shell. Where a shell differs (a default that is a
+folder on the command line and pytest's temp dir in the plugin), the part that only
+one shell prints is marked ``<cli>...</cli>``, ``<plugin>...</plugin>`` or
+``<action>...</action>``. An option named in a help (``--agent``) is spelled as each
+shell spells it (``--acp-agent`` in the plugin).
+
+The checks (:func:`check_values`): a value's own check (``Option.check``), the
+rules that tie two options together (:data:`RULES`), and an option given with a role
+it does not apply to (``Option.roles``). Each has one message, with the options
+spelled as the shell spells them, so ``--proxy-adapts`` with ``--protocol 1`` and
+``--acp-proxy-adapts`` with ``--acp-protocol 1`` are refused by the same words.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conformance.usage import UsageError
+
+__all__ = ["GROUPS", "OPTIONS", "ROLES", "RULES", "SHELLS", "Option", "Rule", "argument", "check_values",
+           "for_shell", "help_for", "option", "parse_jobs", "parse_repeat", "role_of",
+           "spelling"]
+
+ROLES = ("agent", "client", "proxy")
+SHELLS = ("cli", "plugin", "action")
+ALL = frozenset(ROLES)
+CLI, PLUGIN, ACTION = frozenset({"cli"}), frozenset({"cli", "plugin"}), frozenset(SHELLS)
+CLI_ACTION = frozenset({"cli", "action"})
+
+
+# argparse reports a ``type`` callable's ArgumentTypeError with its message; pytest's parser
+# is argparse. Raising argparse's own class keeps that message without importing argparse here.
+def _argument_error(message: str) -> Exception:
+    import argparse
+
+    return argparse.ArgumentTypeError(message)
+
+
+def parse_repeat(text: str) -> int:
+    """``--repeat N``: a whole number from 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise _argument_error(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise _argument_error(f"expected at least 1, got {n}")
+    return n
+
+
+def parse_jobs(text: str) -> int:
+    """``--jobs N`` or ``auto`` (the number of cores)."""
+    if text == "auto":
+        return os.cpu_count() or 1
+    try:
+        n = int(text)
+    except ValueError:
+        raise _argument_error(f"expected a whole number or auto, got {text!r}") from None
+    if n < 1:
+        raise _argument_error(f"expected at least 1, got {n}")
+    return n
+
+
+def find_model_script(value: str) -> Path:
+    """``--model-script NAME|FILE``: a bundled script's name, or a file."""
+    from conformance.modelserver.cases import find_script
+
+    return find_script(value)
+
+
+def positive_seconds(value: Any) -> str | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        return "{option} must be a positive number of seconds"
+    return None
+
+
+def pairs(value: Any) -> str | None:
+    for pair in value or ():
+        if "=" not in pair:
+            return "{option} " + repr(pair).replace("{", "{{").replace("}", "}}") \
+                + ": expected KEY=VALUE"
+    return None
+
+
+@dataclass(frozen=True)
+class Option:
+    """One run option, as every shell has it."""
+
+    name: str  # the command line's long name, without "--" (the Action's input name)
+    help: str
+    kind: str = "text"  # text | path | float | flag | list | choice
+    default: Any = None
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
+    parse: Callable[[str], Any] | None = None  # a value's form, when not the kind's
+    check: Callable[[Any], str | None] | None = None  # a parsed value's problem ({option})
+    roles: frozenset[str] = ALL  # the roles it applies to; given with another, refused
+    shells: frozenset[str] = CLI  # cli, plugin, action
+    group: str = "target"  # the command line's --help group
+    short: str | None = None  # "-j"
+    plugin: str | None = None  # the plugin's name, when not "acp-" + name
+    needs: str | None = None  # an option it means nothing without (one message)
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+    def flags(self, shell: str) -> list[str]:
+        """How ``shell`` spells it: ``["-j", "--jobs"]``, ``["--acp-timeout"]``."""
+        if shell == "plugin":
+            return [f"--{self.plugin or 'acp-' + self.name}"]
+        return ([self.short] if self.short else []) + [f"--{self.name}"]
+
+
+GROUPS = {  # the command line's --help groups of the suite run, in --help order
+    "target": "target",
+    "model": "scripted model (offline runs of LLM-backed agents)",
+    "grading": "grading",
+    "output": "output",
+    "certify": "certification (docs/certify.md)",
+    "fuzz": "fuzzing (the plugin's --fuzz)",
+}
+
+_SECONDS = "SECONDS"
+OPTIONS: tuple[Option, ...] = (
+    # -- target --------------------------------------------------------------------
+    Option("agent", "agent command to test, e.g. 'my-agent --acp'<action>; give this, client "
+           "or proxy (with proxy, the agent behind the proxy)</action>", metavar="CMD",
+           shells=ACTION),
+    Option("agent-env", "extra environment for the agent (repeatable)", kind="list",
+           default=[], metavar="K=V", check=pairs, shells=PLUGIN),
+    Option("client", "client command to test; {agent} marks where the suite's agent double "
+           "goes, {prompt} makes it a one-shot client, e.g. "
+           "'my-editor --headless --agent-cmd {agent}'", metavar="CMD",
+           roles=frozenset({"client"}), shells=ACTION),
+    Option("client-profile", "how to drive the client through a pty and read its messages "
+           "(YAML); without it only wire checks and liveness are graded", kind="path",
+           metavar="FILE", roles=frozenset({"client"}), shells=ACTION),
+    Option("client-adapter", "test an in-process library client through the adapter API"
+           "<plugin>; with --fuzz, fuzz it (coverage-guided under HypoFuzz: its code runs "
+           "in the worker)</plugin>", metavar="MODULE:FACTORY",
+           roles=frozenset({"client"}), shells=PLUGIN),
+    Option("timeout", "longest silence allowed while waiting for the target (default 10)",
+           kind="float", default=10.0, metavar=_SECONDS, check=positive_seconds,
+           shells=PLUGIN),
+    Option("proxy", "proxy, bridge or gateway command to test; {agent} marks where the "
+           "agent command goes (the suite's agent double, or --agent CMD<plugin>: then the "
+           "agent cases run through the proxy</plugin>), e.g. 'my-bridge --upstream {agent}'",
+           metavar="CMD", shells=ACTION),
+    Option("proxy-adapts", "the proxy is a declared v2-to-v1 adapter: v2 behind it, v1 in "
+           "front (the v2 cases run; MID-V2-10 is graded)", kind="flag", default=False,
+           roles=frozenset({"proxy"}), shells=ACTION),
+    Option("turn-timeout", "longest any single wait may last even while the target keeps "
+           "writing, e.g. a stream that never ends (default: 6 x --timeout)", kind="float",
+           metavar=_SECONDS, check=positive_seconds),
+    Option("grace", "silence that closes a cancelled turn, a replay or a retry before the "
+           "next step (default 0.25): what the target writes later is read as the next "
+           "step's; a finding that rests on it says so (lengthen it on a slow machine)",
+           kind="float", metavar=_SECONDS, check=positive_seconds,
+           roles=frozenset({"agent", "proxy"})),
+    Option("jobs", "cases run at the same time (default auto: the number of cores; -j 1 "
+           "runs them one after another); the reports do not depend on it", default="auto",
+           metavar="N", parse=parse_jobs, short="-j", shells=CLI_ACTION),
+    Option("deadline", "longest the whole run may last: then the case in progress is cut "
+           "and graded, the rest are not run, and the run <cli>exits 1</cli><plugin>fails"
+           "</plugin>", kind="float", metavar=_SECONDS, check=positive_seconds,
+           shells=PLUGIN),
+    Option("repeat", "play every case N times (default 1): a rule whose outcome differs "
+           "between them is reported as unstable ('fails in 2 of 5 runs') with a transcript "
+           "of each outcome; a fault seen in any run still counts", default=1, metavar="N",
+           parse=parse_repeat, shells=ACTION),
+    Option("keep-going", "run every case even after two in a row hit the same target fault",
+           kind="flag", default=False),
+    Option("cases", "case directory (default: bundled)", kind="path", metavar="DIR",
+           shells=PLUGIN),
+    Option("case", "run only the cases this selects: a case, requirement or sub-rule ID, or "
+           "a glob of any of them ('load-*', 'MID-A-0*') (repeatable)", kind="list",
+           default=[], metavar="SELECTOR", shells=PLUGIN),
+    # -- the scripted model ---------------------------------------------------------
+    Option("model-server", "serve scripted OpenAI/Anthropic/Gemini APIs on 127.0.0.1 for the "
+           "run; the agent gets OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL "
+           "and dummy keys; {model_url} is filled in the command, --agent-env values and "
+           "--agent-config templates", kind="flag", default=False,
+           roles=frozenset({"agent", "proxy"}), shells=CLI_ACTION, group="model"),
+    Option("model-script", "play this model script (a YAML file, or the name of a bundled "
+           "one: see 'acp-conformance list') in every case instead of the case's own "
+           "(implies --model-server)", metavar="NAME|FILE", parse=find_model_script,
+           roles=frozenset({"agent", "proxy"}), group="model"),
+    Option("agent-config", "write TEMPLATE to DEST with {model_url} filled in (repeatable)",
+           kind="list", default=[], metavar="TEMPLATE=DEST", check=pairs,
+           roles=frozenset({"agent", "proxy"}), group="model"),
+    # -- grading ------------------------------------------------------------------
+    Option("protocol", "protocol version(s) to test (default: both, as negotiated)",
+           kind="choice", default="both", choices=("1", "2", "both"), shells=ACTION,
+           group="grading"),
+    Option("profile", "v2 rule profile: acp-sdk-2.4.0 (default, newest published rules), "
+           "acp-repo-2026-08-22, or acp-schema-1.21 (the Rust schema crate's v2 Preview: "
+           "replay marker, prompt idempotency keys)", metavar="NAME", shells=ACTION,
+           group="grading"),
+    Option("strict", "turn every warn into a fail", kind="flag", default=False, shells=PLUGIN,
+           group="grading"),
+    Option("require-full", "fail a run whose verdict is only 'PASS, partial' (a MUST "
+           "requirement of the side tested was not exercised), as certification programs ask",
+           kind="flag", default=False, group="grading"),
+    Option("strict-ids", "grade MID-A-05/no-ids (a v1 agent that sends no IDs at all) warn "
+           "instead of info; IDs are optional in v1", kind="flag", default=False,
+           group="grading"),
+    Option("cross-turn-reuse", "grade of MID-A-02/cross-turn-reuse (default fail)",
+           kind="choice", default="fail", choices=("fail", "warn"), group="grading"),
+    Option("schema-dir", "validate every frame against the official ACP JSON Schemas in DIR "
+           "(a folder with v1/schema.json and v2/schema.json)", kind="path", metavar="DIR",
+           group="grading"),
+    # -- output -------------------------------------------------------------------
+    Option("json", "write the JSON report here<cli> (-: stdout)</cli>", kind="path",
+           metavar="PATH", shells=PLUGIN, group="output"),
+    Option("junit", "write JUnit XML here (-: stdout)", kind="path", metavar="PATH",
+           group="output"),
+    Option("transcripts", "write one transcript per case into DIR (default: <cli>a "
+           "transcripts/ folder under --out, or beside the first report named, whenever a "
+           "report is written</cli><plugin>pytest's temp dir</plugin>)", kind="path",
+           metavar="DIR", shells=PLUGIN, group="output"),
+    Option("no-transcripts", "keep no transcripts (the reports then name none; the HTML "
+           "report still shows each case's wire lines)", kind="flag", default=False,
+           group="output"),
+    Option("html", "write a self-contained HTML report (statement, requirements, findings, "
+           "wire transcripts) here", kind="path", metavar="PATH", shells=PLUGIN,
+           group="output"),
+    Option("markdown", "write a Markdown summary with the certification statement here"
+           "<cli> (e.g. $GITHUB_STEP_SUMMARY; -: stdout)</cli>", kind="path", metavar="PATH",
+           shells=PLUGIN, group="output"),
+    Option("baseline", "expected failures (case:requirement per entry): listed fails do not "
+           "fail the run<plugin> (they are xfail)</plugin>, unlisted ones do, listed entries "
+           "that now pass are stale and fail the run", kind="path", metavar="FILE",
+           shells=ACTION, group="output"),
+    Option("write-baseline", "write this run's fails as a baseline FILE (the catalogue "
+           "revision and the date in a comment): the same target run with --baseline FILE "
+           "then passes until it changes", kind="path", metavar="FILE", group="output"),
+    Option("github-annotations", "print one GitHub ::error annotation per failing rule (at "
+           "its case file and line; at most ten, then a count); the GitHub Action passes it",
+           kind="flag", default=False, group="output"),
+    Option("no-color", "plain console output", kind="flag", default=False, group="output"),
+    Option("target-name", "the target's name as the reports head it (default: what it "
+           "reported in initialize, then its command); the reported one is kept beside it",
+           metavar="NAME", shells=PLUGIN, group="output"),
+    Option("target-version", "the target's version as the reports head it (default: what it "
+           "reported in initialize)", metavar="VERSION", shells=PLUGIN, group="output"),
+    Option("mask", "replace VALUE by *** in every report, transcript and console line "
+           "(repeatable; values shorter than 6 characters are not masked); the values of "
+           "secret-looking variables (*KEY*, *TOKEN*, *SECRET*, *PASSWORD*, ...) are masked "
+           "without it", kind="list", default=[], metavar="VALUE", group="output"),
+    Option("mask-env", "mask the value of environment variable NAME too (repeatable)",
+           kind="list", default=[], metavar="NAME", group="output"),
+    Option("no-mask", "write secrets as they are (local debugging only; warns)", kind="flag",
+           default=False, group="output"),
+    Option("out", "the one folder a run writes to: reports and transcripts (when no report "
+           "option names a file), the fuzz regression library and Hypothesis's data (default "
+           "./acp-conformance-reports/; in a checkout of this repository its reports/)",
+           kind="path", metavar="DIR", group="output"),
+    Option("show", "console table: the rules that failed or warned, or every rule (default "
+           "failures)", kind="choice", default="failures", choices=("failures", "all"),
+           group="output"),
+    Option("verbose", "every rule, each version's column explained by its worst finding",
+           kind="flag", default=False, short="-v", group="output"),
+    Option("quiet", "print only the verdict line and errors (reports are written as asked)",
+           kind="flag", default=False, short="-q", group="output"),
+    # -- certification ----------------------------------------------------------------
+    Option("certify", "write a submission bundle into DIR (and DIR.tar.gz): statement, JSON "
+           "report, every transcript, run description and a manifest of SHA-256 digests (an "
+           "in-toto Statement) that 'acp-conformance verify' checks offline", kind="path",
+           metavar="DIR", shells=PLUGIN, group="certify"),
+    Option("badge", "write the verdict as a self-contained SVG badge here (protocol versions, "
+           "verdict, catalogue revision, date)", kind="path", metavar="PATH", shells=PLUGIN,
+           group="certify"),
+    # -- the plugin's fuzzing (the command line has the fuzz subcommand) ------------------
+    Option("fuzz", "collect the fuzzer (one Hypothesis test per role and protocol) instead of "
+           "the cases: pytest runs each once, HypoFuzz runs them as a campaign", kind="flag",
+           default=False, shells=frozenset({"plugin"}), group="fuzz"),
+    Option("fuzz-effort", "--fuzz: examples and steps per run under pytest (default ci)",
+           kind="choice", default="ci", choices=("ci", "dev", "deep"),
+           shells=frozenset({"plugin"}), group="fuzz"),
+    Option("fuzz-model-server", "--fuzz with --agent: serve the scripted model APIs and draw "
+           "what the model says in every run ({model_url} filled in the command and "
+           "--agent-env values)", kind="flag", default=False,
+           shells=frozenset({"plugin"}), group="fuzz", plugin="acp-model-server",
+           needs="fuzz"),
+    Option("regressions", "--fuzz: save each shrunk failure here, once per fingerprint "
+           "(default: not saved)", metavar="DIR", shells=frozenset({"plugin"}), group="fuzz",
+           needs="fuzz"),
+    Option("hypothesis-db", "--fuzz: the Hypothesis example database every worker shares: a "
+           "directory, redis://host:port/db (the redis extra) or github:OWNER/REPO[/ARTIFACT] "
+           "(read-only, with a local folder)", metavar="DIR|URL",
+           shells=frozenset({"plugin"}), group="fuzz", needs="fuzz"),
+)
+
+_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def option(name: str) -> Option:
+    """The row named ``name`` (its command-line name)."""
+    return _BY_NAME[name]
+
+
+def for_shell(shell: str) -> list[Option]:
+    """The rows ``shell`` has, in table order."""
+    return [o for o in OPTIONS if shell in o.shells]
+
+
+_FRAGMENT = re.compile(r"<(cli|plugin|action)>(.*?)</\1>", re.DOTALL)
+_NAMED = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
+
+
+def spelling(shell: str) -> Callable[[str], str]:
+    """``name -> how shell spells the option`` (``timeout -> --acp-timeout``); a name the
+    table does not have (``--out`` in the plugin) is left as the command line spells it."""
+    def spell(name: str) -> str:
+        row = _BY_NAME.get(name)
+        if row is not None and (shell == "plugin") and "plugin" in row.shells:
+            return row.flags("plugin")[0]
+        return f"--{name}"
+    return spell
+
+
+def help_for(row: Option, shell: str) -> str:
+    """The row's help as ``shell`` prints it: its own fragments kept, the others' dropped,
+    the options it names spelled as ``shell`` spells them."""
+    text = _FRAGMENT.sub(lambda m: m.group(2) if m.group(1) == shell else "", row.help)
+    spell = spelling(shell)
+    return _NAMED.sub(lambda m: spell(m.group(1)), text)
+
+
+_TYPES: dict[str, Any] = {"path": Path, "float": float}
+
+
+def argument(row: Option, shell: str, **override: Any) -> dict[str, Any]:
+    """The keyword arguments of argparse's ``add_argument`` (and pytest's ``addoption``,
+    which takes the same) that render ``row`` in ``shell``; ``override`` for a subcommand's
+    variant of it (``report``'s ``--show`` prints nothing by default)."""
+    kwargs: dict[str, Any] = {"help": help_for(row, shell)}
+    if row.kind == "flag":
+        kwargs["action"] = "store_true"
+    elif row.kind == "list":
+        kwargs.update(action="append", default=list(row.default or []))
+    else:
+        if row.parse is not None or row.kind in _TYPES:
+            kwargs["type"] = row.parse or _TYPES[row.kind]
+        if row.choices:
+            kwargs["choices"] = list(row.choices)
+        if row.default is not None:
+            kwargs["default"] = row.default
+    if row.metavar:
+        kwargs["metavar"] = row.metavar
+    kwargs.update(override)
+    return kwargs
+
+
+# -- the checks ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Two (or more) options that do not go together, with the one message that says so;
+    ``{name}`` in the message is the option as the shell spells it."""
+
+    names: tuple[str, ...]
+    applies: Callable[[Mapping[str, Any]], bool]
+    message: str
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(("proxy-adapts", "protocol"),
+         lambda v: bool(v["proxy-adapts"]) and v["protocol"] == "1",
+         "{proxy-adapts} runs the v2 cases (v2 behind the proxy, v1 in front): not with "
+         "{protocol} 1"),
+    Rule(("client", "client-adapter"), lambda v: bool(v["client"] and v["client-adapter"]),
+         "give {client} CMD or {client-adapter} MODULE:FACTORY, not both"),
+    Rule(("client-profile", "client-adapter"),
+         lambda v: bool(v["client-profile"] and v["client-adapter"]),
+         "{client-profile} drives a client process; an adapter reports its messages itself"),
+    Rule(("agent", "client", "client-adapter"),
+         lambda v: bool(v["agent"] and (v["client"] or v["client-adapter"])),
+         "{agent} and {client} test different sides: run them separately"),
+)
+
+#: The options that choose the role, in the order that decides it (a proxy's --agent is
+#: the agent behind it).
+TESTED = {"proxy": ("proxy",), "client": ("client", "client-adapter"), "agent": ("agent",)}
+
+
+def role_of(values: Mapping[str, Any]) -> str | None:
+    """The role the values test: proxy, client or agent (None: no target given)."""
+    for role, names in TESTED.items():
+        if any(values.get(n) for n in names):
+            return role
+    return None
+
+
+def _given(row: Option, value: Any) -> bool:
+    return bool(value) and value != row.default
+
+
+def _format(message: str, spell: Callable[[str], str]) -> str:
+    return re.sub(r"\{([a-z][a-z0-9-]*)\}",
+                  lambda m: spell(m.group(1)) if m.group(1) in _BY_NAME else m.group(0),
+                  message)
+
+
+def check_values(values: Mapping[str, Any], shell: str, *, role: str | None = None,
+                 roles: bool = True) -> None:
+    """Raise :class:`UsageError` (one line, options spelled as ``shell`` spells them) for
+    the first problem of ``values`` (table name -> parsed value; a name missing is an
+    option this command does not have): a value's own check, a rule of two options, an
+    option that needs another, an option of another role (``roles``; ``role`` defaults to
+    :func:`role_of`, and no role given refuses a role's options as needing their target)."""
+    spell = spelling(shell)
+    have = {n: v for n, v in values.items() if n in _BY_NAME}
+    for name, value in have.items():
+        row = _BY_NAME[name]
+        problem = row.check(value) if row.check is not None else None
+        if problem:
+            raise UsageError(problem.format(option=spell(name)))
+        if row.needs and _given(row, value) and not values.get(row.needs):
+            raise UsageError(f"{spell(name)} needs {spell(row.needs)}")
+    for rule in RULES:
+        if rule.applies({n: have.get(n) for n in rule.names}):  # missing: not given
+            raise UsageError(_format(rule.message, spell))
+    if not roles:
+        return
+    role = role or role_of(have)
+    for name, value in have.items():
+        row = _BY_NAME[name]
+        if row.roles == ALL or not _given(row, value):
+            continue
+        if role is None:
+            wanted = [spell(n) for r in ROLES if r in row.roles for n in TESTED[r][:1]]
+            raise UsageError(f"{spell(name)} needs {' or '.join(wanted)}")
+        if role not in row.roles:
+            tested = "/".join(spell(n) for n in TESTED[role])
+            raise UsageError(f"{spell(name)} does not apply to the {role} role ({tested}): "
+                             "leave it out")
