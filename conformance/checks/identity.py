@@ -55,12 +55,17 @@ class _EpochState:
     replay_turn: int = 0
     last_kind: str | None = None
     turns: set[Any] = field(default_factory=set)  # turn keys that carried an ID
+    tk: Any = None  # the last turn key: one tuple per turn, not one per message
 
 
 def turn_key(ev: MessageEvent, st: _EpochState) -> Any:
-    if ev.phase == REPLAY:
-        return ("replay", st.replay_turn, ev.epoch.index)
-    return ("live", ev.turn, ev.epoch.index)
+    replay = ev.phase == REPLAY
+    n = st.replay_turn if replay else ev.turn
+    tk = st.tk
+    if tk is not None and tk[1] == n and tk[2] == ev.epoch.index and (tk[0] == "replay") == replay:
+        return tk
+    tk = st.tk = ("replay" if replay else "live", n, ev.epoch.index)
+    return tk
 
 
 @register
@@ -78,7 +83,8 @@ class Uniqueness(Checker):
         super().__init__(*a)
         self.epochs: dict[tuple[str, int], _EpochState] = {}
         self.turn_last: dict[tuple[str, int, Any, str], str] = {}  # last ID per kind per turn
-        self.turn_ids: dict[tuple[str, int, Any, str], set[str]] = {}
+        # the IDs of each turn's chunks, per kind: None before any, one ID, then a set
+        self.turn_ids: dict[tuple[str, int, Any, str], str | set[str] | None] = {}
         self.session_of_id: dict[str, str] = {}
         self.cross_session_reported = False
         self.response_ids: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
@@ -186,12 +192,16 @@ class Uniqueness(Checker):
                            expected="one ID per message across kinds", actual=short(mid))
         # Rule 4: A..B..A within one turn.
         tkey = (ev.session, ev.epoch.index, tk, ev.kind)
-        ids = self.turn_ids.setdefault(tkey, set())
+        turn_ids = self.turn_ids
+        ids = turn_ids.get(tkey, _NONE)
+        if ids is _NONE:
+            ids = turn_ids[tkey] = None
         last = self.turn_last.get(tkey)
         if ev.form == "chunk":
-            if ids:
+            if ids is not None:
                 self.exercised("MID-A-02/interleave")
-            if last is not None and last != mid and mid in ids:
+            if last is not None and last != mid and (
+                    mid == ids if type(ids) is str else ids is not None and mid in ids):
                 self.found("MID-A-02/interleave",
                            f"{ev.kind} chunks return to ID {short(mid)!r} after {short(last)!r} "
                            f"in {_turn_name(tk, ev.epoch.index)} (interleaving or a reused ID)",
@@ -199,7 +209,14 @@ class Uniqueness(Checker):
                            expected="each message's chunks in one run",
                            actual=short(mid), protocol=ev.protocol)
             self.turn_last[tkey] = mid
-            ids.add(mid)  # a run of chunks: an upsert starts none (its chunks may follow it)
+            # a run of chunks: an upsert starts none (its chunks may follow it)
+            if ids is None:
+                turn_ids[tkey] = mid
+            elif type(ids) is str:
+                if ids != mid:
+                    turn_ids[tkey] = {ids, mid}
+            else:
+                ids.add(mid)
         if prev is None or other is None:
             seen = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)  # one object for both
             if prev is None:
@@ -237,6 +254,9 @@ class Uniqueness(Checker):
             self.found("MID-A-02/cross-session",
                        f"ID {short(mid)!r} is used in two sessions (allowed: scope is a session)",
                        entries=[ev.seq], actual=short(mid))
+
+
+_NONE: Any = object()  # no entry in turn_ids
 
 
 def _turn_name(tk: Any, now: int) -> str:
