@@ -38,7 +38,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -349,6 +349,33 @@ def iter_entries(path: Path) -> tuple[dict[str, Any], Iterator[Entry]]:
                 yield entry
 
     return header, gen()
+
+
+class EntryFile(Sequence[Entry]):
+    """A transcript file's entries, read from the file again on each pass: grading streams
+    them, so no entry outlives its line (a million updates held as entries take gigabytes).
+    Indexing or ``len`` (what few readers need, e.g. to fold a fault's consequences) reads
+    them into a list once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._list: list[Entry] | None = None
+
+    def __iter__(self) -> Iterator[Entry]:
+        if self._list is not None:
+            return iter(self._list)
+        return iter_entries(self.path)[1]
+
+    def _all(self) -> list[Entry]:
+        if self._list is None:
+            self._list = list(iter_entries(self.path)[1])
+        return self._list
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._all()[index]
 
 
 _scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads minus its wrapper calls; untyped in typeshed
