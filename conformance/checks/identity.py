@@ -50,8 +50,11 @@ class _Seen:
 
 @dataclass
 class _EpochState:
-    ids: dict[str, dict[str, _Seen]] = field(default_factory=dict)  # kind -> id -> first use
-    by_id: dict[str, _Seen] = field(default_factory=dict)  # id -> first use (any kind)
+    # The first use of each ID (any kind), and the first use per kind: the first use of an
+    # ID by a kind is ``by_id[id]`` when that is of the kind (nearly always: one entry, not
+    # two, per message), else ``kinds[(kind, id)]``.
+    by_id: dict[str, _Seen] = field(default_factory=dict)
+    kinds: dict[tuple[str, str], _Seen] = field(default_factory=dict)
     replay_turn: int = 0
     last_kind: str | None = None
     turns: set[Any] = field(default_factory=set)  # turn keys that carried an ID
@@ -104,8 +107,8 @@ class Uniqueness(Checker):
                 # One reading: a replay that carried nothing rebuilt no view, so the IDs of
                 # the epoch before are still the session's messages (as after a resume
                 # without replay): a reuse of one is graded like any other.
-                st.ids = {k: dict(v) for k, v in before.ids.items()}
                 st.by_id = dict(before.by_id)
+                st.kinds = dict(before.kinds)
                 st.turns = set(before.turns)
             self.turn_last.clear()
             self.turn_ids.clear()
@@ -126,17 +129,25 @@ class Uniqueness(Checker):
             st.turns.add(tk)
         v2 = ev.protocol >= 2
         self._cross_session(ev, mid)
-        of_kind = st.ids.get(ev.kind)
-        if of_kind is None:
-            of_kind = st.ids[ev.kind] = {}
-        prev = of_kind.get(mid)
+        by_id, kinds = st.by_id, st.kinds
+        first = by_id.get(mid)
+        if first is not None and first.kind == ev.kind:
+            prev = first  # this kind's first use is the ID's
+        else:
+            prev = kinds.get((ev.kind, mid)) if kinds else None
         if prev is not None and prev.raced and prev.turn != tk:
             # The benefit of the doubt: an ID first used only in a cancelled turn's tail (after
             # the suite's session/cancel) exists there by the suite's race with the target, so
             # no reuse is graded against it; this use is the first that counts.
-            prev = of_kind[mid] = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)
-            if st.by_id.get(mid) is not None and st.by_id[mid].raced:
-                st.by_id[mid] = prev
+            new = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)
+            if prev is first:  # raced: the ID's first use and this kind's are the new one
+                by_id[mid] = new
+            elif first is not None and first.raced:  # the ID's first use becomes this one
+                kinds[(first.kind, mid)] = first  # still the first of its own kind
+                kinds.pop((ev.kind, mid), None)
+                by_id[mid] = new
+            else:
+                kinds[(ev.kind, mid)] = new
             prev = None
         # Rule 1: user-message reuse.
         if ev.kind == "user":
@@ -176,7 +187,7 @@ class Uniqueness(Checker):
                            expected="a fresh ID per message",
                            actual=short(mid))
         # Rule 3: cross-kind reuse.
-        other = st.by_id.get(mid)
+        other = by_id.get(mid)
         per_kind = v2 and self.profile.id_space == "per-kind"
         if per_kind:
             self.not_applicable("MID-A-02/cross-kind-reuse",
@@ -218,11 +229,11 @@ class Uniqueness(Checker):
             else:
                 ids.add(mid)
         if prev is None or other is None:
-            seen = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)  # one object for both
-            if prev is None:
-                of_kind[mid] = seen
-            if other is None:
-                st.by_id[mid] = seen
+            seen = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)  # the first use of both
+            if other is None or other.kind == ev.kind:
+                by_id[mid] = seen  # (for a raced one: the same values as ``other``)
+            else:
+                kinds[(ev.kind, mid)] = seen
 
     def on_turn_end(self, ev: TurnEnd) -> None:
         if ev.cancelled >= 0:

@@ -141,6 +141,26 @@ class Turn:
         return msg
 
 
+def _share_texts(rep: _Replay) -> None:
+    """The replay's last turn is complete: each of its messages whose text equals that of
+    the live message of the same kind and ID in the live turn it replays keeps the live
+    string (one copy of the conversation's text, not two; equal strings: nothing a rule
+    reads changes)."""
+    n = len(rep.turns) - 1
+    if n >= len(rep.history):
+        return
+    live = rep.history[n]
+    for m in rep.turns[n].msgs:
+        if m.mid is None:
+            continue
+        lm = live.index.get(m.mid)
+        if lm is None or lm.kind != m.kind:
+            continue
+        text = lm.text
+        if text is not m.text and text == m.done:
+            m.done = text
+
+
 @dataclass(slots=True)
 class _LivePrompt:
     """A live v2 prompt whose response named its user message (MID-V2-11)."""
@@ -258,6 +278,8 @@ class Replay(Checker):
     def on_replay_end(self, ev: ReplayEnd) -> None:
         rep = self.replays.pop(ev.session, None)
         if rep is not None:
+            if rep.turns:
+                _share_texts(rep)
             rep.runs.clear()  # read only while the replay runs; the cross-check needs the turns
             rep.upserted.clear()
             rep.primed.clear()
@@ -332,6 +354,8 @@ class Replay(Checker):
         if not rep.turns or (ev.kind == "user" and (
                 rep.last_kind != "user"
                 or (ev.mid is not None and ev.mid != rep.last_user_mid))):
+            if rep.turns:
+                _share_texts(rep)
             rep.turns.append(Turn())
         rep.last_kind = ev.kind
         if ev.kind == "user":
