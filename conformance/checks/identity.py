@@ -9,7 +9,7 @@ agent or thought message; a different kind means a different message (warn
 only). Replay has no prompts, so each replayed user message starts a new
 "turn" (MID-A-02 rule 6).
 
-Under 500 lines, kept whole on purpose: its seam is ``Uniqueness``
+Kept whole on purpose: its seam is ``Uniqueness``
 (MID-A-02) against ``Stability`` (MID-A-03, -05, -06), but the reports'
 traceability section names each checker by its module (``identity.Stability``),
 so a move would change every Markdown and HTML report.

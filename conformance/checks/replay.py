@@ -141,6 +141,16 @@ class Turn:
         return msg
 
 
+def _first_by_id(turns: list[Turn]) -> dict[str, Msg]:
+    """The first message of ``turns`` under each ID."""
+    first: dict[str, Msg] = {}
+    for turn in turns:
+        for m in turn.msgs:
+            if m.mid is not None:
+                first.setdefault(m.mid, m)
+    return first
+
+
 def _share_texts(rep: _Replay) -> None:
     """The replay's last turn is complete: each of its messages whose text equals that of
     the live message of the same kind and ID in the live turn it replays keeps the live
@@ -477,11 +487,7 @@ class Replay(Checker):
             self.exercised(rule)
         dup_rule = self._dup_rule(rep.protocol)
         stable = regenerated = 0
-        live_by_id: dict[str, Msg] = {}
-        for turn in rep.history:
-            for m in turn.msgs:
-                if m.mid is not None:
-                    live_by_id.setdefault(m.mid, m)
+        live_by_id: dict[str, Msg] | None = None  # built when a regenerated ID needs it
         for live, replayed in zip(rep.history, rep.turns, strict=False):
             for kind in ("user", "agent", "thought", "session"):
                 lm = [m for m in live.msgs if m.kind == kind]
@@ -496,6 +502,8 @@ class Replay(Checker):
                             stable += 1
                         else:
                             regenerated += 1
+                            if live_by_id is None:
+                                live_by_id = _first_by_id(rep.history)
                             other = live_by_id.get(b.mid)
                             if other is not None and other is not a:
                                 self.found("MID-A-08/collides-other-epoch",
