@@ -193,8 +193,17 @@ class Restatement(Checker):
             return
         # The run goes on under its one ID (or none): each chunk continues it, and only a
         # chunk of MIN_TEXT characters or more can restate it (what _chunk does, in bulk).
+        texts = rr.texts()
+        if max(map(len, texts), default=0) < MIN_TEXT:  # no chunk can restate: in bulk
+            run.parts.extend(texts)
+            run.length += sum(map(len, texts))
+            run.count += len(texts)
+            run.last_seq = rr.seqs[-1]
+            if len(run.parts) >= COMPACT_PARTS:
+                run.parts[:] = ["".join(run.parts)]
+            return
         parts, length, last = run.parts, run.length, run.last_seq
-        for seq, text in zip(rr.seqs, rr.texts(), strict=False):
+        for seq, text in zip(rr.seqs, texts, strict=False):
             if len(text) >= MIN_TEXT:
                 run.length, run.last_seq = length, last
                 self._judge(first, seq, run, text.strip())
