@@ -131,6 +131,7 @@ class Uniqueness(Checker):
         self._cross_session(ev, mid)
         by_id, kinds = st.by_id, st.kinds
         first = by_id.get(mid)
+        prev: _Seen | None
         if first is not None and first.kind == ev.kind:
             prev = first  # this kind's first use is the ID's
         else:
