@@ -85,7 +85,8 @@ class Uniqueness(Checker):
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
         self.epochs: dict[tuple[str, int], _EpochState] = {}
-        self.turn_last: dict[tuple[str, int, Any, str], str] = {}  # last ID per kind per turn
+        # the last ID of a turn's chunks per kind, once they had two IDs (see turn_ids)
+        self.turn_last: dict[tuple[str, int, Any, str], str] = {}
         # the IDs of each turn's chunks, per kind: None before any, one ID, then a set
         self.turn_ids: dict[tuple[str, int, Any, str], str | set[str] | None] = {}
         self.session_of_id: dict[str, str] = {}
@@ -208,27 +209,29 @@ class Uniqueness(Checker):
         ids = turn_ids.get(tkey, _NONE)
         if ids is _NONE:
             ids = turn_ids[tkey] = None
-        last = self.turn_last.get(tkey)
         if ev.form == "chunk":
             if ids is not None:
                 self.exercised("MID-A-02/interleave")
-            if last is not None and last != mid and (
-                    mid == ids if type(ids) is str else ids is not None and mid in ids):
+            # The last ID of the turn's chunks is the one ID while there is one (no return
+            # to an ID is possible then); turn_last holds it once there are two.
+            last = self.turn_last[tkey] if type(ids) is set else ids
+            if last is not None and last != mid and type(ids) is set and mid in ids:
                 self.found("MID-A-02/interleave",
                            f"{ev.kind} chunks return to ID {short(mid)!r} after {short(last)!r} "
                            f"in {_turn_name(tk, ev.epoch.index)} (interleaving or a reused ID)",
                            key=(ev.session, ev.kind, mid), entries=[ev.seq],
                            expected="each message's chunks in one run",
                            actual=short(mid), protocol=ev.protocol)
-            self.turn_last[tkey] = mid
             # a run of chunks: an upsert starts none (its chunks may follow it)
             if ids is None:
                 turn_ids[tkey] = mid
             elif type(ids) is str:
                 if ids != mid:
                     turn_ids[tkey] = {ids, mid}
+                    self.turn_last[tkey] = mid
             else:
                 ids.add(mid)
+                self.turn_last[tkey] = mid
         if prev is None or other is None:
             seen = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)  # the first use of both
             if other is None or other.kind == ev.kind:
