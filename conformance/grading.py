@@ -145,7 +145,8 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
     from conformance.checks import grade
     from conformance.timers import annotate  # the clock-ended waits a finding rests on
 
-    entries = list(entries)
+    # a file's entries (transcript.EntryFile) stream from it: never all held at once
+    entries = entries if isinstance(entries, Sequence) else list(entries)
     scope = Scope.from_header(header)
     ending = Ending.from_header(header)
     strict = strict or scope.strict
@@ -168,7 +169,6 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
                                   select=list(NEGOTIATION), role=scope.role)
                  if f.outcome not in dropped]
         return apply_strict(rows, strict)
-    entries = list(entries)
     found = grade(entries, protocol=protocol, options=options,
                   select=list(scope.rules) if scope.rules is not None else None,
                   role=scope.role, schema_dir=schema_dir)

@@ -117,11 +117,13 @@ def _text(t: Mapping[str, Any], late: bool) -> str:
 def annotate(findings: Iterable[Finding], header: Mapping[str, Any],
              entries: Iterable[Entry]) -> list[Finding]:
     """Each fail or warn finding with the timer it rests on (see the module's text)."""
-    entries = list(entries)
     found = list(findings)
     if not any(f.outcome in (Outcome.FAIL, Outcome.WARN) for f in found):
         return found
-    by_seq = {e.seq: e for e in entries}
+    # a file's entries (transcript.EntryFile) are read again, not all held at once
+    entries = entries if isinstance(entries, Sequence) else list(entries)
+    cited = {s for f in found for s in f.entries}
+    by_seq = {e.seq: e for e in entries if e.seq in cited}
     windows = _windows(header, entries)
     out = []
     for f in found:

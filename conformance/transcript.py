@@ -38,7 +38,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -351,6 +351,33 @@ def iter_entries(path: Path) -> tuple[dict[str, Any], Iterator[Entry]]:
     return header, gen()
 
 
+class EntryFile(Sequence[Entry]):
+    """A transcript file's entries, read from the file again on each pass: grading streams
+    them, so no entry outlives its line (a million updates held as entries take gigabytes).
+    Indexing or ``len`` (what few readers need, e.g. to fold a fault's consequences) reads
+    them into a list once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._list: list[Entry] | None = None
+
+    def __iter__(self) -> Iterator[Entry]:
+        if self._list is not None:
+            return iter(self._list)
+        return iter_entries(self.path)[1]
+
+    def _all(self) -> list[Entry]:
+        if self._list is None:
+            self._list = list(iter_entries(self.path)[1])
+        return self._list
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._all()[index]
+
+
 _scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads minus its wrapper calls; untyped in typeshed
 _SOURCE_SET = frozenset(SOURCES)
 _MESSAGE_STREAMS = frozenset(("stdin", "stdout"))
@@ -374,9 +401,6 @@ def _message_reader() -> Callable[[bytes], Entry | None]:
     except ImportError:  # the dependency is optional at run time: the standard scanner
         fast = None
     if fast is not None:
-        ids: dict[str, str] = {}  # one string object per session and message ID
-        same = ids.setdefault
-
         def typed_entry(line: bytes) -> Entry | None:
             if line[:1] != b"{" or line[-1:] != b"\n":
                 return None
@@ -384,10 +408,8 @@ def _message_reader() -> Callable[[bytes], Entry | None]:
                 d = fast(line)
             except (ValueError, RecursionError):  # msgspec's errors are ValueErrors
                 return None
-            msg = d.msg
-            if d.src == "agent" and type(msg) is dict:
-                _share_ids(msg, same)
-            return Entry(d.seq, d.t, d.conn, d.src, d.stream, d.raw, None, msg)
+            # (one string per ID: the timeline shares them, on the lines it reads whole)
+            return Entry(d.seq, d.t, d.conn, d.src, d.stream, d.raw, None, d.msg)
 
         return typed_entry
     decode = _scan_whole
@@ -414,23 +436,6 @@ def _message_reader() -> Callable[[bytes], Entry | None]:
         return Entry(seq, t, conn, src, stream, line, None, msg)
 
     return message_entry
-
-
-def _share_ids(msg: dict[str, Any], same: Callable[[str, str], str]) -> None:
-    """Give an update's ``sessionId`` and ``messageId`` the string object of their first
-    occurrence: a JSON parser makes a new string for each line, and the checkers keep
-    an ID for every message (in a session of 56,000 messages, 12 MB of copies of equal
-    strings). Equal strings, so nothing a rule reads changes."""
-    params = msg.get("params")
-    if type(params) is dict:
-        sid = params.get("sessionId")
-        if type(sid) is str:
-            params["sessionId"] = same(sid, sid)
-        update = params.get("update")
-        if type(update) is dict:
-            mid = update.get("messageId")
-            if type(mid) is str:
-                update["messageId"] = same(mid, mid)
 
 
 @functools.cache

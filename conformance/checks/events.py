@@ -184,6 +184,7 @@ class RepeatRun:
     first: MessageEvent
     seqs: list[int] = field(default_factory=list)
     updates: list[dict[str, Any]] = field(default_factory=list)
+    _texts: list[str] | None = None  # texts(), read once for every checker of the run
 
     def events(self) -> Iterator[MessageEvent]:
         """The MessageEvents of the lines, as one by one delivery would give them."""
@@ -191,6 +192,10 @@ class RepeatRun:
             yield repeat_of(self.first, seq, update)
 
     def texts(self) -> list[str]:
-        """The chunk texts (model.block_text of each content), in order."""
-        block_text = model.block_text
-        return [block_text(u.get("content")) for u in self.updates]
+        """The chunk texts (model.block_text of each content), in order: one list, shared
+        by the checkers that take the run (none of them changes it)."""
+        texts = self._texts
+        if texts is None or len(texts) != len(self.updates):
+            block_text = model.block_text
+            texts = self._texts = [block_text(u.get("content")) for u in self.updates]
+        return texts

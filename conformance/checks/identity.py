@@ -9,7 +9,7 @@ agent or thought message; a different kind means a different message (warn
 only). Replay has no prompts, so each replayed user message starts a new
 "turn" (MID-A-02 rule 6).
 
-Under 500 lines, kept whole on purpose: its seam is ``Uniqueness``
+Kept whole on purpose: its seam is ``Uniqueness``
 (MID-A-02) against ``Stability`` (MID-A-03, -05, -06), but the reports'
 traceability section names each checker by its module (``identity.Stability``),
 so a move would change every Markdown and HTML report.
@@ -50,17 +50,25 @@ class _Seen:
 
 @dataclass
 class _EpochState:
-    ids: dict[str, dict[str, _Seen]] = field(default_factory=dict)  # kind -> id -> first use
-    by_id: dict[str, _Seen] = field(default_factory=dict)  # id -> first use (any kind)
+    # The first use of each ID (any kind), and the first use per kind: the first use of an
+    # ID by a kind is ``by_id[id]`` when that is of the kind (nearly always: one entry, not
+    # two, per message), else ``kinds[(kind, id)]``.
+    by_id: dict[str, _Seen] = field(default_factory=dict)
+    kinds: dict[tuple[str, str], _Seen] = field(default_factory=dict)
     replay_turn: int = 0
     last_kind: str | None = None
     turns: set[Any] = field(default_factory=set)  # turn keys that carried an ID
+    tk: Any = None  # the last turn key: one tuple per turn, not one per message
 
 
 def turn_key(ev: MessageEvent, st: _EpochState) -> Any:
-    if ev.phase == REPLAY:
-        return ("replay", st.replay_turn, ev.epoch.index)
-    return ("live", ev.turn, ev.epoch.index)
+    replay = ev.phase == REPLAY
+    n = st.replay_turn if replay else ev.turn
+    tk = st.tk
+    if tk is not None and tk[1] == n and tk[2] == ev.epoch.index and (tk[0] == "replay") == replay:
+        return tk
+    tk = st.tk = ("replay" if replay else "live", n, ev.epoch.index)
+    return tk
 
 
 @register
@@ -77,8 +85,10 @@ class Uniqueness(Checker):
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
         self.epochs: dict[tuple[str, int], _EpochState] = {}
-        self.turn_last: dict[tuple[str, int, Any, str], str] = {}  # last ID per kind per turn
-        self.turn_ids: dict[tuple[str, int, Any, str], set[str]] = {}
+        # the last ID of a turn's chunks per kind, once they had two IDs (see turn_ids)
+        self.turn_last: dict[tuple[str, int, Any, str], str] = {}
+        # the IDs of each turn's chunks, per kind: None before any, one ID, then a set
+        self.turn_ids: dict[tuple[str, int, Any, str], str | set[str] | None] = {}
         self.session_of_id: dict[str, str] = {}
         self.cross_session_reported = False
         self.response_ids: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
@@ -98,8 +108,8 @@ class Uniqueness(Checker):
                 # One reading: a replay that carried nothing rebuilt no view, so the IDs of
                 # the epoch before are still the session's messages (as after a resume
                 # without replay): a reuse of one is graded like any other.
-                st.ids = {k: dict(v) for k, v in before.ids.items()}
                 st.by_id = dict(before.by_id)
+                st.kinds = dict(before.kinds)
                 st.turns = set(before.turns)
             self.turn_last.clear()
             self.turn_ids.clear()
@@ -120,17 +130,26 @@ class Uniqueness(Checker):
             st.turns.add(tk)
         v2 = ev.protocol >= 2
         self._cross_session(ev, mid)
-        of_kind = st.ids.get(ev.kind)
-        if of_kind is None:
-            of_kind = st.ids[ev.kind] = {}
-        prev = of_kind.get(mid)
+        by_id, kinds = st.by_id, st.kinds
+        first = by_id.get(mid)
+        prev: _Seen | None
+        if first is not None and first.kind == ev.kind:
+            prev = first  # this kind's first use is the ID's
+        else:
+            prev = kinds.get((ev.kind, mid)) if kinds else None
         if prev is not None and prev.raced and prev.turn != tk:
             # The benefit of the doubt: an ID first used only in a cancelled turn's tail (after
             # the suite's session/cancel) exists there by the suite's race with the target, so
             # no reuse is graded against it; this use is the first that counts.
-            prev = of_kind[mid] = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)
-            if st.by_id.get(mid) is not None and st.by_id[mid].raced:
-                st.by_id[mid] = prev
+            new = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)
+            if prev is first:  # raced: the ID's first use and this kind's are the new one
+                by_id[mid] = new
+            elif first is not None and first.raced:  # the ID's first use becomes this one
+                kinds[(first.kind, mid)] = first  # still the first of its own kind
+                kinds.pop((ev.kind, mid), None)
+                by_id[mid] = new
+            else:
+                kinds[(ev.kind, mid)] = new
             prev = None
         # Rule 1: user-message reuse.
         if ev.kind == "user":
@@ -170,7 +189,7 @@ class Uniqueness(Checker):
                            expected="a fresh ID per message",
                            actual=short(mid))
         # Rule 3: cross-kind reuse.
-        other = st.by_id.get(mid)
+        other = by_id.get(mid)
         per_kind = v2 and self.profile.id_space == "per-kind"
         if per_kind:
             self.not_applicable("MID-A-02/cross-kind-reuse",
@@ -186,26 +205,39 @@ class Uniqueness(Checker):
                            expected="one ID per message across kinds", actual=short(mid))
         # Rule 4: A..B..A within one turn.
         tkey = (ev.session, ev.epoch.index, tk, ev.kind)
-        ids = self.turn_ids.setdefault(tkey, set())
-        last = self.turn_last.get(tkey)
+        turn_ids = self.turn_ids
+        ids = turn_ids.get(tkey, _NONE)
+        if ids is _NONE:
+            ids = turn_ids[tkey] = None
         if ev.form == "chunk":
-            if ids:
+            if ids is not None:
                 self.exercised("MID-A-02/interleave")
-            if last is not None and last != mid and mid in ids:
+            # The last ID of the turn's chunks is the one ID while there is one (no return
+            # to an ID is possible then); turn_last holds it once there are two.
+            last = self.turn_last[tkey] if type(ids) is set else ids
+            if last is not None and last != mid and type(ids) is set and mid in ids:
                 self.found("MID-A-02/interleave",
                            f"{ev.kind} chunks return to ID {short(mid)!r} after {short(last)!r} "
                            f"in {_turn_name(tk, ev.epoch.index)} (interleaving or a reused ID)",
                            key=(ev.session, ev.kind, mid), entries=[ev.seq],
                            expected="each message's chunks in one run",
                            actual=short(mid), protocol=ev.protocol)
-            self.turn_last[tkey] = mid
-            ids.add(mid)  # a run of chunks: an upsert starts none (its chunks may follow it)
+            # a run of chunks: an upsert starts none (its chunks may follow it)
+            if ids is None:
+                turn_ids[tkey] = mid
+            elif type(ids) is str:
+                if ids != mid:
+                    turn_ids[tkey] = {ids, mid}
+                    self.turn_last[tkey] = mid
+            else:
+                ids.add(mid)
+                self.turn_last[tkey] = mid
         if prev is None or other is None:
-            seen = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)  # one object for both
-            if prev is None:
-                of_kind[mid] = seen
-            if other is None:
-                st.by_id[mid] = seen
+            seen = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)  # the first use of both
+            if other is None or other.kind == ev.kind:
+                by_id[mid] = seen  # (for a raced one: the same values as ``other``)
+            else:
+                kinds[(ev.kind, mid)] = seen
 
     def on_turn_end(self, ev: TurnEnd) -> None:
         if ev.cancelled >= 0:
@@ -237,6 +269,9 @@ class Uniqueness(Checker):
             self.found("MID-A-02/cross-session",
                        f"ID {short(mid)!r} is used in two sessions (allowed: scope is a session)",
                        entries=[ev.seq], actual=short(mid))
+
+
+_NONE: Any = object()  # no entry in turn_ids
 
 
 def _turn_name(tk: Any, now: int) -> str:

@@ -56,53 +56,119 @@ COMPACT_PARTS = 64  # chunk texts kept apart before they are joined into one
 
 @dataclass(slots=True)
 class Msg:
+    """A message as the reducer builds it: its text so far (``done``) and, while its run of
+    chunks goes on, the chunk texts not yet joined to it (a one-chunk message, the most
+    common in a replay, keeps no list)."""
+
     kind: str
     mid: str | None
     seq: int
-    parts: list[str] = field(default_factory=list)
+    done: str = ""
+    parts: list[str] | None = None
 
     @property
     def text(self) -> str:
-        return "".join(self.parts)
+        if self.parts:
+            self.fold()
+        return self.done
+
+    def fold(self) -> None:
+        """Its run ended: one string, not one a chunk."""
+        parts, self.parts = self.parts, None
+        if parts:
+            self.done = "".join([self.done, *parts]) if self.done else "".join(parts)
 
     def add(self, text: str) -> None:
         """Append a chunk's text; memory grows with the text, not with the chunk count."""
         parts = self.parts
+        if parts is None:
+            if not self.done:
+                self.done = text
+                return
+            parts = self.parts = []
         parts.append(text)
         if len(parts) >= COMPACT_PARTS:
-            parts[:] = ["".join(parts)]
+            self.done = "".join([self.done, *parts])
+            parts.clear()
 
     def extend(self, texts: list[str]) -> None:
         parts = self.parts
+        if parts is None:
+            parts = self.parts = []
         parts.extend(texts)
         if len(parts) >= COMPACT_PARTS:
-            parts[:] = ["".join(parts)]
+            self.done = "".join([self.done, *parts])
+            parts.clear()
+
+    def set(self, text: str) -> None:
+        self.done, self.parts = text, None
 
 
 @dataclass(slots=True)
 class Turn:
     msgs: list[Msg] = field(default_factory=list)
-    index: dict[tuple[str, str], Msg] = field(default_factory=dict)
+    # messages by ID (the first kind to use it); (kind, ID) for another kind under that ID
+    index: dict[str, Msg] = field(default_factory=dict)
+    others: dict[tuple[str, str], Msg] | None = None
 
     def apply(self, ev: MessageEvent) -> Msg:
         """Appendix G reducer: chunks append, upserts with content replace."""
-        key = (ev.kind, ev.mid) if ev.mid is not None else None
-        msg = self.index.get(key) if key else None
-        if msg is None and key is None and self.msgs:
+        mid = ev.mid
+        msg = None
+        if mid is not None:
+            msg = self.index.get(mid)
+            if msg is not None and msg.kind != ev.kind:
+                msg = self.others.get((ev.kind, mid)) if self.others else None
+        elif self.msgs:
             last = self.msgs[-1]
             if last.mid is None and last.kind == ev.kind and ev.form == "chunk":
                 msg = last  # legacy grouping: an ID-less run of one kind
         if msg is None:
-            msg = Msg(ev.kind, ev.mid, ev.seq)
+            msg = Msg(ev.kind, mid, ev.seq)
             self.msgs.append(msg)
-            if key:
-                self.index[key] = msg
+            if mid is not None:
+                if mid not in self.index:
+                    self.index[mid] = msg
+                else:
+                    if self.others is None:
+                        self.others = {}
+                    self.others[(ev.kind, mid)] = msg
         if ev.form == "chunk":
             msg.add(model.block_text(ev.update.get("content")))
         elif "content" in ev.update:
             content = ev.update["content"]
-            msg.parts = [model.blocks_text(content)] if isinstance(content, list) else []
+            msg.set(model.blocks_text(content) if isinstance(content, list) else "")
         return msg
+
+
+def _first_by_id(turns: list[Turn]) -> dict[str, Msg]:
+    """The first message of ``turns`` under each ID."""
+    first: dict[str, Msg] = {}
+    for turn in turns:
+        for m in turn.msgs:
+            if m.mid is not None:
+                first.setdefault(m.mid, m)
+    return first
+
+
+def _share_texts(rep: _Replay) -> None:
+    """The replay's last turn is complete: each of its messages whose text equals that of
+    the live message of the same kind and ID in the live turn it replays keeps the live
+    string (one copy of the conversation's text, not two; equal strings: nothing a rule
+    reads changes)."""
+    n = len(rep.turns) - 1
+    if n >= len(rep.history):
+        return
+    live = rep.history[n]
+    for m in rep.turns[n].msgs:
+        if m.mid is None:
+            continue
+        lm = live.index.get(m.mid)
+        if lm is None or lm.kind != m.kind:
+            continue
+        text = lm.text
+        if text is not m.text and text == m.done:
+            m.done = text
 
 
 @dataclass(slots=True)
@@ -162,7 +228,11 @@ class Replay(Checker):
         self.live: dict[tuple[str, int, int], Turn] = {}
         self.replays: dict[str, _Replay] = {}
         self.done: list[_Replay] = []
+        # the first live message of each ID per session (MID-V2-12's evidence), built from
+        # ``history`` when a finding needs it, again only after more live messages came
         self.live_ids: dict[str, dict[str, Msg]] = {}
+        self.live_count = 0  # live updates with an ID so far
+        self.live_built = -1  # live_count when live_ids was built
         # The message a repeat chunk (timeline.MessageEvent.repeat) appends to: set when the
         # last event was a live or replayed chunk that a repeat continues with nothing else.
         self.tail: Msg | None = None
@@ -218,6 +288,8 @@ class Replay(Checker):
     def on_replay_end(self, ev: ReplayEnd) -> None:
         rep = self.replays.pop(ev.session, None)
         if rep is not None:
+            if rep.turns:
+                _share_texts(rep)
             rep.runs.clear()  # read only while the replay runs; the cross-check needs the turns
             rep.upserted.clear()
             rep.primed.clear()
@@ -238,8 +310,8 @@ class Replay(Checker):
             tail.add(ev.text)
             self.tail = tail
             return
-        if tail is not None and len(tail.parts) > 1:  # its run ended: one string, not one a chunk
-            tail.parts[:] = ["".join(tail.parts)]
+        if tail is not None and tail.parts is not None:
+            tail.fold()  # its run ended: one string, not one a chunk
         if ev.phase == LIVE:
             key = (ev.session, ev.epoch.index, ev.turn)
             turn = self.live.get(key)
@@ -250,7 +322,7 @@ class Replay(Checker):
             if ev.kind == "user" and ev.protocol >= 2:
                 self._live_echo(ev)
             if ev.mid is not None:
-                self.live_ids.setdefault(ev.session, {}).setdefault(ev.mid, msg)
+                self.live_count += 1
             self.tail = msg  # a repeat appends to it (an ID-less one too: legacy grouping)
             return
         v2 = ev.protocol >= 2
@@ -292,6 +364,8 @@ class Replay(Checker):
         if not rep.turns or (ev.kind == "user" and (
                 rep.last_kind != "user"
                 or (ev.mid is not None and ev.mid != rep.last_user_mid))):
+            if rep.turns:
+                _share_texts(rep)
             rep.turns.append(Turn())
         rep.last_kind = ev.kind
         if ev.kind == "user":
@@ -337,7 +411,7 @@ class Replay(Checker):
         self.exercised("MID-V2-12")
         if mkey in rep.primed:
             return
-        live = self.live_ids.get(ev.session, {}).get(mkey[1])
+        live = self._first_live(ev.session, mkey[1])
         entries = ([live.seq] if live is not None else []) + [ev.seq]
         self.found("MID-V2-12",
                    f"the replay rebuilds {with_article(ev.kind)} message {short(ev.mid)!r} "
@@ -347,6 +421,23 @@ class Replay(Checker):
                    expected="an upsert of the same ID with content: [] (or the full content) "
                             "before the chunks",
                    actual=f"{ev.update_type} first")
+
+    def _first_live(self, session: str, mid: str) -> Msg | None:
+        """The live message the first live update with ``mid`` in ``session`` went to: of
+        those under that ID, the one created first (the lowest sequence number)."""
+        if self.live_built != self.live_count:
+            self.live_built = self.live_count
+            self.live_ids = {}
+            for sid, turns in self.history.items():
+                first: dict[str, Msg] = {}
+                for turn in turns:
+                    for m in turn.msgs:
+                        if m.mid is not None:
+                            had = first.get(m.mid)
+                            if had is None or m.seq < had.seq:
+                                first[m.mid] = m
+                self.live_ids[sid] = first
+        return self.live_ids.get(session, {}).get(mid)
 
     def finish(self) -> None:
         for rep in self.done + list(self.replays.values()):
@@ -396,11 +487,7 @@ class Replay(Checker):
             self.exercised(rule)
         dup_rule = self._dup_rule(rep.protocol)
         stable = regenerated = 0
-        live_by_id: dict[str, Msg] = {}
-        for turn in rep.history:
-            for m in turn.msgs:
-                if m.mid is not None:
-                    live_by_id.setdefault(m.mid, m)
+        live_by_id: dict[str, Msg] | None = None  # built when a regenerated ID needs it
         for live, replayed in zip(rep.history, rep.turns, strict=False):
             for kind in ("user", "agent", "thought", "session"):
                 lm = [m for m in live.msgs if m.kind == kind]
@@ -415,6 +502,8 @@ class Replay(Checker):
                             stable += 1
                         else:
                             regenerated += 1
+                            if live_by_id is None:
+                                live_by_id = _first_by_id(rep.history)
                             other = live_by_id.get(b.mid)
                             if other is not None and other is not a:
                                 self.found("MID-A-08/collides-other-epoch",

@@ -102,7 +102,14 @@ class _Run:
         if self.count < MIN_CHUNKS:
             return None
         if self.mode != "id-each":
-            if self.text().strip() == text:
+            # Trimming only shortens: a run with fewer characters than ``text`` cannot
+            # match, and is not joined (a join per chunk is quadratic in a long run).
+            if self.length < len(text):
+                return None
+            joined = self.text()
+            if len(self.parts) > 1:
+                self.parts[:] = [joined]
+            if joined.strip() == text:
                 return self.first_seq, self.count, {self.mid}
             return None
         acc = ""
@@ -177,8 +184,36 @@ class Restatement(Checker):
         first = rr.first
         runs = self._runs(first)
         self._next_turn(runs, first)
-        for seq, text in zip(rr.seqs, rr.texts(), strict=False):
-            self._chunk(runs, first, seq, text)
+        run = runs.get(first.kind)
+        mid = first.mid
+        if (run is None or run.count < MIN_CHUNKS or not self.streamed
+                or run.mode != ("no-id" if mid is None else "one-id") or run.mid != mid):
+            for seq, text in zip(rr.seqs, rr.texts(), strict=False):
+                self._chunk(runs, first, seq, text)
+            return
+        # The run goes on under its one ID (or none): each chunk continues it, and only a
+        # chunk of MIN_TEXT characters or more can restate it (what _chunk does, in bulk).
+        texts = rr.texts()
+        if max(map(len, texts), default=0) < MIN_TEXT:  # no chunk can restate: in bulk
+            run.parts.extend(texts)
+            run.length += sum(map(len, texts))
+            run.count += len(texts)
+            run.last_seq = rr.seqs[-1]
+            if len(run.parts) >= COMPACT_PARTS:
+                run.parts[:] = ["".join(run.parts)]
+            return
+        parts, length, last = run.parts, run.length, run.last_seq
+        for seq, text in zip(rr.seqs, texts, strict=False):
+            if len(text) >= MIN_TEXT:
+                run.length, run.last_seq = length, last
+                self._judge(first, seq, run, text.strip())
+            parts.append(text)  # match() joins in place: still the run's list
+            length += len(text)
+            last = seq
+            run.count += 1
+            if len(parts) >= COMPACT_PARTS:
+                parts[:] = ["".join(parts)]
+        run.length, run.last_seq = length, last
 
     def _chunk(self, runs: dict[str, _Run], ev: MessageEvent, seq: int, text: str) -> None:
         run = runs.get(ev.kind)

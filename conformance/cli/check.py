@@ -63,15 +63,15 @@ def cmd_check(ns: argparse.Namespace) -> int:
         protocol = case_protocol(header)
         if ns.protocol != "both":
             protocol = int(ns.protocol)
-        _, entries = tmod.iter_entries(f)
         # A fuzz regression records whether it was found under --strict.
         strict = ns.strict or header.get("strict") is True
         if header.get("role") == "proxy":
-            findings = _grade_proxy(f, header, list(entries),
+            findings = _grade_proxy(f, header, list(tmod.iter_entries(f)[1]),
                                     None if ns.protocol == "both" else protocol, strict)
         else:
-            findings = grade_recorded(header, entries, protocol=protocol, strict=strict,
-                                      schema_dir=getattr(ns, "schema_dir", None))
+            # streamed from the file (and read again only where a finding needs it)
+            findings = grade_recorded(header, tmod.EntryFile(f), protocol=protocol,
+                                      strict=strict, schema_dir=getattr(ns, "schema_dir", None))
         cr = recorded_case(header, findings, name=str(header.get("case") or f.stem),
                            description=f"recorded transcript {f.name}", protocol=protocol,
                            path=str(f))

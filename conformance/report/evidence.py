@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 
 from conformance.report.text import safe
 from conformance.results import Finding, Outcome, RunResult
-from conformance.transcript import Entry, TranscriptError, load
+from conformance.transcript import Entry, TranscriptError, iter_entries
 
 MAX_LINES = 5  # wire lines per finding; the rest are counted
 MAX_CHARS = 240  # characters of one wire line
@@ -54,14 +54,16 @@ def lines_of(entries: Mapping[int, Entry], seqs: Iterable[int],
     return tuple(out)
 
 
-def _entries(path: str | None) -> dict[int, Entry] | None:
+def _entries(path: str | None, cited: Container[int]) -> dict[int, Entry] | None:
+    """The entries ``cited`` of the transcript at ``path``, streamed from it (a transcript
+    of a million lines is never held whole for a few lines of evidence)."""
     if not path:
         return None
     try:
-        _, entries = load(Path(path))
+        _, entries = iter_entries(Path(path))
+        return {e.seq: e for e in entries if e.seq in cited}
     except (OSError, TranscriptError):
         return None  # a transcript that cannot be read leaves the finding as it was
-    return {e.seq: e for e in entries}
 
 
 def attach(result: RunResult, transcripts: Mapping[str, str | None] | None = None) -> None:
@@ -74,11 +76,12 @@ def attach(result: RunResult, transcripts: Mapping[str, str | None] | None = Non
         if not wanted:
             continue
         source = (transcripts or {}).get(case.case) or case.transcript_path
-        entries = _entries(source) if any(f.entries for f in wanted) else None
+        cited = {s for f in wanted for s in f.entries}
+        entries = _entries(source, cited) if cited else None
         case.findings = [_with_evidence(f, case.transcript_path, entries)
                          if f.outcome in SHOWN and not _own_run(f) else
                          _with_evidence(f, case.transcript_path and _own_run(f),
-                                        _entries(_own_run(f)))
+                                        _entries(_own_run(f), set(f.entries)))
                          if f.outcome in SHOWN else f for f in case.findings]
 
 
