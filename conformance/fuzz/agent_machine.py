@@ -5,18 +5,17 @@ Rules are the client's moves: new sessions, prompts of generated content (with
 legacy IDs, extra content blocks, and cancels at generated moments), switching
 sessions, loading or resuming the current session on a fresh process or on the
 same one, closing it. The invariant is the agent-side checkers: grading the
-run's transcript yields no fail (and no warn under ``strict``). A rule never
+transcript so far yields no fail (and no warn under ``strict``). A rule never
 judges anything itself.
 
 Each generated run starts one agent process and reuses it for every step; only
 a reload on a fresh process starts another. A spare process is started ahead
 of need, so start-up overlaps the previous run's work. After each step the
 suite pings the agent (an extension request any agent answers, if only with
-"method not found"), so a late update lands with the step that caused it; the
-run is graded once, at its end (or when the agent crashes or hangs), which gives
-the verdicts grading after every step would at a fraction of the cost.
+"method not found") and grades once the answer is in, so a late update is
+graded with the step that caused it.
 
-A broken rule is recorded at the end of its generated run; generation goes on to
+A broken rule ends the generated run and is recorded; generation goes on to
 find other broken rules. Afterwards each one is shrunk by replaying ever
 smaller step lists (:mod:`conformance.fuzz.shrink`), and the minimal
 counterexample's steps and transcript are kept. Each failure is stored the
@@ -330,12 +329,7 @@ class AgentMachine(RuleBasedStateMachine):
 
     @invariant()
     def conformant(self) -> None:
-        """After each step: the ping that says the agent's output for it is in (as a
-        replay plays it). Grading waits for the run's end (teardown): checkers are pure
-        functions of the transcript, so grading it once gives the verdicts grading after
-        every step would, at the cost of one grading instead of one a step."""
-        if self.driver is not None and not self.ended:
-            self.driver.sync()
+        self._check()
 
     def _model_log(self) -> None:
         """What the model was asked and said in this run: into the transcript header."""
