@@ -4,10 +4,10 @@ A proxy run with ``--acp-agent`` also gathers the real agent's own results: they
 rendered apart (their own terminal section, ``NAME.agent.json`` beside ``--acp-json``),
 as the command line's ``report_agent_behind`` does; the session's verdict is the proxy's.
 
-SIGINT or SIGTERM during the session stops the case in progress (its target ends) and the
-session, as Ctrl-C stops any pytest session; every report then says ``interrupted`` (the
-signal's name) with the verdict ``interrupted``, keeps the cases graded before it and lists
-the rest as not run, and the session exits 128+N as the command line does (not pytest's own
+SIGINT or SIGTERM during the session cuts the case in progress (its target ends) and grades
+what it recorded, through the run engine as the command line does, then stops the session;
+every report then says ``interrupted`` (the signal's name) with the verdict ``interrupted``,
+keeps the cases graded and lists the rest as not run, and the session exits 128+N as the command line does (not pytest's own
 2: one exit status for an interrupted run in every shell, which the Action reads too).
 """
 
@@ -31,6 +31,7 @@ class Reports:
         self.cases: dict[int, dict[str, Any]] = {}
         self.agents: dict[int, dict[str, Any]] = {}  # the real agent's, behind a proxy
         self.signum = 0  # the signal that interrupted the session (0: none did)
+        self.session: pytest.Session | None = None
         self._old: dict[int, Any] = {}
         if not hasattr(config, "workerinput") and \
                 threading.current_thread() is threading.main_thread():
@@ -38,11 +39,24 @@ class Reports:
                 self._old[sig] = signal.signal(sig, self._interrupt)
 
     def _interrupt(self, signum: int, frame: Any) -> None:
-        """The first signal ends the session as Ctrl-C does (KeyboardInterrupt: the target of
-        the case in progress is stopped); later ones are noted only, so reports are not torn."""
-        if not self.signum:
-            self.signum = signum
+        """The first signal ends the session. While an item plays its case, the engine's
+        signals cut the case (its target is stopped), it is graded on what was recorded, as
+        the command line grades it, and the session stops after that item; otherwise it
+        ends as Ctrl-C does (KeyboardInterrupt). Later signals are noted only, so the
+        reports are not torn."""
+        if self.signum:
+            return
+        self.signum = signum
+        state = self.config.stash.get(STATE, None)
+        engine = state.engine if state is not None else None
+        if state is None or not state.playing or engine is None or engine.signals is None:
             raise KeyboardInterrupt
+        if self.session is not None:  # pytest stops after the item in progress
+            self.session.shouldstop = f"interrupted by {signal.Signals(signum).name}"
+        engine.signals.handle(signum, frame)  # KeyboardInterrupt while it drives the target
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
 
     def pytest_unconfigure(self) -> None:
         for sig, old in self._old.items():

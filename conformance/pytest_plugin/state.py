@@ -34,6 +34,7 @@ class State:
     # name (its findings are the agent's, reported apart from the proxy's)
     agent_cases: dict[str, Any] = dataclasses.field(default_factory=dict)
     controls: dict[int, Any] = dataclasses.field(default_factory=dict)  # workers.as_serial's
+    playing: bool = False  # an item is being played by the engine (a signal waits for it)
 
     def control(self, config: pytest.Config) -> Any:
         """``workers.as_serial``'s control: the plan's ``j``-th case played apart from the
@@ -67,6 +68,11 @@ class State:
             self.suite.play = self.role_play(run)
             self.engine = Engine(self.suite, run)
             self.engine.wanted = wanted
+            from conformance.engine import Signals
+
+            # SIGINT/SIGTERM (the handler is the session's, reports.Reports): the case in
+            # progress is cut and graded on what was recorded, as on the command line
+            self.engine.signals = Signals(True, self.engine.run_cut)
         return self.engine
 
     def role_play(self, run: Any, agent_cases: dict[str, Any] | None = None) -> Any:
