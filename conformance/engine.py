@@ -245,6 +245,9 @@ class Engine:
         cr = self.shortcut.skip(case, protocol)
         if cr is None and not started and self.run_cut.reason() == "deadline":
             cr = not_run(case, protocol, DEADLINE_NOTE, cut="deadline")
+        if cr is None and not started and self.signals is not None and self.signals.signum:
+            name = signal.Signals(self.signals.signum).name  # one item at a time, interrupted
+            cr = not_run(case, protocol, f"not run: the run was interrupted by {name}", cut=name)
         return cr
 
     def record(self, cr: CaseResult) -> None:

@@ -33,9 +33,11 @@ from conformance import transcript as tmod
 
 
 def interrupted_session(tmp_path: Path, agent: str, sig: signal.Signals, *extra: str,
-                        ) -> tuple[int, str]:
-    """Run the plugin's prompt-lifecycle cases (v1, v2) against ``agent``, send ``sig`` once
-    the agent has gone silent, and return the exit status and the session's output."""
+                        group: bool = False) -> tuple[int, str]:
+    """Run the plugin's prompt-lifecycle cases (v1, v2) against ``agent`` (``extra``: more
+    arguments), send ``sig`` once the agent has gone silent (to the session's whole process
+    group with ``group``, as Ctrl-C in a terminal does), and return the exit status and the
+    session's output."""
     fifo = tmp_path / "ready"
     os.mkfifo(fifo)
     env = cli_env({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
@@ -48,10 +50,14 @@ def interrupted_session(tmp_path: Path, agent: str, sig: signal.Signals, *extra:
             "--acp-json", "report.json", "--acp-markdown", "report.md",
             "--junitxml", "junit.xml", *extra]
     proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=group)
     try:
         wait_ready(fifo)  # a case waits on the silent agent
-        proc.send_signal(sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -180,3 +186,56 @@ def test_the_case_in_progress_is_graded_as_the_command_line_grades_it(tmp_path: 
                for e in entries)
     # the item of the cut case fails (graded, not all of it): never a pass
     assert "FAILED acp-agent::prompt-lifecycle[v1]" in log, log[-3000:]
+
+
+@pytest.mark.parametrize("sig,group", [(signal.SIGTERM, False), (signal.SIGINT, True)],
+                         ids=["SIGTERM-to-the-controller", "SIGINT-to-the-group"])
+def test_interrupted_session_under_xdist_keeps_and_grades(tmp_path: Path, sig: signal.Signals,
+                                                          group: bool) -> None:
+    """``-n 2``: SIGTERM to the controller alone (a CI job's timeout) or SIGINT to the whole
+    process group (Ctrl-C) while a worker waits in a v2 case. The session exits 128+N; every
+    report says interrupted; the cases graded on the workers before it are kept, the case in
+    progress is cut and graded on what it recorded (as serially), the rest are not run."""
+    agent = tmp_path / "silent_in_v2.py"
+    agent.write_text(SILENT_IN_V2.format(agents=str(AGENTS)))
+    status, log = interrupted_session(
+        tmp_path, f"{sys.executable} {agent}", sig, "-p", "xdist.plugin", "-n", "2", "-v",
+        "--acp-case", "identical-prompts", "--acp-case", "ids-across-turns",
+        "--acp-transcripts", "transcripts", group=group)
+    assert status == 128 + sig, log[-3000:]
+    assert "INTERNALERROR" not in log and "Traceback" not in log, log[-3000:]
+    assert "2 workers [6 items]" in log
+    report = json.loads((tmp_path / "report.json").read_text("utf-8"))
+    assert report["interrupted"] == sig.name
+    assert report["summary"]["verdict"] == "interrupted"
+    cases = {c["case"]: c for c in report["cases"]}
+    assert len(cases) == 6, sorted(cases)  # none dropped
+    results: dict[str, dict[str, str]] = {}
+    for r in report["results"]:
+        results.setdefault(r["case"], {})[r["requirement"]] = r["outcome"]
+    finished = [n for n, c in cases.items() if c.get("reason") is None]
+    cut = [n for n, c in cases.items() if c.get("reason") == "cut"]
+    unrun = [n for n, c in cases.items() if c.get("reason") == "not_run"]
+    assert sorted(finished + cut + unrun) == sorted(cases), cases
+    assert finished, "no case graded before the signal was kept"
+    for name in finished:  # graded to its end on a worker: kept as it was reported
+        assert results[name]["MID-S-06/framing"] == "pass"
+    assert any(n.endswith("@v2") for n in cut), cases  # the silent v2 case, cut and graded
+    for name in cut:
+        assert cases[name]["cut"] == sig.name
+        assert cases[name]["note"] == \
+            f"aborted: interrupted by {sig.name}; graded what was recorded"
+        assert results[name]["MID-S-06/framing"] == "pass"  # what it recorded was graded
+        assert results[name]["TARGET/hang"] != "fail"
+        _, entries = tmod.load(tmp_path / cases[name]["transcript"])
+        assert any(e.event == "note" and e.data.get("note") == "interrupted" for e in entries)
+    for name in unrun:
+        assert cases[name]["cut"] == sig.name
+        assert not any(o == "pass" for o in results[name].values())
+    assert f"INTERRUPTED by {sig.name}" in (tmp_path / "report.md").read_text("utf-8")
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["verdict"] == "interrupted" and props["interrupted"] == sig.name
+    assert f"verdict: INTERRUPTED by {sig.name}" in log

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from conformance.pytest_plugin import workers
 from conformance.pytest_plugin.state import STATE
 
 
@@ -33,10 +34,12 @@ class Reports:
         self.signum = 0  # the signal that interrupted the session (0: none did)
         self.session: pytest.Session | None = None
         self._old: dict[int, Any] = {}
-        if not hasattr(config, "workerinput") and \
-                threading.current_thread() is threading.main_thread():
+        self.worker = hasattr(config, "workerinput")  # an xdist worker (-n N)
+        if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._interrupt)
+            if self.worker:  # the controller passes a signal on to its workers
+                workers.register(config)
 
     def _interrupt(self, signum: int, frame: Any) -> None:
         """The first signal ends the session. While an item plays its case, the engine's
@@ -47,13 +50,19 @@ class Reports:
         if self.signum:
             return
         self.signum = signum
+        if workers.relay(self.config, signum):  # xdist's controller: its workers play the cases
+            return  # and it waits for their reports
         state = self.config.stash.get(STATE, None)
-        engine = state.engine if state is not None else None
-        if state is None or not state.playing or engine is None or engine.signals is None:
+        if state is None or not (state.playing or self.worker):
             raise KeyboardInterrupt
         if self.session is not None:  # pytest stops after the item in progress
             self.session.shouldstop = f"interrupted by {signal.Signals(signum).name}"
-        engine.signals.handle(signum, frame)  # KeyboardInterrupt while it drives the target
+        state.interrupt(signum, frame)  # KeyboardInterrupt while it drives the target
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist's controller: each worker says where it runs, for :meth:`_interrupt`."""
+        workers.configure_node(self.config, node)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -61,6 +70,7 @@ class Reports:
     def pytest_unconfigure(self) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
+        workers.unregister(self.config)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "acp_case", None)
