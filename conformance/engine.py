@@ -99,6 +99,10 @@ class Signals:
         for sig, old in self._old.items():
             signal.signal(sig, old)
 
+    def handle(self, signum: int, frame: Any) -> None:
+        """The handler (a shell that owns the signal handlers calls it: the pytest plugin)."""
+        self._handle(signum, frame)
+
     def _handle(self, signum: int, frame: Any) -> None:
         first = self.signum is None
         self.signum = self.signum or signum
@@ -217,6 +221,9 @@ class Engine:
         self.carriers: dict[int, str] = {}  # version -> the items carrying what settled it
         self.repeat = max(1, run.repeat)
         self.result.repeat = self.repeat
+        # One item at a time (the pytest plugin): the run's signals, whose handler the shell
+        # installs; a signal while a case drives its target cuts and grades it, as play_all
+        self.signals: Signals | None = None
 
     # -- one case ------------------------------------------------------------------
 
@@ -226,6 +233,9 @@ class Engine:
         cr = self.shortcut.skip(case, protocol)
         if cr is None and not started and self.run_cut.reason() == "deadline":
             cr = not_run(case, protocol, DEADLINE_NOTE, cut="deadline")
+        if cr is None and not started and self.signals is not None and self.signals.signum:
+            name = signal.Signals(self.signals.signum).name  # one item at a time, interrupted
+            cr = not_run(case, protocol, f"not run: the run was interrupted by {name}", cut=name)
         return cr
 
     def record(self, cr: CaseResult) -> None:
@@ -291,15 +301,17 @@ class Engine:
         next cases ahead until one does (or none is left), so :meth:`unfinished` is the
         run's own conclusion about the version, whatever the order items come in."""
         if i not in self.done:
-            self.done[i] = cr = self._one(i, None)
+            self.done[i] = cr = self._one(i, self.signals)
             self.shortcut.after(cr)
         cr = self.done[i]
         protocol = cr.protocol
         for j, (p, _) in enumerate(self.suite.plan):
+            if self.signals is not None and self.signals.signum:
+                break  # interrupted: nothing more is played
             if (p != protocol or j in self.done or self._finished(protocol)
                     or (self.wanted is not None and j not in self.wanted)):
                 continue
-            self.done[j] = ahead = self._one(j, None)
+            self.done[j] = ahead = self._one(j, self.signals)
             self.shortcut.after(ahead)
         return cr
 

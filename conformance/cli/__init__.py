@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from conformance.cli.options import EXIT_INTERNAL, EXIT_USAGE, SUBCOMMANDS
 from conformance.usage import UsageError
@@ -27,13 +28,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     stdout = sys.stdout  # a report written to stdout (--json -) sends the rest to stderr
+    terminated = _on_sigterm()
     try:
         return _dispatch(args)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
-    except KeyboardInterrupt:
-        print("acp-conformance: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # a command without its own handling (check, replay, ...)
+        import signal
+
+        signum = terminated[0] or signal.SIGINT
+        print(f"acp-conformance: interrupted by {signal.Signals(signum).name}; no report "
+              "written", file=sys.stderr)
+        return 128 + int(signum)
     except BrokenPipeError:  # `acp-conformance list | head`: the reader has gone; so do we
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
@@ -42,6 +48,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error_exit(exc)
     finally:
         sys.stdout = stdout
+        _on_sigterm(terminated)
+
+
+def _on_sigterm(installed: list[Any] | None = None) -> list[Any]:
+    """SIGTERM ends any command as Ctrl-C does (KeyboardInterrupt: its targets are stopped
+    on the way out) and :func:`main` exits 128+15, not killed with no word. Returns
+    ``[signum or 0, the previous handler]``; given that list back, restores the handler.
+    A run's own handlers (the suite, ``fuzz``) take over while it lasts."""
+    import signal
+    import threading
+
+    if installed is not None:
+        if len(installed) > 1:
+            signal.signal(signal.SIGTERM, installed[1])
+        return installed
+    caught: list[Any] = [0]
+    if threading.current_thread() is not threading.main_thread():
+        return caught
+
+    def handle(signum: int, frame: Any) -> None:
+        if not caught[0]:
+            caught[0] = signum
+            raise KeyboardInterrupt
+
+    caught.append(signal.signal(signal.SIGTERM, handle))
+    return caught
 
 
 def _dispatch(args: list[str]) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from conformance.cli.options import (
     report_outputs,
     show_options,
 )
-from conformance.cli.output import load_baseline, report_run
+from conformance.cli.output import is_stdout, load_baseline, report_run
 from conformance.usage import UsageError
 
 
@@ -42,7 +43,7 @@ def build_report_parser() -> argparse.ArgumentParser:
     o.add_argument("--junit", type=Path, metavar="PATH", help="write JUnit XML here")
     report_outputs(o)
     o.add_argument("--json", dest="matrix_json", type=Path, metavar="PATH",
-                   help="--merge: write the matrix as JSON here")
+                   help="--merge: write the matrix as JSON here (-: stdout)")
     o.add_argument("--out", type=Path, metavar="DIR",
                    help="write the HTML, Markdown and JUnit reports into DIR "
                         "(acp-conformance.html, .md, .xml) unless an option names a file")
@@ -76,17 +77,32 @@ def cmd_merge(ns: argparse.Namespace) -> int:
         raise UsageError("--merge writes a matrix: give --html, --markdown or --json")
     if ns.junit is not None or ns.baseline is not None:
         raise UsageError("--junit and --baseline go with --from (one run), not --merge")
+    stdout = [o for o, (path, _) in zip(("html", "markdown", "json"), outputs, strict=True)
+              if is_stdout(path)]  # -: standard output, as every run's --json - is
+    if "html" in stdout:
+        raise UsageError("--html -: this output is a file; only --json or --markdown can go "
+                         "to standard output")
+    if len(stdout) > 1:
+        raise UsageError(" and ".join(f"--{o} -" for o in stdout) + ": only one report "
+                         "can go to standard output")
     for path, make in outputs:
         if path is None:
             continue
         try:
-            m = matrix.build(ns.merge, allow_mixed=ns.allow_mixed, out_dir=path.parent)
+            m = matrix.build(ns.merge, allow_mixed=ns.allow_mixed,
+                             out_dir=Path.cwd() if is_stdout(path) else path.parent)
         except matrix.MatrixError as exc:
             raise UsageError(str(exc)) from None
-        write_atomic(path, make(m))
+        if is_stdout(path):
+            text = make(m)
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            sys.stdout.flush()
+        else:
+            write_atomic(path, make(m))
     m = matrix.build(ns.merge, allow_mixed=True)
     print(f"matrix: {len(m.runs)} run(s), {len(m.rules)} rule(s): "
-          + ", ".join(f"{r.label} {r.verdict}" for r in m.runs))
+          + ", ".join(f"{r.label} {r.verdict}" for r in m.runs),
+          file=sys.stderr if stdout else sys.stdout)  # stdout holds the report only
     return EXIT_FAIL if any(r.verdict != "pass" for r in m.runs) else EXIT_OK
 
 

@@ -47,7 +47,61 @@ def configure(config: pytest.Config) -> bool:
         config.stash[FUZZ] = _build(config)
     except (UsageError, ValueError) as exc:
         raise pytest.UsageError(f"acp-conformance: {exc}") from None
+    if not hasattr(config, "workerinput"):  # an interrupted session exits 128+N
+        config.pluginmanager.register(Interrupted(), "acp-conformance-fuzz-interrupted")
     return True
+
+
+class Interrupted:
+    """SIGINT or SIGTERM during ``--acp-fuzz``: the run in progress stops (KeyboardInterrupt:
+    its target ends) and the session exits 128+N as the ``fuzz`` command does (SIGTERM used
+    to kill the session with no word; SIGINT gave pytest's own 2); the terminal says
+    ``verdict: INTERRUPTED by SIG...`` and ``--junitxml``'s test suite properties say
+    ``verdict`` interrupted and ``interrupted`` (the signal). Later signals are noted only."""
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        self.signum = 0
+        self._old: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._interrupt)
+
+    def _interrupt(self, signum: int, frame: Any) -> None:
+        if not self.signum:
+            self.signum = signum
+            raise KeyboardInterrupt
+
+    def pytest_unconfigure(self) -> None:
+        import signal
+
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    @pytest.hookimpl(tryfirst=True)  # before --junitxml writes its file
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.signum:
+            return
+        import signal
+
+        session.exitstatus = 128 + self.signum
+        from _pytest.junitxml import xml_key  # pytest's own writer; no public handle to it
+
+        xml = session.config.stash.get(xml_key, None)
+        if xml is not None:
+            xml.add_global_property("verdict", "interrupted")
+            xml.add_global_property("interrupted", signal.Signals(self.signum).name)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.signum:
+            import signal
+
+            name = signal.Signals(self.signum).name
+            terminalreporter.section("acp-conformance")
+            terminalreporter.write_line(f"verdict: INTERRUPTED by {name}: not a pass, the "
+                                        "fuzzer stopped before its runs were done")
 
 
 def _build(config: pytest.Config) -> FuzzState:

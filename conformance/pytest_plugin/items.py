@@ -100,9 +100,13 @@ class AcpCase(pytest.Item):
         state = self.config.stash[STATE]
         wanted = {it.order for it in self.session.items if isinstance(it, AcpCase)}
         engine = state.engine_for(self.config, wanted)
-        engine.result_at(self.order)
-        # under -n N, as the serial run gives it
-        cr = workers.as_serial(engine, self.order, state.control(self.config))
+        state.playing = True  # a signal now cuts the case and grades it (reports.Reports)
+        try:
+            engine.result_at(self.order)
+            # under -n N, as the serial run gives it
+            cr = workers.as_serial(engine, self.order, state.control(self.config))
+        finally:
+            state.playing = False
         self.result = cr
         self.agent_result = state.agent_cases.get(cr.case)
         if self.agent_result is not None:  # the agent's own findings: shown, never the proxy's
@@ -127,6 +131,10 @@ class AcpCase(pytest.Item):
         stale = verdict.stale if verdict is not None else []
         if unexpected or stale:
             raise CaseFailed(cr, unexpected, stale)
+        if cr.cut and cr.cut != "deadline" and cr.reason is Reason.NOT_RUN:
+            pytest.skip(cr.note)  # the session was interrupted before it (not a pass)
+        if cr.cut and cr.cut != "deadline":  # a signal: graded on what was recorded, not all
+            pytest.fail(f"{cr.case}: {cr.note}", pytrace=False)
         if verdict is not None and verdict.expected:
             listed = sorted({f.requirement for f in verdict.expected})
             pytest.xfail(f"baseline lists {len(verdict.expected)} failure(s): {', '.join(listed)}")

@@ -4,10 +4,10 @@ A proxy run with ``--acp-agent`` also gathers the real agent's own results: they
 rendered apart (their own terminal section, ``NAME.agent.json`` beside ``--acp-json``),
 as the command line's ``report_agent_behind`` does; the session's verdict is the proxy's.
 
-SIGINT or SIGTERM during the session stops the case in progress (its target ends) and the
-session, as Ctrl-C stops any pytest session; every report then says ``interrupted`` (the
-signal's name) with the verdict ``interrupted``, keeps the cases graded before it and lists
-the rest as not run, and the session exits 128+N as the command line does (not pytest's own
+SIGINT or SIGTERM during the session cuts the case in progress (its target ends) and grades
+what it recorded, through the run engine as the command line does, then stops the session;
+every report then says ``interrupted`` (the signal's name) with the verdict ``interrupted``,
+keeps the cases graded and lists the rest as not run, and the session exits 128+N as the command line does (not pytest's own
 2: one exit status for an interrupted run in every shell, which the Action reads too).
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from conformance.pytest_plugin import workers
 from conformance.pytest_plugin.state import STATE
 
 
@@ -31,22 +32,45 @@ class Reports:
         self.cases: dict[int, dict[str, Any]] = {}
         self.agents: dict[int, dict[str, Any]] = {}  # the real agent's, behind a proxy
         self.signum = 0  # the signal that interrupted the session (0: none did)
+        self.session: pytest.Session | None = None
         self._old: dict[int, Any] = {}
-        if not hasattr(config, "workerinput") and \
-                threading.current_thread() is threading.main_thread():
+        self.worker = hasattr(config, "workerinput")  # an xdist worker (-n N)
+        if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._interrupt)
+            if self.worker:  # the controller passes a signal on to its workers
+                workers.register(config)
 
     def _interrupt(self, signum: int, frame: Any) -> None:
-        """The first signal ends the session as Ctrl-C does (KeyboardInterrupt: the target of
-        the case in progress is stopped); later ones are noted only, so reports are not torn."""
-        if not self.signum:
-            self.signum = signum
+        """The first signal ends the session. While an item plays its case, the engine's
+        signals cut the case (its target is stopped), it is graded on what was recorded, as
+        the command line grades it, and the session stops after that item; otherwise it
+        ends as Ctrl-C does (KeyboardInterrupt). Later signals are noted only, so the
+        reports are not torn."""
+        if self.signum:
+            return
+        self.signum = signum
+        if workers.relay(self.config, signum):  # xdist's controller: its workers play the cases
+            return  # and it waits for their reports
+        state = self.config.stash.get(STATE, None)
+        if state is None or not (state.playing or self.worker):
             raise KeyboardInterrupt
+        if self.session is not None:  # pytest stops after the item in progress
+            self.session.shouldstop = f"interrupted by {signal.Signals(signum).name}"
+        state.interrupt(signum, frame)  # KeyboardInterrupt while it drives the target
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist's controller: each worker says where it runs, for :meth:`_interrupt`."""
+        workers.configure_node(self.config, node)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
 
     def pytest_unconfigure(self) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
+        workers.unregister(self.config)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "acp_case", None)

@@ -34,6 +34,15 @@ class State:
     # name (its findings are the agent's, reported apart from the proxy's)
     agent_cases: dict[str, Any] = dataclasses.field(default_factory=dict)
     controls: dict[int, Any] = dataclasses.field(default_factory=dict)  # workers.as_serial's
+    playing: bool = False  # an item is being played by the engine (a signal waits for it)
+    signum: int = 0  # the signal that interrupted the session (0: none)
+
+    def interrupt(self, signum: int, frame: Any) -> None:
+        """SIGINT/SIGTERM: the engine's signals cut the case in progress (KeyboardInterrupt
+        while it drives its target) and no case is played after it."""
+        self.signum = self.signum or signum
+        if self.engine is not None and self.engine.signals is not None:
+            self.engine.signals.handle(signum, frame)
 
     def control(self, config: pytest.Config) -> Any:
         """``workers.as_serial``'s control: the plan's ``j``-th case played apart from the
@@ -67,6 +76,13 @@ class State:
             self.suite.play = self.role_play(run)
             self.engine = Engine(self.suite, run)
             self.engine.wanted = wanted
+            from conformance.engine import Signals
+
+            # SIGINT/SIGTERM (the handler is the session's, reports.Reports): the case in
+            # progress is cut and graded on what was recorded, as on the command line
+            self.engine.signals = Signals(True, self.engine.run_cut)
+            if self.signum:  # a signal before the first case: none is played
+                self.engine.signals.handle(self.signum, None)
         return self.engine
 
     def role_play(self, run: Any, agent_cases: dict[str, Any] | None = None) -> Any:

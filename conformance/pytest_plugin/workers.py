@@ -15,11 +15,22 @@ A target without faults costs nothing more; a faulting one at most the version's
 before the fault once per worker.
 
 Items reach a worker in plan order, so a case of its own before this one was played first.
+
+SIGINT or SIGTERM at the controller (a CI job's timeout signals it alone) is passed on to
+every worker: each cuts and grades the case it plays, as a serial session does, and stops;
+the controller stops handing out items and waits for their reports, so every report says
+what was graded. A worker finds its way into the list through a folder the controller
+names in its ``workerinput`` (one file per worker, named by its process ID).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from conformance.engine import played
@@ -48,3 +59,50 @@ def carrier(engine: Any, cr: CaseResult) -> str:
             cid, _, version = done.case.partition("@v")
             names.append(f"{cid}[v{version}]")
     return " and ".join(names)
+
+
+#: The ``workerinput`` key naming the folder where the workers list their process IDs.
+PIDS = "acp_worker_pids"
+
+
+def configure_node(config: Any, node: Any) -> None:
+    """The controller, as it starts a worker: name the folder the worker lists itself in."""
+    folder = getattr(config, "_acp_worker_pids", None)
+    if folder is None:
+        folder = config._acp_worker_pids = tempfile.mkdtemp(prefix="acp-workers-")
+    node.workerinput[PIDS] = folder
+
+
+def register(config: Any) -> None:
+    """A worker: list itself (its process ID) in the controller's folder."""
+    folder = getattr(config, "workerinput", {}).get(PIDS)
+    if folder and Path(folder).is_dir():
+        (Path(folder) / str(os.getpid())).touch()
+
+
+def unregister(config: Any) -> None:
+    """The end of a session: a worker leaves the list; the controller removes its folder."""
+    folder = getattr(config, "workerinput", {}).get(PIDS)
+    if folder:
+        (Path(folder) / str(os.getpid())).unlink(missing_ok=True)
+    own = getattr(config, "_acp_worker_pids", None)
+    if own:
+        shutil.rmtree(own, ignore_errors=True)
+
+
+def relay(config: Any, signum: int) -> bool:
+    """At xdist's controller once its workers play the items: stop handing out items, pass
+    the signal on to every worker and return True (the session ends with their reports)."""
+    dsession = config.pluginmanager.get_plugin("dsession")
+    if dsession is None or getattr(dsession, "sched", None) is None:
+        return False
+    dsession.shouldstop = dsession.shouldstop or \
+        f"interrupted by {signal.Signals(signum).name}"
+    folder = getattr(config, "_acp_worker_pids", None)
+    for entry in Path(folder).iterdir() if folder and Path(folder).is_dir() else ():
+        if entry.name.isdigit():
+            try:
+                os.kill(int(entry.name), signum)
+            except (ProcessLookupError, PermissionError):
+                pass  # it has ended already
+    return True

@@ -1,0 +1,88 @@
+"""A cancelled fuzz run is never a pass, whoever fuzzes what: the client fuzzer through the
+command line (``fuzz --client``) and the pytest plugin's ``--acp-fuzz``.
+
+Real signals to real runs, sent once the fuzzer is generating (its progress line, or the
+plugin's fuzz item started) against the bundled reference targets, which break no rule:
+the run exits 128+N; the command line's JSON and Markdown say interrupted and its console
+neither passes nor blames the target for flakiness (nothing was repeated); the plugin's
+terminal and ``--junitxml`` say interrupted.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
+
+from harness import cli_env, finish_cli, start_cli
+from test_interrupted_verdicts import wait_for_line
+
+from conformance.cli.demo import reference_agent_command
+from conformance.client.runner import reference_client
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_cancelled_client_fuzz_run_is_not_a_pass(tmp_path: Path, sig: signal.Signals) -> None:
+    command, _ = reference_client()
+    args = ["fuzz", "--client", command, "--max-examples", "100000",
+            "--out", str(tmp_path / "out"), "--json", str(tmp_path / "report.json"),
+            "--markdown", str(tmp_path / "report.md"), "--no-color"]
+    proc = start_cli(args, tmp_path)
+    wait_for_line(tmp_path / "stderr.txt", "[fuzz client]")  # generating, runs driven
+    time.sleep(1.0)
+    signalled = time.monotonic()
+    proc.send_signal(sig)
+    run = finish_cli(proc, tmp_path, signalled)
+
+    assert run.returncode == 128 + sig, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "Traceback" not in run.stderr
+    assert f"verdict: INTERRUPTED by {sig.name}" in run.stdout
+    assert "PASS" not in run.stdout
+    assert "did not repeat" not in run.stdout + run.stderr  # no false flakiness note
+    assert "flaky" not in (run.stdout + run.stderr).lower()
+    assert run.report is not None and run.report["role"] == "client"
+    assert run.report["interrupted"] == sig.name
+    assert run.report["summary"]["verdict"] == "interrupted"
+    assert "INTERRUPTED" in (tmp_path / "report.md").read_text("utf-8")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_cancelled_plugin_fuzz_session_is_not_a_pass(tmp_path: Path,
+                                                     sig: signal.Signals) -> None:
+    env = cli_env({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    env.pop("PYTEST_ADDOPTS", None)
+    log = tmp_path / "log.txt"
+    args = [sys.executable, "-m", "pytest", "-p", "conformance.pytest_plugin",
+            "-p", "hypothesis.extra.pytestplugin", "-p", "no:cacheprovider",
+            "--rootdir", str(tmp_path), "--acp-fuzz", "--acp-fuzz-effort", "deep",
+            "--acp-agent", subprocess.list2cmdline(reference_agent_command()),
+            "--junitxml", "junit.xml", "-v"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_for_line(log, "acp-fuzz-agent::agent_v1")  # the fuzz test is generating
+        time.sleep(2.0)
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text("utf-8", "replace")
+    assert proc.returncode == 128 + sig, text[-3000:]  # not pytest's 2, not killed by it
+    assert "INTERNALERROR" not in text
+    assert f"verdict: INTERRUPTED by {sig.name}" in text
+    assert "PASSED" not in text and "did not repeat" not in text
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["verdict"] == "interrupted" and props["interrupted"] == sig.name
