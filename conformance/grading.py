@@ -347,6 +347,9 @@ def conclude(result: RunResult, deadline: float | None = None) -> None:
         limit = f" of {deadline:g} s" if deadline else ""
         result.cut = (f"the run passed its --deadline{limit}: {cut} case(s) in progress cut "
                       f"and graded, {not_run} not run")
+    stopped = sorted({c.cut for c in result.cases if (c.cut or "").startswith("SIG")})
+    if stopped and not result.interrupted:  # transcripts of a run a signal stopped (check)
+        result.interrupted = stopped[0]
     by_version: dict[int, list[CaseResult]] = {}
     for c in result.cases:
         by_version.setdefault(c.protocol, []).append(c)

@@ -105,3 +105,40 @@ def test_interrupted_replay_exits_128_plus_n_and_ends_the_target(
     while group_alive(agent_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not group_alive(agent_pid), "the replayed agent's process group survived"
+
+
+def test_check_of_an_interrupted_runs_transcripts_is_not_a_pass(tmp_path: Path) -> None:
+    """One reading, one verdict: a v1 run SIGTERM stopped while the silent agent waited,
+    then ``check`` on its transcript (``check`` itself runs to its end). The check says
+    the run was interrupted, as the run did, and exits 1, never 0 (it was a PASS)."""
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    live = tmp_path / "live"
+    proc = start_cli(["--agent", agent_command("silent_after_prompt"), "--protocol", "1",
+                      "--case", "prompt-lifecycle", "--timeout", "60", "-j", "1",
+                      "--agent-env", f"HOSTILE_READY_FIFO={fifo}",
+                      "--transcripts", str(tmp_path / "transcripts"),
+                      "--json", str(tmp_path / "report.json"), "--no-color"], live)
+    wait_ready(fifo)
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    run = finish_cli(proc, live, signalled)
+    assert run.returncode == 128 + signal.SIGTERM, run.stderr[-2000:]
+    ran = json.loads((tmp_path / "report.json").read_text("utf-8"))
+    assert ran["interrupted"] == "SIGTERM"
+
+    checked = tmp_path / "check.json"
+    proc = start_cli(["check", str(tmp_path / "transcripts"), "--json", str(checked),
+                      "--no-color"], tmp_path / "check")
+    done = finish_cli(proc, tmp_path / "check", time.monotonic())
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "verdict: INTERRUPTED by SIGTERM" in done.stdout
+    assert "PASS" not in done.stdout
+    report = json.loads(checked.read_text("utf-8"))
+    assert report["interrupted"] == "SIGTERM"
+    assert report["summary"]["verdict"] == "interrupted"
+
+    def outcomes(data: dict[str, object]) -> set[tuple[str, str]]:
+        return {(r["requirement"], r["outcome"]) for r in data["results"]}  # type: ignore[attr-defined, index]
+
+    assert outcomes(report) == outcomes(ran)  # the same findings as the run it records
