@@ -10,6 +10,7 @@ import os
 import select
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +208,12 @@ def fixture_target(name: str, state: Path) -> AgentTarget:
 def reference_target(state: Path) -> AgentTarget:
     return AgentTarget(reference_agent_command(), "reference agent",
                        {"ACP_REFERENCE_STATE_DIR": str(state)})
+
+
+def wait_for_line(path: Path, text: str, timeout: float = 90.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if path.exists() and text in path.read_text("utf-8", "replace"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} never appeared in {path}")

@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
 from harness import cli_env, finish_cli, start_cli
-from test_interrupted_verdicts import wait_for_line
+from helpers import wait_for_line
 
 from conformance.cli.demo import reference_agent_command
 from conformance.client.runner import reference_client

@@ -25,6 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
 from harness import REPO_ROOT, agent_command, cli_env, finish_cli, start_cli
+from helpers import wait_for_line
 
 WAIT = 90.0  # how long a test waits for a run to reach the point it signals at
 
@@ -97,15 +98,6 @@ def test_interrupted_suite_says_so_in_every_report(tmp_path: Path) -> None:
     rebuilt = {p.get("name"): p.get("value")
                for p in ET.parse(tmp_path / "again.xml").getroot().iter("property")}
     assert rebuilt["verdict"] == "interrupted" and rebuilt["interrupted"] == "SIGTERM"
-
-
-def wait_for_line(path: Path, text: str, timeout: float = WAIT) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if path.exists() and text in path.read_text("utf-8", "replace"):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{text!r} never appeared in {path}")
 
 
 def reference_agent() -> str:
