@@ -221,9 +221,13 @@ class Engine:
         self.carriers: dict[int, str] = {}  # version -> the items carrying what settled it
         self.repeat = max(1, run.repeat)
         self.result.repeat = self.repeat
-        # One item at a time (the pytest plugin): the run's signals, whose handler the shell
-        # installs; a signal while a case drives its target cuts and grades it, as play_all
-        self.signals: Signals | None = None
+        self.signals: Signals | None = None  # one item at a time: see take_signals
+
+    def take_signals(self) -> Signals:
+        """One item at a time: the run's signals, whose handler the shell installs (it
+        calls ``handle``); a signal while a case drives its target cuts and grades it."""
+        self.signals = Signals(True, self.run_cut)
+        return self.signals
 
     # -- one case ------------------------------------------------------------------
 

@@ -76,13 +76,11 @@ class State:
             self.suite.play = self.role_play(run)
             self.engine = Engine(self.suite, run)
             self.engine.wanted = wanted
-            from conformance.engine import Signals
-
             # SIGINT/SIGTERM (the handler is the session's, reports.Reports): the case in
             # progress is cut and graded on what was recorded, as on the command line
-            self.engine.signals = Signals(True, self.engine.run_cut)
+            signals = self.engine.take_signals()
             if self.signum:  # a signal before the first case: none is played
-                self.engine.signals.handle(self.signum, None)
+                signals.handle(self.signum, None)
         return self.engine
 
     def role_play(self, run: Any, agent_cases: dict[str, Any] | None = None) -> Any:
