@@ -7,8 +7,8 @@ header this is, and its agent side). The live run (``lifecycle.play_case``, the 
 runner), ``acp-conformance check``, ``replay``, the pytest plugin's ``acp_session`` and
 both fuzzers call it, so each road folds the consequences of a client's fault (and of
 an agent's fault that other rules see again, :mod:`conformance.faultfold`) and applies
-the case file's exclusions alike. :func:`grade_entries` is the same grading for
-entries with no header yet (a scope made of options, for the fuzzers' invariants).
+the case file's exclusions alike. A fuzzer's generated run records its scope (and how
+it ended) in its header as a case does, and is graded from that header alone too.
 
 Pure: it imports the checkers, the results and the transcript format, nothing of
 processes (``tests/test_architecture.py``).
@@ -134,22 +134,24 @@ class Ending:
 def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
                    agent_side: Iterable[Entry] | None = None, protocol: int | None = None,
                    schema_dir: Path | None = None, strict: bool = False,
-                   options: Options | None = None) -> list[Finding]:
+                   select: Sequence[str] | None = None) -> list[Finding]:
     """Grade one case's transcript from what it records: its scope and how it ended.
 
     The one grading a recorded case gets, live and offline (``check``), for every road.
     ``agent_side`` is the second transcript of a proxy case (``entries`` its client
     side). ``strict`` adds ``--strict`` to what was recorded; ``protocol`` overrides the
-    header's (``check --protocol``); ``options`` the grading options the scope records
-    (a caller that holds them already: the fuzzers)."""
+    header's (``check --protocol``); ``select`` narrows the recorded scope to some rules
+    (a caller that asks for them on purpose: ``acp_session.findings``)."""
     from conformance.checks import grade
     from conformance.timers import annotate  # the clock-ended waits a finding rests on
 
     entries = list(entries)
     scope = Scope.from_header(header)
+    if select:
+        scope = dataclasses.replace(scope, rules=tuple(select))
     ending = Ending.from_header(header)
     strict = strict or scope.strict
-    options = options or scope.options()
+    options = scope.options()
     if scope.role == PROXY_ROLE:
         return apply_strict(annotate(_grade_proxy(header, scope, ending, entries,
                                                   agent_side or (), protocol, schema_dir,
@@ -183,21 +185,6 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
         found = [dataclasses.replace(f, reason=Reason.CUT)
                  if f.reason is Reason.NOT_TESTABLE else f for f in found]
     return apply_strict(annotate(found, header, entries), strict)
-
-
-def grade_entries(entries: Iterable[Entry], *, protocol: int, options: Options | None = None,
-                  select: Iterable[str] | None = None, role: str = "agent",
-                  schema_dir: Path | None = None) -> list[Finding]:
-    """Entries recorded without a case header (a fuzz stream, a vendor's session) graded
-    as a recorded case whose scope is ``select`` (None: every rule of ``role``) under
-    ``options``: :func:`grade_recorded`, so they fold and grade as ``check`` would."""
-    from conformance.checks import Options as GradeOptions
-
-    options = options or GradeOptions()
-    scope = dataclasses.replace(Scope.of(role, options, False),
-                                rules=tuple(select) if select is not None else None)
-    header = {"role": role, "protocol": protocol, "scope": scope.to_json()}
-    return grade_recorded(header, entries, schema_dir=schema_dir, options=options)
 
 
 PROXY_ROLE = "proxy"

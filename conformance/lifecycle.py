@@ -175,11 +175,8 @@ def drive_case(drive: Drive, transcript: Transcript, *, signals: Any = None,
                          else f"aborted: interrupted by {exc.reason}")
                         + "; graded what was recorded",
                         cut=exc.reason)
-    except CaseAborted as exc:
-        ending = Ending(f"aborted: {exc}", fault=exc.fault, aborted=True,
-                        every_case=exc.every_case)
-    except CaseNotPlayable as exc:
-        ending = Ending(str(exc), exc.reason, every_case=exc.every_case)
+    except (CaseAborted, CaseNotPlayable) as exc:
+        ending = stopped(exc)
     except BaseException:  # a bug of ours: stop the target, then let the CLI report it
         drive.stop(False)
         raise
@@ -193,6 +190,15 @@ def drive_case(drive: Drive, transcript: Transcript, *, signals: Any = None,
         transcript.add(max(drive.conn(), 0), "harness", "harness", event="note",
                        data={"note": ending.note, "reason": ending.reason.value})
     return ending
+
+
+def stopped(exc: CaseAborted | CaseNotPlayable) -> Ending:
+    """How a drive a target fault or a case it cannot take ended (not a cut): what
+    :func:`drive_case` records, and what the fuzzers record of a generated run."""
+    if isinstance(exc, CaseAborted):
+        return Ending(f"aborted: {exc}", fault=exc.fault, aborted=True,
+                      every_case=exc.every_case)
+    return Ending(str(exc), exc.reason, every_case=exc.every_case)
 
 
 INTERRUPT_GRACE = 0.5  # seconds an interrupted target gets before SIGTERM, and again SIGKILL
@@ -259,4 +265,4 @@ def not_run(case: Any, protocol: int, note: str, reason: Reason = Reason.NOT_RUN
 
 __all__ = ["CUT_NOTE", "DEADLINE_NOTE", "REPETITION", "CaseAborted", "CaseCut", "CaseNotPlayable",
            "CaseStop", "Drive", "case_scope", "drive_case", "file_stem", "new_transcript", "not_run",
-           "play_case", "safe_name", "save"]
+           "play_case", "safe_name", "save", "stopped"]

@@ -63,7 +63,7 @@ from conformance.agent.player import perform
 from conformance.agent.steps import Step
 from conformance.checks import Options
 from conformance.fuzz import database, model_side, persistent
-from conformance.fuzz.grading import Failure, FuzzResult, merge_coverage, violations
+from conformance.fuzz.grading import Failure, FuzzResult, graded, merge_coverage, violations
 from conformance.fuzz.keeper import Interrupted, received
 from conformance.fuzz.player import (
     AgentTarget,
@@ -71,11 +71,13 @@ from conformance.fuzz.player import (
     Played,
     PromptCaps,
     Spawner,
+    record_end,
+    run_transcript,
 )
 from conformance.fuzz.prompts import prompt_specs
 from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
 from conformance.fuzz.shrink import shrink_steps
-from conformance.grading import grade_entries
+from conformance.grading import Scope
 from conformance.results import Finding
 from conformance.strategies import model_scripts
 from conformance.transcript import Transcript
@@ -103,6 +105,12 @@ class AgentFuzzConfig:
     # generated runs one agent process serves (conformance.fuzz.persistent); 1: a fresh
     # process for every run (--fresh-process)
     runs_per_process: int = field(default_factory=persistent.default_runs_per_process)
+
+    @property
+    def scope(self) -> Scope:
+        """What each generated run grades, recorded in its transcript's header: every
+        agent rule under these options (the invariant's ``strict`` too)."""
+        return Scope.of("agent", self.options, self.strict)
 
 
 class _Context:
@@ -177,10 +185,14 @@ class AgentMachine(RuleBasedStateMachine):
             perform(self.driver, step, strict=False)
         except DriveAborted as exc:
             self.busy = False
+            if self.transcript is not None:
+                record_end(self.transcript, exc)
             if not self._check(sync=False):  # a hang or a crash is a TARGET finding
                 self._note(f"aborted: {exc}")
         except NotTestable as exc:
             self.busy = False
+            if self.transcript is not None:
+                record_end(self.transcript, exc)
             # A failed negotiation is the agent's fault, as the suite grades it
             # (TARGET/negotiation/agent): a failure, and the version is settled.
             fault = getattr(exc, "every_case", False) and self._check(sync=False)
@@ -201,9 +213,7 @@ class AgentMachine(RuleBasedStateMachine):
 
     def _grade(self, *, schema: bool = False) -> list[Finding]:
         assert self.transcript is not None
-        return grade_entries(self.transcript.entries, protocol=self.protocol,
-                         options=self.config.options,
-                         schema_dir=self.config.schema_dir if schema else None)
+        return graded(self.transcript, self.config.schema_dir if schema else None)
 
     def _check(self, *, sync: bool = True, schema: bool = False) -> bool:
         """Grade the run so far (the official schema only at its end: it is the costly
@@ -239,9 +249,7 @@ class AgentMachine(RuleBasedStateMachine):
             self.model = data.draw(model_scripts(), label="model")
             model_side.use(self.config.model, self.model)
         target = self.config.target
-        self.transcript = Transcript({
-            "role": "agent", "protocol": protocol, "profile": self.config.options.profile.name,
-            "target": target.label, "case": "fuzz"}, masker=target.masker)
+        self.transcript = run_transcript(target, protocol, self.config.scope)
         self.driver = FuzzDriver(target.command, self.transcript, protocol=protocol,
                                  timeout=target.timeout, cwd=ctx.cwd, env=target.env,
                                  spawner=ctx.spawner)
@@ -425,8 +433,7 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
     for why in ctx.aborts:
         result.notes.append(why)
     for f in result.failures:
-        f.findings = violations(grade_entries(f.transcript.entries, protocol=f.protocol,
-                                          options=config.options, schema_dir=config.schema_dir),
+        f.findings = violations(graded(f.transcript, config.schema_dir),
                                 config.strict) or f.findings
         if config.keeper is None:  # else the command keeps it (keeper.final)
             database.save(config.database, f)
@@ -454,13 +461,11 @@ def replay_stored(ctx: _Context, config: AgentFuzzConfig, cwd: str) -> tuple[int
         played = model_side.play_with_model(config.target, config.model, protocol,
                                             stored["steps"], model, cwd=cwd,
                                             spawner=ctx.spawner, wait_exit=False,
-                                            header={"profile": config.options.profile.name})
+                                            scope=config.scope)
         replayed += 1
         if not played.playable:
             continue
-        bad = violations(grade_entries(played.transcript.entries, protocol=protocol,
-                               options=config.options, schema_dir=config.schema_dir),
-                         config.strict)
+        bad = violations(graded(played.transcript, config.schema_dir), config.strict)
         if bad:
             failing += 1
             ctx.record(Failure(bad[0], protocol, list(played.steps), played.transcript, bad,
@@ -531,7 +536,6 @@ def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
     more with the shrunk script (a smaller script can need fewer steps). No replay starts
     after ``deadline``; each smaller counterexample is printed to ``stream`` and put in
     ``hold``, so a stopped run keeps the smallest so far."""
-    header = {"profile": config.options.profile.name}
     name = f"{failure.requirement} (v{failure.protocol})"
     _say(stream, f"shrinking {name}: {len(failure.steps)} steps")
 
@@ -547,9 +551,9 @@ def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
               ) -> Failure | None:
         played = model_side.play_with_model(config.target, config.model, failure.protocol,
                                             steps, model, cwd=cwd, spawner=spawner,
-                                            header=header, wait_exit=False)
-        return failure_of(played, failure.requirement, config.options, config.strict,
-                          config.schema_dir, model=model)
+                                            scope=config.scope, wait_exit=False)
+        return failure_of(played, failure.requirement, config.strict, config.schema_dir,
+                          model=model)
 
     if failure.history:  # found on a reused process: replayed on a fresh one first
         failure = persistent.confirm(failure, fails, max_attempts=config.shrink_attempts,
@@ -587,15 +591,14 @@ def _say(stream: Any, line: str) -> None:
         stream.flush()
 
 
-def failure_of(played: Played, requirement: str, options: Options, strict: bool,
+def failure_of(played: Played, requirement: str, strict: bool,
                schema_dir: Path | None = None, *, model: dict[str, Any] | None = None
                ) -> Failure | None:
-    """The failure a play shows for ``requirement`` (None if it does not break it)."""
+    """The failure a play shows for ``requirement`` (None if it does not break it), graded
+    from what its transcript's header records."""
     if not played.playable:
         return None
-    findings = grade_entries(played.transcript.entries, protocol=played.protocol, options=options,
-                         schema_dir=schema_dir)
-    bad = violations(findings, strict)
+    bad = violations(graded(played.transcript, schema_dir), strict)
     match = [f for f in bad if f.requirement == requirement]
     if not match:
         return None
