@@ -180,6 +180,11 @@ class Suite:
     selected: Sequence[str] = ()
     runnable: Sequence[str] = ()
     header: dict[str, Any] = field(default_factory=dict)  # more for a not-run transcript
+    # The target behind this one (the real agent behind a proxy), as its reports name it, when
+    # each case also grades it apart (``CaseResult.behind``): the engine gathers those into
+    # ``RunResult.behind``, a run of their own. "": nothing behind is graded.
+    behind: str = ""
+    behind_role: str = "agent"
 
 
 class Settings(Protocol):
@@ -391,7 +396,21 @@ class Engine:
         conclude(result, run.deadline)
         if result.target_info == {}:
             result.target_info = suite.target_info(result)
+        if suite.behind:
+            result.behind = self.behind(result)
         return result
+
+    def behind(self, result: RunResult) -> RunResult:
+        """The run of the target behind (``Suite.behind``): each played case's result for it,
+        in plan order, concluded as this run is; cut or interrupted when this run was."""
+        suite, run = self.suite, self.run
+        behind = RunResult(__version__, suite.behind, suite.behind_role, list(run.protocols),
+                           run.options.profile.name, run.strict, repeat=self.repeat,
+                           cases=[c.behind for c in result.cases if c.behind is not None])
+        conclude(behind, run.deadline)
+        behind.cut, behind.interrupted = result.cut, result.interrupted
+        behind.target_info = first_target_info(behind)
+        return behind
 
 
 def keep_not_run(engine: Engine, directory: Path | None) -> None:

@@ -104,7 +104,7 @@ class AcpCase(pytest.Item):
         # under -n N, as the serial run gives it
         cr = workers.as_serial(engine, self.order, state.control(self.config))
         self.result = cr
-        self.agent_result = state.agent_cases.get(cr.case)
+        self.agent_result = cr.behind
         if self.agent_result is not None:  # the agent's own findings: shown, never the proxy's
             behind = describe_agent_behind(self.agent_result)
             if behind:

@@ -30,15 +30,11 @@ class State:
     transcripts: Path | None  # --acp-transcripts; None: under pytest's basetemp
     suite: Any = None  # the role's engine.Suite over the selected cases
     engine: Any = None  # the run engine, made when the first case item runs
-    # A proxy run with --acp-agent: the real agent's own result of each case played, by case
-    # name (its findings are the agent's, reported apart from the proxy's)
-    agent_cases: dict[str, Any] = dataclasses.field(default_factory=dict)
     controls: dict[int, Any] = dataclasses.field(default_factory=dict)  # workers.as_serial's
 
     def control(self, config: pytest.Config) -> Any:
         """``workers.as_serial``'s control: the plan's ``j``-th case played apart from the
-        items (its transcripts under this process's temp dir, a proxy's agent results
-        dropped), once."""
+        items (its transcripts under this process's temp dir), once."""
         from conformance.engine import Engine
         from conformance.lifecycle import Cutoff
 
@@ -47,7 +43,7 @@ class State:
                 factory = config._tmp_path_factory  # type: ignore[attr-defined]
                 run = dataclasses.replace(self.engine.run, transcripts=Path(
                     factory.getbasetemp()) / "acp-controls")
-                suite = dataclasses.replace(self.suite, play=self.role_play(run, {}))
+                suite = dataclasses.replace(self.suite, play=self.role_play(run))
                 engine = Engine(suite, run)
                 protocol, case = self.plan[j]
                 self.controls[j] = engine.play(protocol, case, None, Cutoff(parent=engine.run_cut))
@@ -69,7 +65,7 @@ class State:
             self.engine.wanted = wanted
         return self.engine
 
-    def role_play(self, run: Any, agent_cases: dict[str, Any] | None = None) -> Any:
+    def role_play(self, run: Any) -> Any:
         """How the role plays one case, with the run the items use (their transcripts)."""
         if self.role == "agent":
             from conformance.agent.runner import agent_suite
@@ -78,9 +74,7 @@ class State:
         if self.role == "proxy":
             from conformance.proxy.runner import proxy_suite
 
-            return proxy_suite(run, [c for _, c in self.plan], self.label,
-                               agent_cases=self.agent_cases if agent_cases is None
-                               else agent_cases).play
+            return proxy_suite(run, [c for _, c in self.plan], self.label).play
         from conformance.client.runner import client_suite
 
         return client_suite(run, [c for _, c in self.plan], self.label).play
