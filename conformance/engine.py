@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from conformance import __version__
 from conformance.cases import Case
-from conformance.grading import Ending, Scope, conclude
+from conformance.grading import Ending, Scope, conclude, first_target_info, run_behind
 from conformance.lifecycle import (
     DEADLINE_NOTE,
     REPETITION,
@@ -158,11 +158,6 @@ def played(cr: CaseResult | None) -> bool:
 Play = Callable[[int, Case, "Signals | None", Cutoff], CaseResult]
 
 
-def first_target_info(result: RunResult) -> dict[str, Any]:
-    """What the target said it is, from the first case that recorded it."""
-    return next((dict(c.target_info) for c in result.cases if c.target_info.get("name")), {})
-
-
 @dataclass
 class Suite:
     """What a role hands the engine: the rest is the engine's."""
@@ -180,9 +175,8 @@ class Suite:
     selected: Sequence[str] = ()
     runnable: Sequence[str] = ()
     header: dict[str, Any] = field(default_factory=dict)  # more for a not-run transcript
-    # The target behind this one (the real agent behind a proxy), as its reports name it, when
-    # each case also grades it apart (``CaseResult.behind``): the engine gathers those into
-    # ``RunResult.behind``, a run of their own. "": nothing behind is graded.
+    # The target behind (a proxy's real agent) whose result each case carries apart
+    # (``CaseResult.behind``), as its reports name it: gathered into ``RunResult.behind``
     behind: str = ""
     behind_role: str = "agent"
 
@@ -397,20 +391,8 @@ class Engine:
         if result.target_info == {}:
             result.target_info = suite.target_info(result)
         if suite.behind:
-            result.behind = self.behind(result)
+            result.behind = run_behind(result, suite.behind, suite.behind_role, run.deadline)
         return result
-
-    def behind(self, result: RunResult) -> RunResult:
-        """The run of the target behind (``Suite.behind``): each played case's result for it,
-        in plan order, concluded as this run is; cut or interrupted when this run was."""
-        suite, run = self.suite, self.run
-        behind = RunResult(__version__, suite.behind, suite.behind_role, list(run.protocols),
-                           run.options.profile.name, run.strict, repeat=self.repeat,
-                           cases=[c.behind for c in result.cases if c.behind is not None])
-        conclude(behind, run.deadline)
-        behind.cut, behind.interrupted = result.cut, result.interrupted
-        behind.target_info = first_target_info(behind)
-        return behind
 
 
 def keep_not_run(engine: Engine, directory: Path | None) -> None:
