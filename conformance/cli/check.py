@@ -66,7 +66,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
         _, entries = tmod.iter_entries(f)
         # A fuzz regression records whether it was found under --strict.
         strict = ns.strict or header.get("strict") is True
-        if header.get("role") == "proxy":
+        if header.get("side") == "client":  # a case recorded on two sides (a proxy's)
             findings = _grade_proxy(f, header, list(entries),
                                     None if ns.protocol == "both" else protocol, strict)
         else:
@@ -91,7 +91,7 @@ def case_protocol(header: dict[str, Any]) -> int:
     """The protocol version a recorded case belongs to, as the live run reported it: for a
     proxy case the version behind the proxy (a declared v2-to-v1 adapter's case is a v2
     case, though its client side speaks v1 in front)."""
-    if header.get("role") == "proxy" and header.get("agent_protocol"):
+    if header.get("agent_protocol"):
         return int(header["agent_protocol"])
     return int(header.get("protocol", 1))
 

@@ -112,6 +112,7 @@ def proxy_suite(run: ProxyRun, cases: Sequence[Case], target_label: str,
                  target=run.proxy, target_info=lambda result: {},  # initialize is the agent's
                  selected=[c.id for c in cases],
                  runnable=[c.id for _, c in proxy_plan(run, choices or cases)],
+                 header={"side": "client"},  # a not-run case's transcript: its client side
                  behind=" ".join(run.agent) if run.agent else "")
 
 
