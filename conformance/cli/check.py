@@ -102,13 +102,13 @@ def _grade_proxy(path: Path, header: dict[str, Any], entries: list[Any],
     from conformance import transcript as tmod
     from conformance.grading import Ending, grade_recorded
 
-    other = path.with_name(str(header.get("agent_side") or ""))
     if not header.get("agent_side") and Ending.from_header(header).reason is not None:
         # a case the run did not play: its transcript is a header saying why, one side
         return grade_recorded(header, entries, agent_side=[], protocol=protocol, strict=strict)
+    other = path.with_name(str(header.get("agent_side") or "-"))
     if not header.get("agent_side") or not other.is_file():
         raise UsageError(f"{path}: a proxy transcript needs its agent side beside it "
-                         f"({other.name or 'no agent_side in its header'})")
+                         f"({other.name if header.get('agent_side') else 'no agent_side in its header'})")
     _, sent = tmod.iter_entries(other)
     return grade_recorded(header, entries, agent_side=list(sent), protocol=protocol,
                           strict=strict)
