@@ -125,8 +125,9 @@ def summary(mode: str, runs: list[dict[str, Any]], seconds: float) -> str:
 
 def replay(sets: dict[str, list[dict[str, Any]]], limit: int) -> dict[str, list[float]]:
     """Play each set's step lists with the plain player, alternating sets; wall per run."""
+    from conformance.fuzz.grading import graded
     from conformance.fuzz.player import AgentTarget, Spawner, play
-    from conformance.grading import grade_entries
+    from conformance.grading import Scope
 
     target = AgentTarget(REFERENCE.split(), "reference agent", {}, 10.0)
     times: dict[str, list[float]] = {name: [] for name in sets}
@@ -139,9 +140,9 @@ def replay(sets: dict[str, list[dict[str, Any]]], limit: int) -> dict[str, list[
                         continue
                     run = runs[i]
                     start = time.perf_counter()
-                    played = play(target, run["protocol"], run["steps"], cwd=cwd,
-                                  spawner=spawner, wait_exit=False)
-                    grade_entries(played.transcript.entries, protocol=run["protocol"])
+                    played = play(target, run["protocol"], run["steps"], scope=Scope("agent"),
+                                  cwd=cwd, spawner=spawner, wait_exit=False)
+                    graded(played.transcript)
                     times[name].append(time.perf_counter() - start)
         finally:
             spawner.close()

@@ -38,7 +38,7 @@ from typing import Any
 
 from conformance import __version__
 from conformance.cases import Case
-from conformance.grading import Ending, Scope, conclude
+from conformance.grading import Ending, Scope, conclude, first_target_info, run_behind
 from conformance.lifecycle import (
     DEADLINE_NOTE,
     REPETITION,
@@ -162,11 +162,6 @@ def played(cr: CaseResult | None) -> bool:
 Play = Callable[[int, Case, "Signals | None", Cutoff], CaseResult]
 
 
-def first_target_info(result: RunResult) -> dict[str, Any]:
-    """What the target said it is, from the first case that recorded it."""
-    return next((dict(c.target_info) for c in result.cases if c.target_info.get("name")), {})
-
-
 @dataclass
 class Suite:
     """What a role hands the engine: the rest is the engine's."""
@@ -184,6 +179,10 @@ class Suite:
     selected: Sequence[str] = ()
     runnable: Sequence[str] = ()
     header: dict[str, Any] = field(default_factory=dict)  # more for a not-run transcript
+    # The target behind (a proxy's real agent) whose result each case carries apart
+    # (``CaseResult.behind``), as its reports name it: gathered into ``RunResult.behind``
+    behind: str = ""
+    behind_role: str = "agent"
 
 
 #: What the engine reads of a role's run (AgentRun, ClientRun, ProxyRun): the shared record.
@@ -395,6 +394,8 @@ class Engine:
         conclude(result, run.deadline)
         if result.target_info == {}:
             result.target_info = suite.target_info(result)
+        if suite.behind:
+            result.behind = run_behind(result, suite.behind, suite.behind_role, run.deadline)
         return result
 
 

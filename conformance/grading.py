@@ -3,12 +3,12 @@
 A case's transcript header records what the case grades (its :class:`Scope`) and how
 it ended (its :class:`Ending`); :func:`grade_recorded` grades the entries from those
 alone: one transcript (agent, client), or two (a proxy case: its client side, whose
-header this is, and its agent side). The live run (``lifecycle.play_case``, the proxy
+header this is, and its agent side, graded together by the two-sided checker). The live run (``lifecycle.play_case``, the proxy
 runner), ``acp-conformance check``, ``replay``, the pytest plugin's ``acp_session`` and
 both fuzzers call it, so each road folds the consequences of a client's fault (and of
 an agent's fault that other rules see again, :mod:`conformance.faultfold`) and applies
-the case file's exclusions alike. :func:`grade_entries` is the same grading for
-entries with no header yet (a scope made of options, for the fuzzers' invariants).
+the case file's exclusions alike. A fuzzer's generated run records its scope (and how
+it ended) in its header as a case does, and is graded from that header alone too.
 
 Pure: it imports the checkers, the results and the transcript format, nothing of
 processes (``tests/test_architecture.py``).
@@ -134,27 +134,29 @@ class Ending:
 def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
                    agent_side: Iterable[Entry] | None = None, protocol: int | None = None,
                    schema_dir: Path | None = None, strict: bool = False,
-                   options: Options | None = None) -> list[Finding]:
+                   select: Sequence[str] | None = None) -> list[Finding]:
     """Grade one case's transcript from what it records: its scope and how it ended.
 
     The one grading a recorded case gets, live and offline (``check``), for every road.
     ``agent_side`` is the second transcript of a proxy case (``entries`` its client
     side). ``strict`` adds ``--strict`` to what was recorded; ``protocol`` overrides the
-    header's (``check --protocol``); ``options`` the grading options the scope records
-    (a caller that holds them already: the fuzzers)."""
+    header's (``check --protocol``); ``select`` narrows the recorded scope to some rules
+    (a caller that asks for them on purpose: ``acp_session.findings``)."""
     from conformance.checks import grade
     from conformance.timers import annotate  # the clock-ended waits a finding rests on
 
     # a file's entries (transcript.EntryFile) stream from it: never all held at once
     entries = entries if isinstance(entries, Sequence) else list(entries)
     scope = Scope.from_header(header)
+    if select:
+        scope = dataclasses.replace(scope, rules=tuple(select))
     ending = Ending.from_header(header)
     strict = strict or scope.strict
-    options = options or scope.options()
-    if scope.role == PROXY_ROLE:
-        return apply_strict(annotate(_grade_proxy(header, scope, ending, entries,
-                                                  agent_side or (), protocol, schema_dir,
-                                                  options), header, entries), strict)
+    options = scope.options()
+    if agent_side is not None:  # a case recorded on two sides (a proxy's): graded as one
+        return apply_strict(annotate(_grade_sides(header, scope, ending, entries, agent_side,
+                                                  protocol, schema_dir), header, entries),
+                            strict)
     protocol = int(header.get("protocol", 1)) if protocol is None else protocol
     if ending.reason is not None:  # the case was not played: its rules say why
         requirements = [str(r) for r in header.get("requirements") or []]
@@ -185,69 +187,31 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
     return apply_strict(annotate(found, header, entries), strict)
 
 
-def grade_entries(entries: Iterable[Entry], *, protocol: int, options: Options | None = None,
-                  select: Iterable[str] | None = None, role: str = "agent",
-                  schema_dir: Path | None = None) -> list[Finding]:
-    """Entries recorded without a case header (a fuzz stream, a vendor's session) graded
-    as a recorded case whose scope is ``select`` (None: every rule of ``role``) under
-    ``options``: :func:`grade_recorded`, so they fold and grade as ``check`` would."""
-    from conformance.checks import Options as GradeOptions
-
-    options = options or GradeOptions()
-    scope = dataclasses.replace(Scope.of(role, options, False),
-                                rules=tuple(select) if select is not None else None)
-    header = {"role": role, "protocol": protocol, "scope": scope.to_json()}
-    return grade_recorded(header, entries, schema_dir=schema_dir, options=options)
-
-
-PROXY_ROLE = "proxy"
-AGENT_NEGOTIATION = "TARGET/negotiation/agent"  # checks.target.AgentNegotiation's rule
-
-
-def _grade_proxy(header: Mapping[str, Any], scope: Scope, ending: Ending,
+def _grade_sides(header: Mapping[str, Any], scope: Scope, ending: Ending,
                  received: Iterable[Entry], sent: Iterable[Entry], protocol: int | None,
-                 schema_dir: Path | None, options: Options) -> list[Finding]:
-    """A proxy case: ``received`` is its client side (whose ``header`` this is), ``sent``
-    its agent side. A case the proxy could not take past the handshake grades the
-    handshake (MID-P-05: it may be the proxy's doing) and says why for the rest."""
-    from conformance.checks import ALWAYS, grade
-    from conformance.checks.proxy import REQUIREMENTS, grade_proxy
+                 schema_dir: Path | None) -> list[Finding]:
+    """A case recorded on two sides: ``received`` its own (whose ``header`` this is),
+    ``sent`` the other (what the target behind wrote); the two-sided checker grades them
+    (:func:`conformance.checks.proxy_case.grade_case`) from what the header records."""
+    from conformance.checks import grade
+    from conformance.checks.proxy_case import grade_case
+
+    options = scope.options()
+
+    def one(entries: list[Entry], rules: list[str], version: int,
+            schema: bool) -> list[Finding]:
+        return grade(entries, protocol=version, options=options, select=rules, role="agent",
+                     schema_dir=schema_dir if schema else None)
 
     front = int(header.get("protocol", 1)) if protocol is None else protocol
-    behind = int(header.get("agent_protocol") or front)
-    adapter = header.get("adapter") is True
-    received, sent = list(received), list(sent)
-    rules = list(scope.rules) if scope.rules is not None else None
-    proxy_rules = None if rules is None else [r for r in rules
-                                               if r.split("/", 1)[0] in REQUIREMENTS]
-    others = list(ALWAYS["agent"]) if rules is None else [
-        r for r in rules if r.split("/", 1)[0] not in REQUIREMENTS]
-    if ending.reason is not None:
-        rows = [f for f in grade_proxy(sent, received, protocol=behind, adapter=adapter,
-                                       options=options, select=["MID-P-05"])
-                if f.outcome not in (Outcome.PASS, Outcome.NOT_APPLICABLE)]
-        why = shown_note(ending.note, ending.reason)
-        rows += [Finding(r, Outcome.NOT_APPLICABLE, why, reason=ending.reason)
-                 for r in header.get("requirements") or REQUIREMENTS
-                 if not any(f.requirement == r for f in rows)]
-        rows += [f for f in grade(received, protocol=front, options=options,
-                                  select=list(NEGOTIATION), role="agent")
-                 if f.outcome not in (Outcome.PASS, Outcome.NOT_APPLICABLE)]
-        return rows
-    found = grade_proxy(sent, received, protocol=behind, adapter=adapter, options=options,
-                        select=proxy_rules)
-    if others:
-        # A declared v2-to-v1 adapter passes on to its v1 side what v1 cannot express: that
-        # is MID-V2-10's to grade, not a version it answered and did not speak.
-        found += [f for f in grade(received, protocol=front, options=options, select=others,
-                                   role="agent", schema_dir=schema_dir)
-                  if not (adapter and f.requirement == AGENT_NEGOTIATION)]
-    if ending.cut:  # what a cut case never reached is cut, not merely untested
-        found = [dataclasses.replace(f, reason=Reason.CUT)
-                 if f.outcome is Outcome.NOT_APPLICABLE and f.reason in (None,
-                                                                        Reason.NOT_TESTABLE)
-                 else f for f in found]
-    return found
+    not_played = None if ending.reason is None else (shown_note(ending.note, ending.reason),
+                                                     ending.reason)
+    return grade_case(sent, received, front=front,
+                      behind=int(header.get("agent_protocol") or front),
+                      adapter=header.get("adapter") is True, options=options,
+                      rules=scope.rules, one=one, not_played=not_played,
+                      requirements=[str(r) for r in header.get("requirements") or []],
+                      cut=bool(ending.cut))
 
 
 #: What a target does when a fault has already broken it: it exits, hangs, leaves the
@@ -333,6 +297,25 @@ def shown_note(note: str, reason: Reason) -> str:
     """The message of a requirement a case did not grade: its note, said as not run or
     not testable (for people; a program reads the reason code)."""
     return note if reason is Reason.NOT_RUN else f"not testable: {note}"
+
+
+def run_behind(result: RunResult, label: str, role: str,
+               deadline: float | None = None) -> RunResult:
+    """The run of the target behind the one ``result`` tested (a proxy's real agent): each
+    played case's result for it (``CaseResult.behind``) in plan order, concluded as
+    ``result`` is, and cut or interrupted when it was."""
+    behind = RunResult(result.tool_version, label, role, list(result.protocols),
+                       result.profile, result.strict, repeat=result.repeat,
+                       cases=[c.behind for c in result.cases if c.behind is not None])
+    conclude(behind, deadline)
+    behind.cut, behind.interrupted = result.cut, result.interrupted
+    behind.target_info = first_target_info(behind)
+    return behind
+
+
+def first_target_info(result: RunResult) -> dict[str, Any]:
+    """What the target said it is, from the first case that recorded it."""
+    return next((dict(c.target_info) for c in result.cases if c.target_info.get("name")), {})
 
 
 def conclude(result: RunResult, deadline: float | None = None) -> None:

@@ -28,7 +28,7 @@ import dataclasses
 import re
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -175,11 +175,8 @@ def drive_case(drive: Drive, transcript: Transcript, *, signals: Any = None,
                          else f"aborted: interrupted by {exc.reason}")
                         + "; graded what was recorded",
                         cut=exc.reason)
-    except CaseAborted as exc:
-        ending = Ending(f"aborted: {exc}", fault=exc.fault, aborted=True,
-                        every_case=exc.every_case)
-    except CaseNotPlayable as exc:
-        ending = Ending(str(exc), exc.reason, every_case=exc.every_case)
+    except (CaseAborted, CaseNotPlayable) as exc:
+        ending = stopped(exc)
     except BaseException:  # a bug of ours: stop the target, then let the CLI report it
         drive.stop(False)
         raise
@@ -195,19 +192,48 @@ def drive_case(drive: Drive, transcript: Transcript, *, signals: Any = None,
     return ending
 
 
+def stopped(exc: CaseAborted | CaseNotPlayable) -> Ending:
+    """How a drive a target fault or a case it cannot take ended (not a cut): what
+    :func:`drive_case` records, and what the fuzzers record of a generated run."""
+    if isinstance(exc, CaseAborted):
+        return Ending(f"aborted: {exc}", fault=exc.fault, aborted=True,
+                      every_case=exc.every_case)
+    return Ending(str(exc), exc.reason, every_case=exc.every_case)
+
+
 INTERRUPT_GRACE = 0.5  # seconds an interrupted target gets before SIGTERM, and again SIGKILL
+
+
+@dataclasses.dataclass
+class Side:
+    """A second transcript a case records (a proxy's agent side: what the agent behind it
+    wrote, before the proxy): graded with the case's own (``agent_side`` of
+    :func:`conformance.grading.grade_recorded`) and saved beside it as ``NAME + suffix``.
+    With ``alone`` its header records a scope of its own, and it is graded alone as well:
+    the result of the target behind (``CaseResult.behind``), never the case's target's."""
+
+    transcript: Transcript
+    suffix: str
+    alone: bool = False
 
 
 def play_case(case: Any, protocol: int, role: str, drive: Drive, transcript: Transcript, *,
               transcripts: Path | None, signals: Any = None, deadline: float | None = None,
-              schema_dir: Path | None = None) -> CaseResult:
-    """Drive one case, record how it ended, grade it, save its transcript: a CaseResult."""
+              schema_dir: Path | None = None,
+              side: Callable[[], Side] | None = None) -> CaseResult:
+    """Drive one case, record how it ended, grade it, save its transcript: a CaseResult.
+
+    ``side`` gives the case's second transcript once the drive is over (:class:`Side`):
+    graded with the first, and alone as the result of the target behind when it says so."""
     name = str(transcript.header["case"])
     cr = CaseResult(name, case.description, list(case.requirements), protocol)
     try:
         ending = drive_case(drive, transcript, signals=signals, deadline=deadline)
     except BaseException:  # a bug of ours, or an unhandled interrupt: keep the evidence
         save(transcripts, transcript, name)
+        if side is not None:
+            kept = side()
+            save(transcripts, kept.transcript, name + kept.suffix)
         raise
     late = late_notes(transcript.header, transcript.entries)  # output past a clock: said
     if late and ending.reason is None:
@@ -215,9 +241,22 @@ def play_case(case: Any, protocol: int, role: str, drive: Drive, transcript: Tra
                                                               *late]))
     ended(cr, ending)
     transcript.header["ended"] = ending.to_json()
+    second = side() if side is not None else None
     cr.findings = [f.with_case(name) for f in grade_recorded(
-        transcript.header, transcript.entries, schema_dir=schema_dir)]
+        transcript.header, transcript.entries, schema_dir=schema_dir,
+        agent_side=second.transcript.entries if second is not None else None)]
     cr.transcript_path = save(transcripts, transcript, name)
+    if second is not None:
+        if second.alone:
+            cr.behind = behind = CaseResult(name, case.description, list(case.requirements),
+                                            protocol)
+            ended(behind, ending)
+            second.transcript.header["ended"] = ending.to_json()
+            behind.findings = [f.with_case(name) for f in grade_recorded(
+                second.transcript.header, second.transcript.entries, schema_dir=schema_dir)]
+        path = save(transcripts, second.transcript, name + second.suffix)
+        if cr.behind is not None:
+            cr.behind.transcript_path = path
     return cr
 
 
@@ -259,4 +298,4 @@ def not_run(case: Any, protocol: int, note: str, reason: Reason = Reason.NOT_RUN
 
 __all__ = ["CUT_NOTE", "DEADLINE_NOTE", "REPETITION", "CaseAborted", "CaseCut", "CaseNotPlayable",
            "CaseStop", "Drive", "case_scope", "drive_case", "file_stem", "new_transcript", "not_run",
-           "play_case", "safe_name", "save"]
+           "Side", "play_case", "safe_name", "save", "stopped"]

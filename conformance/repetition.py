@@ -32,6 +32,8 @@ def merge_runs(runs: Sequence[CaseResult]) -> CaseResult:
     if len(runs) == 1:
         only = runs[0]
         only.runs = [only.transcript_path]
+        if only.behind is not None:
+            merge_runs([only.behind])
         return only
     per_run = [_rule_outcomes(cr) for cr in runs]
     order: dict[str, None] = {}
@@ -56,5 +58,9 @@ def merge_runs(runs: Sequence[CaseResult]) -> CaseResult:
     base = next((cr for cr in runs if not cr.completed), None)
     if base is None:
         base = max(runs, key=lambda cr: SEVERITY[cr.outcome])
+    behind = [cr.behind for cr in runs if cr.behind is not None]
     return dataclasses.replace(base, findings=findings,
-                               runs=[cr.transcript_path for cr in runs])
+                               runs=[cr.transcript_path for cr in runs],
+                               # the target behind (a proxy's agent): its repetitions, as one
+                               behind=merge_runs(behind) if len(behind) == len(runs) else
+                               base.behind)

@@ -228,6 +228,10 @@ class CaseResult:
     aborted: bool = False  # a target fault ended it early (graded on what was recorded)
     # --repeat N: the transcript of each repetition played, in order (None: not kept)
     runs: list[str | None] = field(default_factory=list)
+    # The target behind the one tested (the real agent behind a proxy, ``--agent``): its own
+    # result of the case, graded on the second transcript the case recorded; never this
+    # target's findings (the engine gathers them into ``RunResult.behind``)
+    behind: CaseResult | None = None
 
     @property
     def completed(self) -> bool:
@@ -265,6 +269,9 @@ class RunResult:
     catalogue: str = ""  # the register's revision it was graded against ("": this version's)
     fuzz: dict[str, Any] = field(default_factory=dict)  # a fuzz run: runs, seconds, workers, ...
     repeat: int = 1  # --repeat N: how many times each case was played
+    # The target behind the one tested, as its own run (the real agent behind a proxy): its
+    # cases' results in this run's plan order, concluded like this one (None: none behind)
+    behind: RunResult | None = None
 
     def unstable(self) -> list[Finding]:
         """The rows of rules whose outcome differed between a case's repetitions."""

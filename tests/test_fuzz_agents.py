@@ -91,6 +91,12 @@ def test_broken_agent_is_found_shrunk_saved_and_replayed(tmp_path: Path) -> None
 
     reg = regressions.read(saved.path)
     assert reg.steps == failure.steps and reg.requirement == failure.requirement
+    # The run recorded what it graded, as a suite case does: `check` of the file (and the
+    # offline regrade) grades it from that header, and finds what the fuzzer found.
+    assert reg.header["scope"]["role"] == "agent" and reg.header["scope"]["rules"] == "all"
+    offline = regressions.regrade_offline(reg)
+    assert {(f.requirement, f.outcome) for f in offline} == {
+        (f.requirement, f.outcome) for f in failure.findings}
     with_options = {"options": Options(), "strict": True, "cwd": str(tmp_path)}
     still = regressions.replay_agent(reg, target, **with_options)
     assert still.status == regressions.STILL_FAILING, still.note

@@ -155,3 +155,52 @@ def test_a_fuzzed_crash_is_put_down_to_its_stream_by_its_control(name: str, rule
         assert "its control (the same turn with ordinary IDs) was shown" in \
             confirmed.finding.message
         assert any(c.startswith("MID-C-08/exit") for c in confirmed.finding.consequences)
+
+
+def test_a_stream_the_client_refused_is_graded_as_check_and_the_live_run_grade_it(
+        tmp_path: Path) -> None:
+    """A v1-only client answered 2 carries on in v1: the case is "v2 unsupported by the
+    client", not graded on v2 rules. The fuzzer grades its generated turn from the header
+    the played case carries, so it gives the grade `check` gives the saved transcript
+    and the live run gives a suite case against the same client: the negotiation's info
+    row and nothing else (before, it graded every client rule, and its ID-less v2 stream
+    broke MID-V2-07 under --strict)."""
+    from helpers import cli_json
+
+    from conformance.fuzz.grading import violations
+
+    v1_only = adapter("v1_only")
+    stream = client_fuzz.stream_of(2, [{"agent": "Alpha. ", "id": None},
+                                       {"agent": "Beta. ", "id": None}])
+    fuzzed = client_fuzz.play_stream(ClientTarget("v1_only", adapter=v1_only), 2, stream,
+                                     options=Options(), strict=True)
+    assert violations(fuzzed.findings, True) == []
+    graded = {(f.requirement, f.outcome.value) for f in fuzzed.findings}
+    assert graded == {("TARGET/negotiation", "info")}, graded
+    assert fuzzed.note == "v2 unsupported by the client (it asked for 1)"
+
+    saved = tmp_path / "fuzz.jsonl"
+    fuzzed.transcript.save(saved)
+    code, checked, out = cli_json(tmp_path, "check", "check", str(saved), "--strict")
+    assert code == 0, out
+    [case] = checked["cases"]
+    assert case["reason"] == "version_unsupported" and case["note"] == fuzzed.note, case
+    assert {(r["requirement"], r["outcome"]) for r in checked["results"]} == graded
+
+    code, live, out = cli_json(tmp_path, "live", "--client-adapter", v1_only, "--protocol",
+                               "2", "--case", "client-grouping", "--strict")
+    assert live, out
+    [case] = live["cases"]
+    assert case["reason"] == "version_unsupported" and case["note"] == fuzzed.note, case
+    assert {(r["requirement"], r["outcome"]) for r in live["results"]
+            if r["outcome"] != "not_applicable"} == graded
+
+
+def test_a_fuzz_run_against_a_client_that_refuses_the_version_breaks_no_rule() -> None:
+    """Every generated v2 turn a v1-only client refuses is graded as not taken: the fuzz
+    run reports no broken rule, and its coverage holds the negotiation's row alone."""
+    target = ClientTarget("v1_only", adapter=adapter("v1_only"))
+    result = run_client_fuzz(target, CI, seed=5, protocols=(2,), strict=True)
+    assert result.failures == [], [(f.requirement, f.stream) for f in result.failures]
+    assert {r: f.outcome.value for r, f in result.coverage[2].items()} == {
+        "TARGET/negotiation": "info"}

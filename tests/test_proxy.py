@@ -295,3 +295,25 @@ def test_a_proxy_finding_carries_evidence_from_both_sides(protocol: int, tmp_pat
         assert sent["messageId"] != got["messageId"]  # the rewrite, seen on both sides
         assert str(got["messageId"]).startswith("px-")  # rewrites_ids.py's own IDs
         assert _update(wrote).get("content") == _update(came_out).get("content")
+
+
+def test_check_grades_a_proxy_run_with_cases_not_run_as_the_run_did(tmp_path: Path) -> None:
+    """A proxy run cut by --deadline leaves not-run cases, whose transcripts are a header
+    with no agent side: `check` of the run's transcripts reports them as the run did
+    (it stopped with an internal error on them). Every proxy case takes a proxy and an
+    agent double to start, so no machine plays them all within the deadline."""
+    from offline import comparable
+
+    live = tmp_path / "live.json"
+    proc = run_cli("--proxy", proxy("transparent"), "--protocol", "1", "--deadline", "0.3",
+                   "--transcripts", str(tmp_path / "t"), "--json", str(live), "--no-color",
+                   timeout=300)
+    report = load_json(live)
+    assert any(c.get("reason") == "not_run" for c in report["cases"]), proc.stdout
+    assert proc.returncode == 1 and report["summary"]["verdict"] == "fail"  # cut: never a pass
+    checked = tmp_path / "check.json"
+    offline = run_cli("check", str(tmp_path / "t"), "--json", str(checked), "--no-color")
+    assert offline.returncode == 1, offline.stdout + offline.stderr
+    assert comparable(load_json(checked)) == comparable(report)
+    assert sorted((c["case"], c.get("reason")) for c in load_json(checked)["cases"]) == sorted(
+        (c["case"], c.get("reason")) for c in report["cases"])

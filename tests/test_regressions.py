@@ -59,8 +59,7 @@ def test_the_library_has_both_sides() -> None:
 def test_file_grades_offline_and_keeps_its_fingerprint(path: Path) -> None:
     reg = regressions.read(path)
     assert reg.fingerprint == path.stem == regressions.expected_fingerprint(reg)
-    found = regressions.regrade_offline(reg, options=options_of(reg),
-                                        strict=bool(reg.header.get("strict")))
+    found = regressions.regrade_offline(reg, strict=bool(reg.header.get("strict")))
     assert reg.requirement in {f.requirement for f in found}
     # Portable: no path of the machine that recorded it (the folder holding the repository).
     assert str(Path(__file__).resolve().parents[2]) not in path.read_text(encoding="utf-8")

@@ -65,7 +65,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
             protocol = int(ns.protocol)
         # A fuzz regression records whether it was found under --strict.
         strict = ns.strict or header.get("strict") is True
-        if header.get("role") == "proxy":
+        if header.get("side") == "client":  # a case recorded on two sides (a proxy's)
             findings = _grade_proxy(f, header, list(tmod.iter_entries(f)[1]),
                                     None if ns.protocol == "both" else protocol, strict)
         else:
@@ -91,7 +91,7 @@ def case_protocol(header: dict[str, Any]) -> int:
     """The protocol version a recorded case belongs to, as the live run reported it: for a
     proxy case the version behind the proxy (a declared v2-to-v1 adapter's case is a v2
     case, though its client side speaks v1 in front)."""
-    if header.get("role") == "proxy" and header.get("agent_protocol"):
+    if header.get("agent_protocol"):
         return int(header["agent_protocol"])
     return int(header.get("protocol", 1))
 
@@ -102,13 +102,13 @@ def _grade_proxy(path: Path, header: dict[str, Any], entries: list[Any],
     from conformance import transcript as tmod
     from conformance.grading import Ending, grade_recorded
 
-    other = path.with_name(str(header.get("agent_side") or ""))
     if not header.get("agent_side") and Ending.from_header(header).reason is not None:
         # a case the run did not play: its transcript is a header saying why, one side
         return grade_recorded(header, entries, agent_side=[], protocol=protocol, strict=strict)
+    other = path.with_name(str(header.get("agent_side") or "-"))
     if not header.get("agent_side") or not other.is_file():
         raise UsageError(f"{path}: a proxy transcript needs its agent side beside it "
-                         f"({other.name or 'no agent_side in its header'})")
+                         f"({other.name if header.get('agent_side') else 'no agent_side in its header'})")
     _, sent = tmod.iter_entries(other)
     return grade_recorded(header, entries, agent_side=list(sent), protocol=protocol,
                           strict=strict)

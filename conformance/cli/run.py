@@ -245,9 +245,9 @@ def cmd_proxy(ns: argparse.Namespace) -> int:
         progress.close()
         if model is not None:
             model.stop()
-    status = report_run(ns, results.proxy, baseline=baseline, cases=all_cases, masker=masker)
-    if results.agent is not None:
-        report_agent_behind(ns, masker.data(results.agent))  # apart: the run grades the proxy
+    status = report_run(ns, results, baseline=baseline, cases=all_cases, masker=masker)
+    if results.behind is not None:
+        report_agent_behind(ns, masker.data(results.behind))  # apart: the run grades the proxy
     return status
 
 

@@ -26,7 +26,6 @@ from hypothesis.errors import Flaky, Unsatisfiable
 from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.agent.steps import Step
-from conformance.checks import Options
 from conformance.fuzz import database, model_side, persistent
 from conformance.fuzz.agent_machine import (
     AgentFuzzConfig,
@@ -34,12 +33,11 @@ from conformance.fuzz.agent_machine import (
     KeyedAgentMachine,
     _Context,
 )
-from conformance.fuzz.grading import Failure, FuzzResult, violations
+from conformance.fuzz.grading import Failure, FuzzResult, graded, violations
 from conformance.fuzz.keeper import Interrupted, received
 from conformance.fuzz.player import Played, Spawner
 from conformance.fuzz.settings import Budget, Effort, StopFuzzing, hypothesis_settings
 from conformance.fuzz.shrink import shrink_steps
-from conformance.grading import grade_entries
 
 
 def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
@@ -78,8 +76,7 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
     for why in ctx.aborts:
         result.notes.append(why)
     for f in result.failures:
-        f.findings = violations(grade_entries(f.transcript.entries, protocol=f.protocol,
-                                          options=config.options, schema_dir=config.schema_dir),
+        f.findings = violations(graded(f.transcript, config.schema_dir),
                                 config.strict) or f.findings
         if config.keeper is None:  # else the command keeps it (keeper.final)
             database.save(config.database, f)
@@ -107,14 +104,12 @@ def replay_stored(ctx: _Context, config: AgentFuzzConfig, cwd: str) -> tuple[int
         played = model_side.play_with_model(config.target, config.model, protocol,
                                             stored["steps"], model, cwd=cwd,
                                             spawner=ctx.spawner, wait_exit=False,
-                                            header={"profile": config.options.profile.name},
+                                            scope=config.scope,
                                             profile=config.options.profile)
         replayed += 1
         if not played.playable:
             continue
-        bad = violations(grade_entries(played.transcript.entries, protocol=protocol,
-                               options=config.options, schema_dir=config.schema_dir),
-                         config.strict)
+        bad = violations(graded(played.transcript, config.schema_dir), config.strict)
         if bad:
             failing += 1
             ctx.record(Failure(bad[0], protocol, list(played.steps), played.transcript, bad,
@@ -171,7 +166,6 @@ def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
     more with the shrunk script (a smaller script can need fewer steps). No replay starts
     after ``deadline``; each smaller counterexample is printed to ``stream`` and put in
     ``hold``, so a stopped run keeps the smallest so far."""
-    header = {"profile": config.options.profile.name}
     name = f"{failure.requirement} (v{failure.protocol})"
     _say(stream, f"shrinking {name}: {len(failure.steps)} steps")
 
@@ -187,10 +181,10 @@ def shrink_failure(failure: Failure, config: AgentFuzzConfig, cwd: str,
               ) -> Failure | None:
         played = model_side.play_with_model(config.target, config.model, failure.protocol,
                                             steps, model, cwd=cwd, spawner=spawner,
-                                            header=header, wait_exit=False,
+                                            scope=config.scope, wait_exit=False,
                                             profile=config.options.profile)
-        return failure_of(played, failure.requirement, config.options, config.strict,
-                          config.schema_dir, model=model)
+        return failure_of(played, failure.requirement, config.strict, config.schema_dir,
+                          model=model)
 
     if failure.history:  # found on a reused process: replayed on a fresh one first
         failure = persistent.confirm(failure, fails, max_attempts=config.shrink_attempts,
@@ -228,15 +222,14 @@ def _say(stream: Any, line: str) -> None:
         stream.flush()
 
 
-def failure_of(played: Played, requirement: str, options: Options, strict: bool,
+def failure_of(played: Played, requirement: str, strict: bool,
                schema_dir: Path | None = None, *, model: dict[str, Any] | None = None
                ) -> Failure | None:
-    """The failure a play shows for ``requirement`` (None if it does not break it)."""
+    """The failure a play shows for ``requirement`` (None if it does not break it), graded
+    from what its transcript's header records."""
     if not played.playable:
         return None
-    findings = grade_entries(played.transcript.entries, protocol=played.protocol, options=options,
-                         schema_dir=schema_dir)
-    bad = violations(findings, strict)
+    bad = violations(graded(played.transcript, schema_dir), strict)
     match = [f for f in bad if f.requirement == requirement]
     if not match:
         return None

@@ -46,16 +46,18 @@ from conformance.agent.player import perform
 from conformance.agent.steps import Step
 from conformance.checks import Options
 from conformance.fuzz import model_side, persistent
-from conformance.fuzz.grading import Failure, merge_coverage, violations
+from conformance.fuzz.grading import Failure, graded, merge_coverage, violations
 from conformance.fuzz.player import (
     AgentTarget,
     FuzzDriver,
     PromptCaps,
     Spawner,
+    record_end,
+    run_transcript,
 )
 from conformance.fuzz.prompts import prompt_specs
 from conformance.fuzz.settings import Budget, StopFuzzing
-from conformance.grading import grade_entries
+from conformance.grading import Scope
 from conformance.results import Finding
 from conformance.strategies import model_scripts
 from conformance.transcript import Transcript
@@ -83,6 +85,12 @@ class AgentFuzzConfig:
     # generated runs one agent process serves (conformance.fuzz.persistent); 1: a fresh
     # process for every run (--fresh-process)
     runs_per_process: int = field(default_factory=persistent.default_runs_per_process)
+
+    @property
+    def scope(self) -> Scope:
+        """What each generated run grades, recorded in its transcript's header: every
+        agent rule under these options (the invariant's ``strict`` too)."""
+        return Scope.of("agent", self.options, self.strict)
 
 
 class _Context:
@@ -157,10 +165,14 @@ class AgentMachine(RuleBasedStateMachine):
             perform(self.driver, step, strict=False)
         except DriveAborted as exc:
             self.busy = False
+            if self.transcript is not None:
+                record_end(self.transcript, exc)
             if not self._check(sync=False):  # a hang or a crash is a TARGET finding
                 self._note(f"aborted: {exc}")
         except NotTestable as exc:
             self.busy = False
+            if self.transcript is not None:
+                record_end(self.transcript, exc)
             # A failed negotiation is the agent's fault, as the suite grades it
             # (TARGET/negotiation/agent): a failure, and the version is settled.
             fault = getattr(exc, "every_case", False) and self._check(sync=False)
@@ -181,9 +193,7 @@ class AgentMachine(RuleBasedStateMachine):
 
     def _grade(self, *, schema: bool = False) -> list[Finding]:
         assert self.transcript is not None
-        return grade_entries(self.transcript.entries, protocol=self.protocol,
-                         options=self.config.options,
-                         schema_dir=self.config.schema_dir if schema else None)
+        return graded(self.transcript, self.config.schema_dir if schema else None)
 
     def _check(self, *, sync: bool = True, schema: bool = False) -> bool:
         """Grade the run so far (the official schema only at its end: it is the costly
@@ -219,9 +229,7 @@ class AgentMachine(RuleBasedStateMachine):
             self.model = data.draw(model_scripts(), label="model")
             model_side.use(self.config.model, self.model)
         target = self.config.target
-        self.transcript = Transcript({
-            "role": "agent", "protocol": protocol, "profile": self.config.options.profile.name,
-            "target": target.label, "case": "fuzz"}, masker=target.masker)
+        self.transcript = run_transcript(target, protocol, self.config.scope)
         self.driver = FuzzDriver(target.command, self.transcript, protocol=protocol,
                                  timeout=target.timeout, cwd=ctx.cwd, env=target.env,
                                  spawner=ctx.spawner, profile=self.config.options.profile)

@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conformance.checks import Options
-from conformance.fuzz.grading import Failure, FuzzResult, violations
+from conformance.fuzz.grading import Failure, FuzzResult, graded, violations
 from conformance.fuzz.settings import Budget, Effort
 from conformance.fuzz.tracing import untraced
-from conformance.grading import grade_entries
 from conformance.results import Finding
 
 if TYPE_CHECKING:
@@ -161,9 +160,7 @@ class Campaign:
 
             ctx = self.context()
             best = shrink_failure(failure, self.agent, self.cwd(), ctx.spawner)
-            best.findings = violations(grade_entries(best.transcript.entries,
-                                                     protocol=best.protocol, options=self.options,
-                                                     schema_dir=self.schema_dir),
+            best.findings = violations(graded(best.transcript, self.schema_dir),
                                        self.strict) or best.findings
             return best
         from conformance.fuzz.client_fuzz import confirm_cause, delete_steps
@@ -297,7 +294,7 @@ def client_test(campaign: Campaign, protocol: int) -> Callable[..., None]:
         proto, steps = draw_turn(data, (protocol,), options.profile.interleave_allowed)
         stream = stream_of(proto, steps)
         run = play_stream(campaign.client, proto, stream, options=options,
-                          schema_dir=campaign.schema_dir)
+                          strict=campaign.strict, schema_dir=campaign.schema_dir)
         bad = violations(run.findings, campaign.strict)
         if not bad:
             return

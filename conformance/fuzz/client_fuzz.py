@@ -27,9 +27,8 @@ from typing import Any
 
 from conformance.checks import Options, all_rules
 from conformance.controlstream import CAUSE_RULES
-from conformance.fuzz.grading import Failure, FuzzResult, violations
+from conformance.fuzz.grading import Failure, FuzzResult, graded, violations
 from conformance.fuzz.settings import Budget, Effort
-from conformance.grading import grade_entries
 from conformance.masking import Masker
 from conformance.transcript import Transcript
 from conformance.usage import UsageError
@@ -181,8 +180,12 @@ def stream_case(protocol: int, stream: Mapping[str, Any]) -> Any:
 
 
 def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], *,
-                options: Options, schema_dir: Path | None = None) -> StreamRun:
-    """Start the client, play one turn of ``stream``, stop it; grade with every client rule.
+                options: Options, strict: bool = False,
+                schema_dir: Path | None = None) -> StreamRun:
+    """Start the client, play one turn of ``stream``, stop it; grade it as its transcript's
+    header records: every client rule under ``options`` (and ``strict``), or, when the
+    client did not take the case's version, the negotiation alone, as the suite and
+    ``check`` grade it.
 
     With ``"controls": true`` in the stream its control (the same arrangement with
     ordinary IDs) is played right after it, as the suite's cases do, so a finding
@@ -193,7 +196,7 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
     run = ClientRun(protocols=(protocol,), options=options, command=target.command,
                     adapter=target.adapter if not target.command else None,
                     profile=target.profile, timeout=target.timeout, env=target.env,
-                    masker=target.masker)
+                    masker=target.masker, strict=strict)
     # Generated streams play no control (it would double every example); a cause the
     # heuristics name is confirmed once, on the shrunk stream (confirm_cause).
     played = play_client_case(run, case, protocol, target.label,
@@ -201,8 +204,7 @@ def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], 
     from conformance.fuzz.tracing import untraced
 
     with untraced():  # a coverage-guided fuzzer's tracer covers the client, not our grading
-        findings = grade_entries(played.transcript.entries, protocol=protocol,
-                                 options=options, role="client", schema_dir=schema_dir)
+        findings = graded(played.transcript, schema_dir)
     return StreamRun(played.transcript, findings, played.note)
 
 
@@ -245,7 +247,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         budget.example_started()
         budget.processes += 0 if target.adapter else 1
         played = play_stream(target, value["protocol"], value["stream"], options=options,
-                             schema_dir=schema_dir)
+                             strict=strict, schema_dir=schema_dir)
         bad = violations(played.findings, strict)
         if bad:
             budget.failure()
@@ -268,7 +270,8 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         budget.example_started()
         budget.processes += 0 if target.adapter else 1
         stream = stream_of(protocol, steps)
-        run = play_stream(target, protocol, stream, options=options, schema_dir=schema_dir)
+        run = play_stream(target, protocol, stream, options=options, strict=strict,
+                          schema_dir=schema_dir)
         bad = violations(run.findings, strict)
         if not bad:
             merge_coverage(coverage.setdefault(protocol, {}), run.findings)
@@ -334,7 +337,8 @@ def delete_steps(failure: Failure, target: ClientTarget, options: Options, stric
 
     def fails(steps: list[Any]) -> Failure | None:
         stream = stream_of(protocol, steps)
-        run = play_stream(target, protocol, stream, options=options, schema_dir=schema_dir)
+        run = play_stream(target, protocol, stream, options=options, strict=strict,
+                          schema_dir=schema_dir)
         bad = violations(run.findings, strict)
         same = [f for f in bad if f.requirement == failure.requirement]
         if not same:
@@ -372,7 +376,8 @@ def confirm_cause(failure: Failure, target: ClientTarget, options: Options, stri
     if not names_a_cause(failure.requirement):
         return failure
     stream = {**failure.stream, "controls": True}
-    run = play_stream(target, failure.protocol, stream, options=options, schema_dir=schema_dir)
+    run = play_stream(target, failure.protocol, stream, options=options, strict=strict,
+                      schema_dir=schema_dir)
     bad = violations(run.findings, strict)
     if not bad:
         return failure
@@ -467,7 +472,7 @@ def replay_client(reg: Any, choice: ClientChoice, *, options: Options, strict: b
         raise regressions.RegressionError(f"{reg.path}:1: header 'stream' has no 'steps' list")
     last = None
     for _ in range(max(1, attempts)):
-        run = play_stream(target, reg.protocol, reg.stream, options=options,
+        run = play_stream(target, reg.protocol, reg.stream, options=options, strict=strict,
                           schema_dir=schema_dir)
         bad = violations(run.findings, strict)
         # A fault now reported as another's consequence (an exit after a crash) still fails.

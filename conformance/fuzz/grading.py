@@ -1,9 +1,12 @@
 """Grading a generated run, and what a fuzz run found (both fuzzers and replay).
 
-Grading goes through :func:`conformance.grading.grade_entries`, the one grading of a
-recorded case (with the official schemas' findings when a folder is given), like a
-suite run's; this module adds only the fuzzer's selection: which findings break the
-invariant.
+A generated run's transcript records its scope (the role's rules, the profile and the
+options that change a grade) and how it ended in its header, as a suite case's does;
+:func:`graded` grades it from that header alone, through
+:func:`conformance.grading.grade_recorded`, the one grading of a recorded case (with
+the official schemas' findings when a folder is given). So a run the target refused
+gets the grade ``check`` gives its saved transcript. This module adds only the
+fuzzer's selection: which findings break the invariant.
 """
 
 from __future__ import annotations
@@ -11,12 +14,20 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from conformance.agent.steps import Step
 from conformance.fuzz.settings import Effort
 from conformance.results import Finding, Outcome, apply_strict
 from conformance.transcript import Transcript
+
+
+def graded(transcript: Transcript, schema_dir: Path | None = None) -> list[Finding]:
+    """A played run's findings, graded from what its header records (module docstring)."""
+    from conformance.grading import grade_recorded
+
+    return grade_recorded(transcript.header, transcript.entries, schema_dir=schema_dir)
 
 
 def violations(findings: Sequence[Finding], strict: bool) -> list[Finding]:

@@ -25,6 +25,8 @@ from conformance.agent.faults import DriveAborted, NotTestable
 from conformance.agent.player import StepDriver, perform
 from conformance.agent.steps import Step, StepError
 from conformance.controlstream import PING
+from conformance.grading import Scope
+from conformance.lifecycle import stopped
 from conformance.masking import Masker
 from conformance.profiles import Profile
 from conformance.transcript import Entry, Transcript
@@ -215,14 +217,28 @@ class Played:
     playable: bool = True  # False: the target could not take the steps (nothing to grade)
 
 
-def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
-         spawner: Spawner | None = None, header: Mapping[str, Any] | None = None,
+def run_transcript(target: AgentTarget, protocol: int, scope: Scope,
+                   header: Mapping[str, Any] | None = None) -> Transcript:
+    """A generated run's transcript: its header records what the run grades (``scope``)
+    as a suite case's does, so the fuzzer, ``check`` and ``replay`` grade it alike."""
+    return Transcript({"role": scope.role, "protocol": protocol, "profile": scope.profile,
+                       "target": target.label, "case": "fuzz", "scope": scope.to_json(),
+                       **(header or {})}, masker=target.masker)
+
+
+def record_end(transcript: Transcript, exc: DriveAborted | NotTestable) -> None:
+    """Record in the header how a generated run ended early, as a suite case records it:
+    a fault is graded on what was recorded, a run the agent could not take is not."""
+    transcript.header["ended"] = stopped(exc).to_json()
+
+
+def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, scope: Scope,
+         cwd: str, spawner: Spawner | None = None, header: Mapping[str, Any] | None = None,
          wait_exit: bool = True, profile: Profile | None = None) -> Played:
-    """Play a step list on fresh processes and record it. With ``wait_exit=False`` the
-    last process ends in the background (its exit joins the transcript later); ``profile``
-    is the run's (the driver's idempotency keys)."""
-    transcript = Transcript({"role": "agent", "protocol": protocol, "target": target.label,
-                             "case": "fuzz", **(header or {})}, masker=target.masker)
+    """Play a step list on fresh processes and record it, graded as ``scope`` says. With
+    ``wait_exit=False`` the last process ends in the background (its exit joins the
+    transcript later); ``profile`` is the run's (the driver's idempotency keys)."""
+    transcript = run_transcript(target, protocol, scope, header)
     spawner = spawner or Spawner(target.command, env=target.env)
     driver = FuzzDriver(target.command, transcript, protocol=protocol, timeout=target.timeout,
                         cwd=cwd, env=target.env, spawner=spawner, profile=profile)
@@ -235,9 +251,11 @@ def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
             driver.stop()
     except DriveAborted as exc:
         played.note = f"aborted: {exc}"
+        record_end(transcript, exc)
     except NotTestable as exc:  # a failed negotiation is graded: the agent's fault
         played.note, played.playable = f"not testable: {exc}", bool(
             getattr(exc, "every_case", False))
+        record_end(transcript, exc)
     except StepError as exc:
         played.note, played.playable = f"cannot play: {exc}", False
     finally:
@@ -248,4 +266,5 @@ def play(target: AgentTarget, protocol: int, steps: Sequence[Step], *, cwd: str,
     return played
 
 
-__all__ = ["AgentTarget", "FuzzDriver", "Played", "PromptCaps", "Spawner", "play"]
+__all__ = ["AgentTarget", "FuzzDriver", "Played", "PromptCaps", "Spawner", "play", "record_end",
+           "run_transcript"]

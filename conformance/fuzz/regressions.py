@@ -288,9 +288,9 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
                  model: Any = None) -> Verdict:
     """Play the file's steps against ``target`` (a :class:`player.AgentTarget`), with
     ``model`` (a running model server) playing the file's model script."""
-    from conformance.fuzz.grading import violations
+    from conformance.fuzz.grading import graded, violations
     from conformance.fuzz.model_side import play_with_model
-    from conformance.grading import grade_entries
+    from conformance.grading import Scope
 
     if reg.model is not None and model is None:
         return Verdict(reg, NOT_REPLAYED, note="the file has a model script: replay it with "
@@ -298,13 +298,12 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
     last: Verdict | None = None
     for _ in range(max(1, attempts)):
         played = play_with_model(target, model, reg.protocol, reg.steps, reg.model, cwd=cwd,
-                                 header={"profile": options.profile.name,
-                                         "case": f"replay:{reg.fingerprint}"},
+                                 scope=Scope.of("agent", options, strict),
+                                 header={"case": f"replay:{reg.fingerprint}"},
                                  profile=options.profile)
         if not played.playable:
             return Verdict(reg, NOT_REPLAYED, note=played.note, transcript=played.transcript)
-        bad = violations(grade_entries(played.transcript.entries, protocol=reg.protocol,
-                                   options=options, schema_dir=schema_dir), strict)
+        bad = violations(graded(played.transcript, schema_dir), strict)
         same = [f for f in bad if f.requirement == reg.requirement]
         others = [f for f in bad if f.requirement != reg.requirement]
         last = Verdict(reg, STILL_FAILING if same else FIXED, same, others, played.note,
@@ -315,15 +314,15 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
     return last
 
 
-def regrade_offline(reg: Regression, *, options: Options, strict: bool,
+def regrade_offline(reg: Regression, *, strict: bool = False,
                     schema_dir: Path | None = None) -> list[Finding]:
-    """The file's own transcript graded again (what ``check`` does)."""
+    """The file's own transcript graded again from its header, as ``check`` grades it
+    (``strict`` adds ``--strict`` to what the header records); its violations."""
     from conformance.fuzz.grading import violations
-    from conformance.grading import grade_entries
+    from conformance.grading import grade_recorded
 
-    return violations(grade_entries(reg.entries, protocol=reg.protocol, options=options,
-                                role=str(reg.header.get("role", "agent")),
-                                schema_dir=schema_dir), strict)
+    return violations(grade_recorded(reg.header, reg.entries, strict=strict,
+                                     schema_dir=schema_dir), strict)
 
 
 __all__ = ["DEFAULT_DIR", "FIXED", "NOT_REPLAYED", "STILL_FAILING", "Regression",

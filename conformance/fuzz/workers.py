@@ -32,10 +32,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.fuzz.grading import Failure, FuzzResult, merge_coverage, violations
+from conformance.fuzz.grading import Failure, FuzzResult, graded, merge_coverage, violations
 from conformance.fuzz.keeper import Interrupted
 from conformance.fuzz.settings import Effort
-from conformance.grading import grade_entries
 from conformance.results import Finding, Outcome, Reason
 from conformance.transcript import from_entries as transcript_of
 from conformance.transcript import load, write_atomic
@@ -116,9 +115,8 @@ def run_agent_workers(config: Any, effort: Effort, seed: int, argv: Sequence[str
         result.failures += [f for k, f in sorted(found.items()) if k not in done]
         result.failures.sort(key=lambda f: f.key)
         for f in result.failures:
-            f.findings = violations(
-                grade_entries(f.transcript.entries, protocol=f.protocol, options=config.options,
-                              schema_dir=config.schema_dir), config.strict) or f.findings
+            f.findings = violations(graded(f.transcript, config.schema_dir),
+                                    config.strict) or f.findings
     result.elapsed = time.monotonic() - started
     return result
 
@@ -227,12 +225,12 @@ def _merge(result: FuzzResult, reports: list[tuple[int, dict[str, Any] | None, s
 def _failure(item: dict[str, Any], config: Any) -> Failure | None:
     header, entries = load(Path(item["transcript"]))
     protocol = int(item["protocol"])
-    bad = violations(grade_entries(entries, protocol=protocol, options=config.options,
-                                   schema_dir=config.schema_dir), config.strict)
+    transcript = transcript_of(header, entries)
+    bad = violations(graded(transcript, config.schema_dir), config.strict)
     same = [f for f in bad if f.requirement == item["requirement"]]
     if not same:
         return None
-    return Failure(same[0], protocol, list(item["steps"]), transcript_of(header, entries), bad,
+    return Failure(same[0], protocol, list(item["steps"]), transcript, bad,
                    found_steps=int(item.get("found_steps") or len(item["steps"])),
                    model=item.get("model"), history=list(item.get("history") or []))
 

@@ -7,7 +7,8 @@ Without ``--agent`` the proxy cases run (``role: proxy``): the agent double play
 ``{reload: ...}`` step loads (v1) or resumes with replay (v2) and the double replays
 what was played. With ``--agent`` the agent cases run through the proxy (their own
 drive steps), and the real agent's side is also graded with the agent checkers: those
-findings are the agent's, reported apart (:attr:`ProxyResults.agent`), never the proxy's.
+findings are the agent's, a second result of each case the engine carries
+(``CaseResult.behind``, gathered into ``RunResult.behind``), never the proxy's.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from conformance import __version__
 from conformance.agent.driver import ClientDriver
 from conformance.agent.player import StepDriver, perform
 from conformance.agent.runner import play_steps, stop_driver
@@ -31,16 +31,16 @@ from conformance.cases import Case
 from conformance.checks import all_rules
 from conformance.checks.proxy import REQUIREMENTS
 from conformance.client.script import TurnScript, build_reload, build_turn, check_case, new_ids
-from conformance.engine import Suite, first_target_info, run_suite
-from conformance.grading import Ending, conclude, ended, grade_recorded
+from conformance.engine import Suite, run_suite
+from conformance.grading import Ending
 from conformance.lifecycle import (
     Cutoff,
+    Side,
     case_scope,
-    drive_case,
     file_stem,
     new_transcript,
+    play_case,
     safe_name,
-    save,
 )
 from conformance.proxy.grading import ROLE, proxy_scope
 from conformance.proxy.sides import agent_side
@@ -67,14 +67,6 @@ class ProxyRun(RunSettings):
     model_script: Path | None = None
 
 
-@dataclass
-class ProxyResults:
-    """A proxy run: the proxy's results, and (with ``--agent``) the real agent's own."""
-
-    proxy: RunResult
-    agent: RunResult | None = None
-
-
 def proxy_template(command: str) -> list[str]:
     from conformance.client.runner import agent_template
     from conformance.transport import split_command
@@ -92,50 +84,33 @@ def proxy_plan(run: ProxyRun, cases: Sequence[Case]) -> list[tuple[int, Case]]:
 
 
 def proxy_suite(run: ProxyRun, cases: Sequence[Case], target_label: str,
-                choices: Sequence[Case] | None = None,
-                agent_cases: dict[str, CaseResult] | None = None) -> Suite:
+                choices: Sequence[Case] | None = None) -> Suite:
     """The proxy role as the engine runs it (:mod:`conformance.engine`); with ``--agent``,
-    each case's result for the real agent behind goes into ``agent_cases``."""
+    each case's result carries the real agent's behind it, which the engine gathers into
+    the run's ``behind``."""
     plan = proxy_plan(run, cases)
     for _, case in plan:
         if case.role == ROLE:
             check_case(case)
 
     def play(protocol: int, case: Case, signals: Any, cutoff: Cutoff) -> CaseResult:
-        proxy_cr, agent_cr = run_proxy_case(run, case, protocol, signals=signals, cutoff=cutoff)
-        if agent_cr is not None and agent_cases is not None:
-            agent_cases[proxy_cr.case] = agent_cr
-        return proxy_cr
+        return run_proxy_case(run, case, protocol, signals=signals, cutoff=cutoff)
 
     return Suite(ROLE, target_label, plan, play,
                  scope=lambda case: proxy_scope(run.options, run.strict, case),
                  target=run.proxy, target_info=lambda result: {},  # initialize is the agent's
                  selected=[c.id for c in cases],
-                 runnable=[c.id for _, c in proxy_plan(run, choices or cases)])
+                 runnable=[c.id for _, c in proxy_plan(run, choices or cases)],
+                 header={"side": "client"},  # a not-run case's transcript: its client side
+                 behind=" ".join(run.agent) if run.agent else "")
 
 
 def run_proxy_suite(run: ProxyRun, cases: Sequence[Case], target_label: str,
                     choices: Sequence[Case] | None = None,
-                    started: Callable[[], None] | None = None) -> ProxyResults:
+                    started: Callable[[], None] | None = None) -> RunResult:
+    """The proxy's run; with ``--agent`` the real agent's own is its ``behind``."""
     proxy_template(run.proxy)
-    profile = run.options.profile.name
-    agent_cases: dict[str, CaseResult] = {}
-    suite = proxy_suite(run, cases, target_label, choices, agent_cases)
-    out = ProxyResults(RunResult(__version__, target_label, ROLE, list(run.protocols),
-                                 profile, run.strict))
-    if run.agent:
-        out.agent = RunResult(__version__, " ".join(run.agent), "agent", list(run.protocols),
-                              profile, run.strict)
-    try:
-        run_suite(suite, run, out.proxy, started)
-    finally:
-        if out.agent is not None:  # in the proxy's plan order, each beside its proxy case
-            out.agent.cases = [agent_cases[c.case] for c in out.proxy.cases
-                               if c.case in agent_cases]
-            conclude(out.agent, run.deadline)
-            out.agent.cut = out.proxy.cut
-            out.agent.target_info = first_target_info(out.agent)
-    return out
+    return run_suite(proxy_suite(run, cases, target_label, choices), run, started=started)
 
 
 def _script_command(directory: str, name: str, argv: Sequence[str]) -> str:
@@ -252,10 +227,11 @@ class ProxyDrive:
 
 
 def run_proxy_case(run: ProxyRun, case: Case, protocol: int, *, signals: Any = None,
-                   cutoff: Cutoff | None = None) -> tuple[CaseResult, CaseResult | None]:
-    """Play one case through the proxy on the one case lifecycle (the ladder of
-    :func:`conformance.lifecycle.drive_case`, the scope and ending in the header); grade
-    both sides; its result, and with ``--agent`` the agent's."""
+                   cutoff: Cutoff | None = None) -> CaseResult:
+    """Play one case through the proxy on the one case lifecycle
+    (:func:`conformance.lifecycle.play_case`): its two transcripts graded together; with
+    ``--agent`` the agent side graded alone too, as the agent's own result
+    (``CaseResult.behind``)."""
     name = f"{case.id}@v{protocol}"
     front = 1 if run.adapts else protocol  # the version the driver speaks to the proxy
     scope = proxy_scope(run.options, run.strict, case)
@@ -265,44 +241,42 @@ def run_proxy_case(run: ProxyRun, case: Case, protocol: int, *, signals: Any = N
                              agent_side=f"{file_stem(name + AGENT_SIDE)}.jsonl")
     with tempfile.TemporaryDirectory(prefix="acp-px-") as tmp:
         drive = ProxyDrive(run, case, protocol, transcript, cutoff, tmp)
-        played: Ending | None = None
-        try:
-            played = drive_case(drive, transcript, signals=signals, deadline=run.deadline)
-        finally:  # also on a bug of ours (re-raised): the evidence of both sides is kept
-            agent_t = agent_side(drive.log, {
-                "role": ROLE, "protocol": protocol, "profile": scope.profile, "case": name,
-                "target": " ".join(drive.inner) if run.agent else "(the suite's agent double)",
-                **side, "side": "agent", "client_side": f"{file_stem(name)}.jsonl"}, run.masker)
-            if played is None:
-                save(run.transcripts, transcript, name)
-                save(run.transcripts, agent_t, name + AGENT_SIDE)
-    ending = played
-    transcript.header["ended"] = ending.to_json()
-    cr = CaseResult(name, case.description, list(REQUIREMENTS), protocol)
-    ended(cr, ending)
+        recorded: list[Side] = []
+
+        def second() -> Side:
+            """The agent side, read once the drive is over (from the shim's log)."""
+            if not recorded:
+                recorded.append(Side(_agent_transcript(run, case, drive, name, scope.profile,
+                                                       side), AGENT_SIDE, bool(run.agent)))
+            return recorded[0]
+
+        cr = play_case(case, protocol, ROLE, drive, transcript, transcripts=run.transcripts,
+                       signals=signals, deadline=run.deadline, schema_dir=run.schema_dir,
+                       side=second)
+    cr.requirements = list(REQUIREMENTS)
     cr.stderr_tail = drive.stderr
-    cr.findings = [f.with_case(name) for f in grade_recorded(
-        transcript.header, transcript.entries, agent_side=agent_t.entries,
-        schema_dir=run.schema_dir)]
-    cr.transcript_path = save(run.transcripts, transcript, name)
-    agent_cr = None
+    if cr.behind is not None:
+        cr.behind.target_info = _agent_info(recorded[0].transcript)
+    return cr
+
+
+def _agent_transcript(run: ProxyRun, case: Case, drive: ProxyDrive, name: str, profile: str,
+                      side: dict[str, Any]) -> Transcript:
+    """The agent side's transcript; with ``--agent`` its header records the agent's own
+    scope (every agent rule but the TARGET ones, which are the proxy's to show), so it is
+    graded alone as the agent's result, by the live run and by ``check``."""
+    protocol = side["agent_protocol"]
+    header = {"role": ROLE, "protocol": protocol, "profile": profile, "case": name,
+              "target": " ".join(drive.inner) if run.agent else "(the suite's agent double)",
+              **side, "side": "agent", "client_side": f"{file_stem(name)}.jsonl"}
     if run.agent:  # the real agent's own findings, graded on what it wrote before the proxy
         agent_scope = case_scope("agent", run.options, run.strict, case)
         every = agent_scope.rules if agent_scope.rules is not None else tuple(
             r.id for r in all_rules().values() if r.role == "agent")
         agent_scope = replace(agent_scope, rules=tuple(
             r for r in every if not r.startswith("TARGET")))
-        agent_t.header.update(scope=agent_scope.to_json(), ended=ending.to_json(),
-                              requirements=list(case.requirements))
-        agent_cr = CaseResult(name, case.description, list(case.requirements), protocol)
-        ended(agent_cr, ending)
-        agent_cr.target_info = _agent_info(agent_t)
-        agent_cr.findings = [f.with_case(name) for f in grade_recorded(
-            agent_t.header, agent_t.entries, schema_dir=run.schema_dir)]
-    path = save(run.transcripts, agent_t, name + AGENT_SIDE)
-    if agent_cr is not None:
-        agent_cr.transcript_path = path
-    return cr, agent_cr
+        header.update(scope=agent_scope.to_json(), requirements=list(case.requirements))
+    return agent_side(drive.log, header, run.masker)
 
 
 AGENT_SIDE = ".agent-side"  # the agent side's transcript: CASE.agent-side.jsonl

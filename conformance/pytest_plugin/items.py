@@ -108,7 +108,7 @@ class AcpCase(pytest.Item):
         finally:
             state.playing = False
         self.result = cr
-        self.agent_result = state.agent_cases.get(cr.case)
+        self.agent_result = cr.behind
         if self.agent_result is not None:  # the agent's own findings: shown, never the proxy's
             behind = describe_agent_behind(self.agent_result)
             if behind:

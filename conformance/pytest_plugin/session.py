@@ -28,14 +28,16 @@ class AgentSession:
     def __init__(self, command: Sequence[str], *, protocol: int, options: Options,
                  timeout: float, workdir: Path, env: dict[str, str] | None = None) -> None:
         from conformance.agent.player import StepDriver
+        from conformance.grading import Scope
         from conformance.transcript import Transcript
 
         self.protocol = protocol
         self.options = options
         workdir.mkdir(parents=True, exist_ok=True)
         self.path = workdir.parent / "acp-transcript.jsonl"
+        scope = Scope.of("agent", options, False)
         self.transcript = Transcript({"role": "agent", "protocol": protocol,
-                                      "profile": options.profile.name,
+                                      "profile": scope.profile, "scope": scope.to_json(),
                                       "target": " ".join(command), "case": "pytest"})
         self.driver = StepDriver(list(command), self.transcript, protocol=protocol,
                                  timeout=timeout, cwd=str(workdir), env=env,
@@ -63,10 +65,10 @@ class AgentSession:
         perform(self.driver, step)
 
     def findings(self, *select: str) -> list[Finding]:
-        from conformance.grading import grade_entries
+        from conformance.grading import grade_recorded
 
-        return grade_entries(self.transcript.entries, protocol=self.protocol, options=self.options,
-                     select=list(select) or None)
+        return grade_recorded(self.transcript.header, self.transcript.entries,
+                              select=list(select) or None)
 
     def failures(self, *select: str) -> list[Finding]:
         from conformance.results import Outcome

@@ -7,7 +7,7 @@ A bad option, case file, baseline, client profile or target command is a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +30,9 @@ class State:
     transcripts: Path | None  # --acp-transcripts; None: under pytest's basetemp
     suite: Any = None  # the role's engine.Suite over the selected cases
     engine: Any = None  # the run engine, made when the first case item runs
-    # A proxy run with --acp-agent: the real agent's own result of each case played, by case
-    # name (its findings are the agent's, reported apart from the proxy's)
-    agent_cases: dict[str, Any] = dataclasses.field(default_factory=dict)
     controls: dict[int, Any] = dataclasses.field(default_factory=dict)  # workers.as_serial's
+    # the role's suite builder (agent_suite, client_suite, proxy_suite): (run, cases, label)
+    build: Callable[..., Any] | None = None
     playing: bool = False  # an item is being played by the engine (a signal waits for it)
     signum: int = 0  # the signal that interrupted the session (0: none)
 
@@ -46,8 +45,7 @@ class State:
 
     def control(self, config: pytest.Config) -> Any:
         """``workers.as_serial``'s control: the plan's ``j``-th case played apart from the
-        items (its transcripts under this process's temp dir, a proxy's agent results
-        dropped), once."""
+        items (its transcripts under this process's temp dir), once."""
         from conformance.engine import Engine
         from conformance.lifecycle import Cutoff
 
@@ -56,7 +54,7 @@ class State:
                 factory = config._tmp_path_factory  # type: ignore[attr-defined]
                 run = dataclasses.replace(self.engine.run, transcripts=Path(
                     factory.getbasetemp()) / "acp-controls")
-                suite = dataclasses.replace(self.suite, play=self.role_play(run, {}))
+                suite = dataclasses.replace(self.suite, play=self.role_play(run))
                 engine = Engine(suite, run)
                 protocol, case = self.plan[j]
                 self.controls[j] = engine.play(protocol, case, None, Cutoff(parent=engine.run_cut))
@@ -83,21 +81,10 @@ class State:
                 signals.handle(self.signum, None)
         return self.engine
 
-    def role_play(self, run: Any, agent_cases: dict[str, Any] | None = None) -> Any:
+    def role_play(self, run: Any) -> Any:
         """How the role plays one case, with the run the items use (their transcripts)."""
-        if self.role == "agent":
-            from conformance.agent.runner import agent_suite
-
-            return agent_suite(run, [c for _, c in self.plan], self.label).play
-        if self.role == "proxy":
-            from conformance.proxy.runner import proxy_suite
-
-            return proxy_suite(run, [c for _, c in self.plan], self.label,
-                               agent_cases=self.agent_cases if agent_cases is None
-                               else agent_cases).play
-        from conformance.client.runner import client_suite
-
-        return client_suite(run, [c for _, c in self.plan], self.label).play
+        assert self.build is not None
+        return self.build(run, [c for _, c in self.plan], self.label).play
 
 
 STATE = pytest.StashKey[State]()
@@ -123,12 +110,8 @@ def load_state(config: pytest.Config, role: str, command: str) -> State:
         env = env_pairs(opt("acp_agent_env"), "--acp-agent-env")
         protocols = [1, 2] if opt("acp_protocol") == "both" else [int(opt("acp_protocol"))]
         options = _options(opt("acp_profile"))
-        if role == "agent":
-            run, suite = _agent_run(command, protocols, options, env, opt, cases, all_cases)
-        elif role == "proxy":
-            run, suite = _proxy_run(command, protocols, options, env, opt, cases, all_cases)
-        else:
-            run, suite = _client_run(command, protocols, options, env, opt, cases, all_cases)
+        run, build = ROLE_RUNS[role](command, protocols, options, env, opt)
+        suite = build(run, cases, command, all_cases)
         from conformance.engine import check_plan
 
         check_plan(suite, protocols)  # a selection that plans nothing: a usage error
@@ -136,7 +119,8 @@ def load_state(config: pytest.Config, role: str, command: str) -> State:
             ProfileError, ClientSetupError, ProxySetupError, AdapterError, UsageError) as exc:
         raise pytest.UsageError(f"acp-conformance: {exc}") from None
     transcripts = Path(opt("acp_transcripts")) if opt("acp_transcripts") else None
-    return State(role, run, command, suite.plan, all_cases, base, transcripts, suite=suite)
+    return State(role, run, command, suite.plan, all_cases, base, transcripts, suite=suite,
+                 build=build)
 
 
 def _masker(env: dict[str, str]) -> Any:
@@ -150,18 +134,18 @@ def _masker(env: dict[str, str]) -> Any:
 
 
 def _agent_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
-               opt: Any, cases: Sequence[Case], choices: Sequence[Case]) -> tuple[Any, Any]:
+               opt: Any) -> tuple[Any, Any]:
     from conformance.agent.runner import AgentRun, agent_suite
     from conformance.transport import split_command
 
     run = AgentRun(command=split_command(command), protocols=protocols, options=options,
                    timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env,
                    masker=_masker(env))
-    return run, agent_suite(run, cases, command, choices)
+    return run, agent_suite
 
 
 def _client_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
-                opt: Any, cases: Sequence[Case], choices: Sequence[Case]) -> tuple[Any, Any]:
+                opt: Any) -> tuple[Any, Any]:
     from conformance.client.adapter import load_factory
     from conformance.client.profile import load
     from conformance.client.runner import ClientRun, client_suite, template_of
@@ -175,11 +159,11 @@ def _client_run(command: str, protocols: list[int], options: Options, env: dict[
     run = ClientRun(protocols=protocols, options=options, command=None if adapter else command,
                     adapter=adapter, profile=profile, timeout=opt("acp_timeout"),
                     strict=opt("acp_strict"), env=env, masker=_masker(env))
-    return run, client_suite(run, cases, command, choices)
+    return run, client_suite
 
 
 def _proxy_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
-               opt: Any, cases: Sequence[Case], choices: Sequence[Case]) -> tuple[Any, Any]:
+               opt: Any) -> tuple[Any, Any]:
     """The proxy role, with the command line's checks (``cmd_proxy``): ``--acp-agent`` is the
     real agent behind the proxy (without it, the suite's agent double)."""
     from conformance.client.runner import agent_template
@@ -194,7 +178,12 @@ def _proxy_run(command: str, protocols: list[int], options: Options, env: dict[s
                    agent=split_command(agent) if agent else None,
                    adapts=opt("acp_proxy_adapts"), timeout=opt("acp_timeout"),
                    strict=opt("acp_strict"), env=env, masker=_masker(env))
-    return run, proxy_suite(run, cases, command, choices)
+    return run, proxy_suite
+
+
+#: Each role's run (its settings from the options) and suite builder: a role is an entry.
+ROLE_RUNS: dict[str, Callable[..., tuple[Any, Callable[..., Any]]]] = {
+    "agent": _agent_run, "client": _client_run, "proxy": _proxy_run}
 
 
 def _options(profile: str | None) -> Options:
