@@ -224,11 +224,11 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
     from hypothesis import given
     from hypothesis import seed as hypothesis_seed
     from hypothesis import strategies as st
-    from hypothesis.errors import Unsatisfiable
+    from hypothesis.errors import Flaky, Unsatisfiable
 
     from conformance.fuzz import database as shared
     from conformance.fuzz.grading import merge_coverage
-    from conformance.fuzz.keeper import Interrupted
+    from conformance.fuzz.keeper import Interrupted, received
     from conformance.fuzz.settings import StopFuzzing, hypothesis_settings
 
     options = options or Options()
@@ -299,15 +299,24 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         result.notes.append("no example could be played (every one was rejected)")
     except BaseException as exc:  # our violations; anything else is re-raised
         found = collect_failures(exc, {k[0]: v for k, v in smallest.items()})
-        if not found:
+        if not found and not isinstance(exc, Flaky):
             raise
-        try:
-            confirmed = [confirm_cause(delete_steps(f, target, options, strict, schema_dir),
-                                       target, options, strict, schema_dir) for f in found]
-        except Interrupted as stop:  # stopped while shrinking: what Hypothesis shrank
-            result.interrupted, confirmed = stop.signum, list(found)
-            result.unshrunk = {f.key for f in found}
-        result.failures = one_per_rule(confirmed)
+        if not found and received() is not None:
+            # a signal, not the client, made a repeated run differ: an interrupted run
+            result.interrupted = received()
+            result.failures = one_per_rule(list(smallest.values()) + stored)
+            result.unshrunk = {f.key for f in result.failures}
+        elif not found:  # the client answered a repeated run differently (timing)
+            result.notes.append("generation stopped early: the client did not repeat a run "
+                                "the same way (its behaviour depends on timing)")
+        else:
+            try:
+                confirmed = [confirm_cause(delete_steps(f, target, options, strict, schema_dir),
+                                           target, options, strict, schema_dir) for f in found]
+            except Interrupted as stop:  # stopped while shrinking: what Hypothesis shrank
+                result.interrupted, confirmed = stop.signum, list(found)
+                result.unshrunk = {f.key for f in found}
+            result.failures = one_per_rule(confirmed)
     finally:
         budget.done()
     if stored and result.interrupted is None:  # the database's, still failing: shrunk
