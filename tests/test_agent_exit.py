@@ -22,7 +22,8 @@ from conformance.results import Outcome
 from conformance.transcript import Transcript
 
 REPO = Path(__file__).resolve().parents[1]
-EXITS = f"{sys.executable} {REPO / 'fixtures' / 'hostile' / 'agents' / 'exits_after_second_prompt.py'}"
+FIXTURE = "exits_after_second_prompt"  # fixtures/hostile/agents/
+EXITS = f"{sys.executable} {REPO / 'fixtures' / 'hostile' / 'agents' / (FIXTURE + '.py')}"
 REFERENCE = f"{sys.executable} -m conformance.reference.agent"
 CASE = "prompts-in-flight"
 
