@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import run_cli
 
 from conformance.agent.driver import ClientDriver
@@ -42,10 +43,12 @@ def _rows(report: dict[str, Any], rule: str, outcome: str | None = None) -> list
             and (outcome is None or r["outcome"] == outcome)]
 
 
-def test_an_exit_during_the_late_echo_wait_is_a_crash_with_evidence(tmp_path: Path) -> None:
+def test_an_exit_after_accepting_a_queued_prompt_is_a_crash_with_evidence(
+        tmp_path: Path) -> None:
     """prompts-in-flight@v2: the second prompt is answered after the first turn's idle and
-    the agent exits; the driver waited for its late echo in a grace window, which used to
-    take the closed output for a quiet end (only MID-V2-05/no-echo, TARGET/exit passed)."""
+    the agent exits. The driver used to take that answer for the end of both turns and
+    wait for the echo in a grace window, which took the closed output for a quiet end
+    (only MID-V2-05/no-echo; TARGET/exit passed). It now waits for the second turn."""
     code, report, out = _run(tmp_path, EXITS, "--case", CASE)
     assert code == 1, out
     [exit_row] = _rows(report, "TARGET/exit", "fail")
@@ -53,7 +56,7 @@ def test_an_exit_during_the_late_echo_wait_is_a_crash_with_evidence(tmp_path: Pa
     actual = exit_row["evidence"]["actual"]
     assert actual["returncode"] == 0 and not actual["still_running"], actual
     assert "prompt budget of this process spent" in actual["stderr_tail"], actual
-    assert "grace window" in exit_row["message"], exit_row
+    assert "the prompt to end" in exit_row["message"], exit_row
     # the transcript says the exit came before the suite closed the agent's stdin
     lines = (tmp_path / "t" / f"{CASE}@v2.jsonl").read_text(encoding="utf-8").splitlines()
     events = [json.loads(line).get("event") for line in lines[1:]]
@@ -141,3 +144,36 @@ def test_an_exit_between_steps_is_not_taken_for_the_suites_close(tmp_path: Path)
         else:
             assert early == [], early
             assert [f.outcome for f in found] == [Outcome.PASS], found
+
+
+EXITS_AFTER_RESTORING = """
+import os, sys
+sys.path.insert(0, {repo!r})
+from conformance.reference.agent import ReferenceAgent, main
+
+class ExitsAfterRestoring(ReferenceAgent):
+    def finish_restore(self, request_id, session, result, *, replay):
+        super().finish_restore(request_id, session, result, replay=replay)
+        os._exit(4)
+
+sys.exit(main(agent_class=ExitsAfterRestoring))
+"""
+
+
+@pytest.mark.parametrize(("case", "protocol"), [("load-keeps-ids", "1"),
+                                                 ("replay-marker-empty-session", "2")])
+def test_an_exit_in_a_grace_window_is_not_its_quiet_end(tmp_path: Path, case: str,
+                                                        protocol: str) -> None:
+    """A case whose last step is a load or a resume ends in the grace window that follows
+    its answer: an agent that exits there used to pass TARGET/exit (the window took the
+    closed output for silence, the exit was recorded as following the suite's close)."""
+    script = tmp_path / "exits_after_restoring.py"
+    script.write_text(EXITS_AFTER_RESTORING.format(repo=str(REPO)), encoding="utf-8")
+    report = tmp_path / "report.json"
+    proc = run_cli("--agent", f"{sys.executable} {script}", "--protocol", protocol, "--case",
+                   case, "--profile", "acp-schema-1.21" if protocol == "2" else "acp-sdk-2.4.0",
+                   "--timeout", "5", "--json", str(report), "--no-color", timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [row] = _rows(json.loads(report.read_text(encoding="utf-8")), "TARGET/exit", "fail")
+    assert row["evidence"]["actual"]["returncode"] == 4, row
+    assert "the grace window to close (after session/" in row["message"], row

@@ -349,8 +349,8 @@ class ClientDriver:
                 self.turn_running = False
                 state["idle"] = True
                 self.idles += 1
-                if needed and all(m in self.echoed for m in needed):
-                    state["all_echoed"] = True
+                if response and needed and all(m in self.echoed for m in needed):
+                    state["all_echoed"] = True  # (this prompt's ID among them: answered)
 
         def done() -> bool:
             if cancel and cancel_after is None and not state["cancel_sent"] and (
