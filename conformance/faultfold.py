@@ -4,7 +4,10 @@ A fault can show under rules other than its own: a v2 agent that drops a prompt'
 ``idempotencyKey`` turns a retry into a second prompt, and that second insert and turn
 then break the pairing of echoes with prompt responses (``MID-V2-05/response-id``,
 ``MID-V2-05/echo-content``) and push a replay behind its response
-(``MID-V2-06/after-response``). Each :class:`Fault` says which rules grade the fault
+(``MID-V2-06/after-response``). An agent that exits on its own mid-case (``TARGET/exit``)
+leaves what it was given unfinished: a prompt it accepted is never echoed
+(``MID-V2-05/no-echo``), a resume never answered; its control is the transcript without
+the work the exit cut short. Each :class:`Fault` says which rules grade the fault
 itself (its *causes*), which rules may see it again (its *consequences*), where in a
 transcript it starts acting (its *onset*) and how to build the *control*: the same
 transcript without the fault.
@@ -173,6 +176,109 @@ def _turn_entries(entries: Sequence[Entry], conn: int, sid: str,
     return drop
 
 
+def _early_exits(entries: Sequence[Entry]) -> list[Entry]:
+    """The harness's ``early-exit`` events: an agent that exited (or closed its output) on
+    its own, mid-case (``TARGET/exit``)."""
+    return [e for e in entries if e.stream == "harness" and e.event == "early-exit"]
+
+
+def _update(m: dict[str, Any]) -> dict[str, Any]:
+    params = m.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    return update if isinstance(update, dict) and m.get("method") == "session/update" else {}
+
+
+def _cut_work(entries: Sequence[Entry]) -> set[int]:
+    """The entries of the work an agent's exit cut short, on each connection it exited on:
+    each request of the suite it left unanswered and each prompt whose turn it never ended
+    (v2: no echo of the ID its response named, or no idle of the session after that echo;
+    without an ID, no idle after the request; v1: no response), with their answers, the
+    session's updates from where that work began, the agent's requests among them and the
+    suite's answers to those; and the ``early-exit`` event itself."""
+    drop: set[int] = set()
+    for end in _early_exits(entries):
+        drop.add(end.seq)
+        mine = [e for e in entries if e.conn == end.conn and e.seq < end.seq]
+        answers: dict[str, tuple[int, dict[str, Any]]] = {}  # request id -> (seq, answer)
+        echoes: dict[str, int] = {}  # user message ID -> the first echo's seq
+        idles: dict[str, list[int]] = {}  # session -> seqs of its idle updates
+        for e in mine:
+            for m in _messages(e) if e.src == "agent" else ():
+                if "method" not in m:
+                    answers.setdefault(repr(m.get("id")), (e.seq, m))
+                kind, sid = _update(m).get("sessionUpdate"), _session(m)
+                if kind in ("user_message", "user_message_chunk") and sid is not None:
+                    echoes.setdefault(str(_update(m).get("messageId")), e.seq)
+                if _is_idle(m) and sid is not None:
+                    idles.setdefault(sid, []).append(e.seq)
+        v2 = bool(idles) or any(_update(m).get("sessionUpdate") == "state_update"
+                                for e in mine for m in _messages(e))
+        cut_from: dict[str, int] = {}  # session -> where its cut work began
+        for e in mine:
+            for m in _messages(e) if e.src == "client" else ():
+                if "method" not in m or "id" not in m:
+                    continue
+                rid, sid = repr(m["id"]), _session(m)
+                answer = answers.get(rid)
+                cut, began = _cut_at(m, e.seq, answer, v2, echoes, idles.get(sid or "", []))
+                if not cut:
+                    continue
+                drop.add(e.seq)
+                if answer is not None:
+                    drop.add(answer[0])
+                if sid is not None and began is not None:
+                    cut_from[sid] = min(cut_from.get(sid, began), began)
+        asked: set[str] = set()
+        for e in mine:
+            for m in _messages(e):
+                sid = _session(m)
+                if e.src == "agent" and "method" in m and sid in cut_from \
+                        and e.seq >= cut_from[sid]:
+                    drop.add(e.seq)
+                    if "id" in m:
+                        asked.add(repr(m["id"]))
+                elif e.src == "client" and "method" not in m and repr(m.get("id")) in asked:
+                    drop.add(e.seq)
+    return drop
+
+
+def _cut_at(m: dict[str, Any], seq: int, answer: tuple[int, dict[str, Any]] | None, v2: bool,
+            echoes: dict[str, int], idles: list[int]) -> tuple[bool, int | None]:
+    """Whether the exit cut short the work of the suite's request ``m`` (sent at ``seq``),
+    and where the session's updates of that work began (None: it has none of its own)."""
+    prompt = m.get("method") == "session/prompt"
+    if answer is None:
+        if prompt and v2 and any(i > seq for i in idles):
+            return True, None  # unanswered, but the turn running then ended: not its updates
+        return True, seq  # never answered: what followed in its session was its work
+    if not prompt or not v2 or "error" in answer[1]:
+        return False, None  # answered: done (a refused prompt runs no turn)
+    result = answer[1].get("result")
+    mid = result.get("messageId") if isinstance(result, dict) else None
+    if isinstance(mid, str):
+        echo = echoes.get(mid)
+        if echo is None:  # accepted, never started (queued behind a turn), unless an idle
+            # came after it: a turn that ended without its echo is the agent's own fault
+            return not any(i > answer[0] for i in idles), None
+        return (False, None) if any(i > echo for i in idles) else (True, echo)
+    return (False, None) if any(i > seq for i in idles) else (True, seq)
+
+
+def first_cut(entries: Sequence[Entry]) -> int | None:
+    """Where an agent's exit first acts: the first entry of the work it cut short (else
+    the ``early-exit`` event); None when the agent never exited on its own."""
+    drop = _cut_work(entries)
+    return min(drop) if drop else None
+
+
+def without_the_cut_work(entries: Sequence[Entry], onset: int) -> list[Entry]:
+    """The transcript as it would be had the agent not exited before the work it was
+    given was done: without that work (:func:`_cut_work`), so what remains is work the
+    agent finished, and a rule it breaks there it breaks without the exit."""
+    drop = _cut_work(entries)
+    return [e for e in entries if e.seq not in drop]
+
+
 #: The faults this folds, as data (a client's crash: grading.fold_consequences).
 FAULTS = (
     Fault(
@@ -184,6 +290,13 @@ FAULTS = (
         onset=first_key_retry,
         control=without_the_retries,
         control_says="the transcript without the retry at #{onset}, its answer and its turn"),
+    Fault(
+        name="the agent's exit mid-case",
+        causes=("TARGET/exit",),
+        consequences=("MID-V2-05/no-echo", "MID-V2-05/response-id", "MID-V2-13/missing"),
+        onset=first_cut,
+        control=without_the_cut_work,
+        control_says="the transcript without the work the exit cut short, from #{onset}"),
 )
 
 

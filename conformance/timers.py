@@ -11,9 +11,15 @@ Most of the suite's waits end on a message (a response, an idle). A few end on a
 * the silence of ``--timeout`` and the whole wait of ``--turn-timeout``: a target that
   says nothing for that long is graded as hung (the ``timeout`` event already records it).
 
+The client role has its own: the agent double's wait for the client's answer to a probe
+or a request (``--timeout``, at most 5 s), the silence and turn timeouts of the pty and
+adapter drivers, and the wait for a double the client started to report (``--timeout``).
+
 The driver records each clock-ended wait in the transcript header's optional ``timers``
 list (:func:`record`): ``{"timer", "seconds", "option", "why", "at"}``, ``at`` being the
-sequence number of the last entry recorded when the clock ran out. A transcript without
+sequence number of the last entry recorded when the clock ran out (for the client role's
+waits, the harness event that records the end: a finding that cites that event rests on
+that timer). A transcript without
 the field (one recorded before it existed) is read as before: no finding is annotated.
 
 :func:`annotate` (called by :func:`conformance.grading.grade_recorded`, so ``check``
@@ -54,8 +60,8 @@ def _windows(header: Mapping[str, Any], entries: Sequence[Entry]) -> list[tuple[
     """(first seq, last seq, timer) of the output that a clock-ended wait let pass to the
     next step: from just after the wait ended to the target's next response."""
     timers = header.get(HEADER)
-    if not isinstance(timers, list):
-        return []
+    if not isinstance(timers, list) or header.get("role") == "client":
+        return []  # a client's transcript: stdout is the suite's agent double, not the target
     out = []
     for t in timers:
         if not isinstance(t, dict) or not isinstance(t.get("at"), int) or t.get("live"):
@@ -125,11 +131,18 @@ def annotate(findings: Iterable[Finding], header: Mapping[str, Any],
     cited = {s for f in found for s in f.entries}
     by_seq = {e.seq: e for e in entries if e.seq in cited}
     windows = _windows(header, entries)
+    timers = header.get(HEADER)
+    at_event = {t["at"]: t for t in (timers if isinstance(timers, list) else [])
+                if isinstance(t, dict) and isinstance(t.get("at"), int)
+                and getattr(by_seq.get(t["at"]), "stream", "") == "harness"}
     out = []
     for f in found:
         text = ""
         if f.outcome in (Outcome.FAIL, Outcome.WARN) and f.entries:
-            for s in f.entries:
+            named = next((at_event[s] for s in f.entries if s in at_event), None)
+            if named is not None:  # the wait recorded itself at the event the finding cites
+                text = _text(named, False)
+            for s in () if text else f.entries:
                 e = by_seq.get(s)
                 if e is not None and e.event == "timeout" and isinstance(e.data, dict):
                     overall = bool(e.data.get("deadline"))

@@ -49,6 +49,7 @@ class Connection:
         self.cwd = cwd
         self.env = dict(env or {})
         self.proc: TargetProcess | None = None
+        self.exit_seen = False  # this connection's early exit is recorded (see _exited)
         self.conn = -1
         self.ids = itertools.count(0)
         self.session: str | None = None
@@ -62,6 +63,9 @@ class Connection:
     # -- process ---------------------------------------------------------
     def stop(self, grace: float | None = None) -> None:
         if self.proc is not None:
+            if self.proc.exit_info is None and not self.exit_seen and (
+                    self.proc.stdout_closed.is_set() or self.proc.exited.is_set()):
+                self._exited("the next step (the suite had not closed its stdin)")  # on its own
             self.proc.close(grace)
             self.proc = None
 
@@ -145,20 +149,28 @@ class Connection:
                     f" (cut at the recording cap of {proc.max_entries} lines)" if flood else ""),
                     f"{what} at {waiting_for}") from None
             except TargetExited:
-                rc = proc.wait_exit(min(1.0, self.timeout))
-                proc.drain_stderr(min(0.5, self.timeout))
-                self.transcript.add(self.conn, "harness", "harness", event="early-exit",
-                                    data={"waiting_for": waiting_for, "returncode": rc,
-                                          "signal": None if rc is None or rc >= 0 else -rc,
-                                          "output_held": proc.output_held,
-                                          "stderr_tail": proc.stderr_text()[-1000:]})
-                what = "closed its output" if rc is None else "exited"
-                raise DriveAborted(f"target exited while waiting for {waiting_for}",
-                                   f"{what} at {waiting_for}") from None
+                raise self._exited(waiting_for) from None
             lines += 1
             cut_lines += entry.truncated is not None
             silent_until = time.monotonic() + self.timeout
             self._handle(entry, on_update)
+
+    def _exited(self, waiting_for: str) -> DriveAborted:
+        """The target closed its output or exited on its own, mid-case (a wait, a grace
+        window, or before the suite closed its stdin): recorded as an ``early-exit`` event
+        with its evidence (TARGET/exit), once; the abort that ends the case."""
+        assert self.proc is not None
+        proc, self.exit_seen = self.proc, True
+        rc = proc.wait_exit(min(1.0, self.timeout))
+        proc.drain_stderr(min(0.5, self.timeout))
+        self.transcript.add(self.conn, "harness", "harness", event="early-exit",
+                            data={"waiting_for": waiting_for, "returncode": rc,
+                                  "signal": None if rc is None or rc >= 0 else -rc,
+                                  "output_held": proc.output_held,
+                                  "stderr_tail": proc.stderr_text()[-1000:]})
+        what = "closed its output" if rc is None else "exited"
+        return DriveAborted(f"target exited while waiting for {waiting_for}",
+                            f"{what} at {waiting_for}")
 
     def _handle(self, entry: Entry,
                 on_update: Callable[[Entry, dict[str, Any]], None] | None) -> None:
@@ -246,8 +258,8 @@ class Connection:
                 entry = self.proc.receive(min(quiet_until - now, CUT_POLL))
             except TargetTimeout:
                 continue
-            except TargetExited:
-                return
+            except TargetExited:  # on its own, mid-case: no quiet end of the window
+                raise self._exited(f"the grace window to close ({why or 'quiet'})") from None
             self._handle(entry, on_update)
             if self.proc.unrecorded_lines:
                 self.note("grace window cut at the recording cap: the agent kept writing",

@@ -44,6 +44,7 @@ class Handshake(Connection):
     # -- process ---------------------------------------------------------
     def start(self) -> None:
         self.conn += 1
+        self.exit_seen = False
         self.proc = TargetProcess(self.argv, self.transcript, conn=self.conn, src="agent",
                                   env=self.env, grace=min(DEFAULT_GRACE, self.timeout),
                                   write_timeout=self.timeout)

@@ -143,8 +143,9 @@ class Turns(Connection):
                 self.turn_running = False
                 turn.idle = True
                 self.idles += 1
-                if turn.needed and all(m in self.echoed for m in turn.needed):
-                    turn.all_echoed = True
+                if turn.response is not None and turn.needed and all(
+                        m in self.echoed for m in turn.needed):
+                    turn.all_echoed = True  # (this prompt's ID among them: answered)
 
         def done() -> bool:
             if cancel and cancel_after is None and not turn.cancel_sent and (

@@ -49,6 +49,7 @@ from conformance.client.double_engine import DoubleEngine, DoubleTally, encode_l
 from conformance.client.lanes import Abandoned, Hung, Worker
 from conformance.client.pty import ClientAborted
 from conformance.client.script import TurnScript
+from conformance.timers import record as record_timer
 from conformance.transcript import Transcript
 
 JsonObject = dict[str, Any]
@@ -131,6 +132,8 @@ class AdapterClient(DoubleTally):
             return self.worker.run(step)
         except Hung as hung:
             self._event("timeout", {"timeout": self.timeout, "waiting_for": hung.what})
+            record_timer(self.transcript.header, "silence timeout", self.timeout, "--timeout",
+                         f"waiting for {hung.what} to return", len(self.transcript.entries) - 1)
             raise ClientAborted(f"the adapter did not return from {hung.what}",
                                 f"did not return from {hung.what}") from None
 

@@ -37,7 +37,12 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from conformance.client.script import TurnScript
+from conformance.timers import record as record_timer
 from conformance.transcript import Transcript
+
+#: The longest the double waits for the client's answer to a probe or a request of its
+#: own: --timeout, but at most this (a client that never answers costs it once a turn).
+ANSWER_WAIT_CAP = 5.0
 
 JsonObject = dict[str, Any]
 MAX_CONTROL_LINE = 64 * 1024 * 1024
@@ -209,8 +214,12 @@ class SuiteSide:
 
     def _record_event(self, dc: DoubleConn, name: str, data: JsonObject) -> None:
         if name == "wait-timeout":
-            self.transcript.add(dc.conn, "harness", "harness", event="timeout",
-                                data={"timeout": self.config["wait"], **data})
+            e = self.transcript.add(dc.conn, "harness", "harness", event="timeout",
+                                    data={"timeout": self.config["wait"], **data})
+            record_timer(self.transcript.header, "agent double's answer wait",
+                         float(self.config["wait"]), "--timeout",
+                         f"waiting for {data.get('waiting_for')}; the double waits "
+                         f"--timeout, at most {ANSWER_WAIT_CAP:g} s", e.seq)
         else:
             self.transcript.add(dc.conn, "harness", "harness", event="note",
                                 data={"note": name, **data})

@@ -34,6 +34,7 @@ from conformance.client.double_engine import DoubleTally
 from conformance.client.profile import Profile, parse_messages, screen_lines, strip_ansi
 from conformance.client.script import TurnScript
 from conformance.lifecycle import CaseAborted, CaseCut, Cutoff
+from conformance.timers import record as record_timer
 from conformance.transcript import Transcript
 
 DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024  # bytes a client may print while the suite waits once
@@ -204,6 +205,11 @@ class PtyClient(DoubleTally):
                     self._event("timeout", {"timeout": silence, "waiting_for": waiting_for,
                                             "deadline": self.turn_timeout if kept_coming
                                             else None})
+                    record_timer(self.transcript.header,
+                                 "turn timeout" if kept_coming else "silence timeout",
+                                 self.turn_timeout if kept_coming else silence,
+                                 "--turn-timeout" if kept_coming else "--timeout",
+                                 f"waiting for {waiting_for}", len(self.transcript.entries) - 1)
                 raise ClientAborted(f"timeout waiting for {waiting_for}" + (
                     f" (--turn-timeout {self.turn_timeout:g} s)" if kept_coming else ""),
                     "kept writing past --turn-timeout" if kept_coming else "went silent")

@@ -12,6 +12,8 @@ import signal
 import time
 from typing import Any
 
+from conformance.timers import record as record_timer
+
 
 def end_doubles(control: Any, spawned: str | None = None, starting: float = 0.0) -> None:
     """Every double the client started is ended: wait for their reports to close, then kill.
@@ -29,9 +31,12 @@ def end_doubles(control: Any, spawned: str | None = None, starting: float = 0.0)
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             continue
-        control.transcript.add(0, "harness", "harness", event="note",
-                               data={"note": "double-unreported", "pid": pid,
-                                     "waited": starting})
+        note = control.transcript.add(0, "harness", "harness", event="note",
+                                      data={"note": "double-unreported", "pid": pid,
+                                            "waited": starting})
+        record_timer(control.transcript.header, "wait for a started double to report",
+                     starting, "--timeout", f"the agent double (pid {pid}) the client started",
+                     note.seq)
     deadline = time.monotonic() + 2.0
     while control.pids() and time.monotonic() < deadline:
         control.next_event(max(0.0, deadline - time.monotonic()))

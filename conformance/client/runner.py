@@ -270,7 +270,7 @@ class ClientDrive:
             self.client.load_session = self.reloads
             self.client.replay_marker = run.options.profile.replay_marker
             return
-        from conformance.client.channel import SuiteSide
+        from conformance.client.channel import ANSWER_WAIT_CAP, SuiteSide
         from conformance.transport.home import case_env  # its own HOME, XDG folders, TMPDIR
 
         assert run.command is not None
@@ -278,7 +278,7 @@ class ClientDrive:
         # A client process needs a folder: the double's script, its socket, a working folder.
         self.tmp = tempfile.TemporaryDirectory(prefix="acp-cc-")
         tmp = self.tmp.name
-        self.control = SuiteSide(tmp, transcript, protocol=protocol, wait=min(run.timeout, 5.0),
+        self.control = SuiteSide(tmp, transcript, protocol=protocol, wait=min(run.timeout, ANSWER_WAIT_CAP),
                                  response_message_id=response_id, next_turn=self._next_turn)
         self.control.config["load_session"] = self.reloads
         self.control.config["replay_marker"] = run.options.profile.replay_marker
