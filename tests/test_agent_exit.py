@@ -18,7 +18,7 @@ import pytest
 from conftest import run_cli
 
 from conformance.agent.driver import ClientDriver
-from conformance.grading import grade_entries
+from conformance.grading import grade_recorded
 from conformance.results import Outcome
 from conformance.transcript import Transcript
 
@@ -134,8 +134,8 @@ def test_an_exit_between_steps_is_not_taken_for_the_suites_close(tmp_path: Path)
                           ([sys.executable, "-m", "conformance.reference.agent"], False)):
         transcript = _drive_one_prompt(tmp_path, argv, 10 if crashed else 0.5)
         early = [e for e in transcript.entries if e.event == "early-exit"]
-        found = [f for f in grade_entries(transcript.entries, protocol=2,
-                                          select=["TARGET/exit"])
+        found = [f for f in grade_recorded(transcript.header, transcript.entries, protocol=2,
+                                           select=["TARGET/exit"])
                  if f.requirement == "TARGET/exit"]
         if crashed:
             assert len(early) == 1 and early[0].data["returncode"] == 3, early
