@@ -34,7 +34,7 @@ from typing import Any
 
 from conformance.usage import UsageError
 
-__all__ = ["GROUPS", "OPTIONS", "ROLES", "RULES", "SHELLS", "Option", "Rule", "argument", "check_values",
+__all__ = ["GROUPS", "OPTIONS", "ROLES", "RULES", "SHELLS", "Clash", "Option", "argument", "check_values",
            "for_shell", "help_for", "option", "parse_jobs", "parse_repeat", "role_of",
            "spelling"]
 
@@ -373,7 +373,7 @@ def argument(row: Option, shell: str, **override: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Rule:
+class Clash:
     """Two (or more) options that do not go together, with the one message that says so;
     ``{name}`` in the message is the option as the shell spells it."""
 
@@ -382,17 +382,17 @@ class Rule:
     message: str
 
 
-RULES: tuple[Rule, ...] = (
-    Rule(("proxy-adapts", "protocol"),
+RULES: tuple[Clash, ...] = (
+    Clash(("proxy-adapts", "protocol"),
          lambda v: bool(v["proxy-adapts"]) and v["protocol"] == "1",
          "{proxy-adapts} runs the v2 cases (v2 behind the proxy, v1 in front): not with "
          "{protocol} 1"),
-    Rule(("client", "client-adapter"), lambda v: bool(v["client"] and v["client-adapter"]),
+    Clash(("client", "client-adapter"), lambda v: bool(v["client"] and v["client-adapter"]),
          "give {client} CMD or {client-adapter} MODULE:FACTORY, not both"),
-    Rule(("client-profile", "client-adapter"),
+    Clash(("client-profile", "client-adapter"),
          lambda v: bool(v["client-profile"] and v["client-adapter"]),
          "{client-profile} drives a client process; an adapter reports its messages itself"),
-    Rule(("agent", "client", "client-adapter"),
+    Clash(("agent", "client", "client-adapter"),
          lambda v: bool(v["agent"] and (v["client"] or v["client-adapter"])),
          "{agent} and {client} test different sides: run them separately"),
 )
