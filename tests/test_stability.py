@@ -203,11 +203,15 @@ def rows_by_repetition(folder: Path) -> dict[str, dict[int, set[tuple[str, str]]
 
 
 def moved(rows: dict[str, dict[int, set[tuple[str, str]]]]) -> list[str]:
-    """The rows that are not the same in every repetition of their case, said per case."""
+    """The rows that are not the same in every repetition of their case, said per case.
+    Info and pass count as one: an info row records an ordering the suite cannot control
+    (the benefit of the doubt) and never decides a verdict; a fail or warn must not move."""
     out = []
     for case, reps in sorted(rows.items()):
         if len(reps) < 2:
             continue  # not played (or played once: a cut or a case the target refused)
+        reps = {k: {(rule, "pass" if o == "info" else o) for rule, o in r}
+                for k, r in reps.items()}
         every = set.intersection(*reps.values())
         for k, r in sorted(reps.items()):
             if r - every:

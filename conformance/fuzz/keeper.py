@@ -47,17 +47,28 @@ def interrupts(enabled: bool = True) -> Iterator[list[int]]:
         got.append(signum)
         _RECEIVED.append(signum)
         if len(got) == 1:
+            _PENDING.append(signum)  # in case the raise lands where it is swallowed (a gc hook)
             raise Interrupted(signum)
 
     old = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield got
     finally:
+        _PENDING.clear()
         for sig, previous in old.items():
             signal.signal(sig, previous)
 
 
 _RECEIVED: list[int] = []  # every signal :func:`interrupts` took in this process
+_PENDING: list[int] = []  # the signal that interrupts the block running now
+
+
+def raise_pending() -> None:
+    """Raise :class:`Interrupted` again if the running block took its signal: the raise
+    in the handler can land in code that swallows it (Python ignores an exception raised
+    in a garbage-collector callback), and generation must still stop."""
+    if _PENDING:
+        raise Interrupted(_PENDING[0])
 
 
 def received() -> int | None:
@@ -155,4 +166,4 @@ class Keeper:
         return saved.path
 
 
-__all__ = ["Interrupted", "Keeper", "interrupts", "received"]
+__all__ = ["Interrupted", "Keeper", "interrupts", "raise_pending", "received"]
