@@ -47,6 +47,7 @@ from conformance.agent.steps import Step
 from conformance.checks import Options
 from conformance.fuzz import model_side, persistent
 from conformance.fuzz.grading import Failure, graded, merge_coverage, violations
+from conformance.fuzz.keeper import raise_pending
 from conformance.fuzz.player import (
     AgentTarget,
     FuzzDriver,
@@ -223,6 +224,7 @@ class AgentMachine(RuleBasedStateMachine):
             raise StopFuzzing()  # budget spent or enough rules broke: the search ends here
         if protocol in ctx.unsupported:
             reject()  # this version was refused once: never counts as a run
+        raise_pending()  # a signal whose Interrupted was swallowed still ends generation
         ctx.budget.example_started()
         self.protocol = protocol
         if self.config.model is not None:

@@ -228,7 +228,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
 
     from conformance.fuzz import database as shared
     from conformance.fuzz.grading import merge_coverage
-    from conformance.fuzz.keeper import Interrupted, received
+    from conformance.fuzz.keeper import Interrupted, raise_pending, received
     from conformance.fuzz.settings import StopFuzzing, hypothesis_settings
 
     options = options or Options()
@@ -244,6 +244,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         if value["protocol"] not in protocols or "stream" not in value:
             continue
         replayed += 1
+        raise_pending()  # a signal whose Interrupted was swallowed still ends generation
         budget.example_started()
         budget.processes += 0 if target.adapter else 1
         played = play_stream(target, value["protocol"], value["stream"], options=options,
@@ -267,6 +268,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         if budget.spent() and not smallest:
             raise StopFuzzing()
         protocol, steps = draw_turn(data, protocols, options.profile.interleave_allowed)
+        raise_pending()  # a signal whose Interrupted was swallowed still ends generation
         budget.example_started()
         budget.processes += 0 if target.adapter else 1
         stream = stream_of(protocol, steps)
