@@ -183,6 +183,77 @@ def test_rooms_import_one_way() -> None:
     circle of imports, so each stands above everything it imports."""
     assert room_circles() == []
 
+
+def module_imports_in(source: str, module: str, *, is_package: bool = False) -> set[str]:
+    """The conformance modules ``source`` (the text of ``module``) imports, each import
+    read as the module it loads: ``from conformance.checks import events`` is the module
+    ``conformance.checks.events`` (its package is already loaded, not imported for a
+    name), ``from conformance.checks import Options`` the package ``conformance.checks``."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = parts[: len(parts) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
+                         for a in node.names)
+    return {m for m in found if m in MODULES and m != module}
+
+
+def module_circles(imports: dict[str, set[str]]) -> list[str]:
+    """Every circle of imports between the modules of one room (``a -> b -> a``), each
+    once, as the path that closes it."""
+    out: dict[frozenset[str], str] = {}
+    for start in sorted(imports):
+        room = room_of(start)
+        path = {start: start}
+        todo = [start]
+        while todo:
+            current = todo.pop()
+            for nxt in sorted(imports.get(current, ())):
+                if room_of(nxt) != room:
+                    continue
+                if nxt == start:
+                    circle = f"{path[current]} -> {start}"
+                    out.setdefault(frozenset(circle.split(" -> ")), circle)
+                elif nxt not in path:
+                    path[nxt] = f"{path[current]} -> {nxt}"
+                    todo.append(nxt)
+    return sorted(out.values())
+
+
+def test_the_module_reader_finds_a_circle_inside_a_room() -> None:
+    """The check below can fail: two modules of one room that import each other (one of
+    them inside a function) are a circle; a module that imports its sibling through the
+    package (``from conformance.certify import badge``) is read as importing the sibling,
+    and importing a name of the package's ``__init__`` as importing the package."""
+    assert module_imports_in("from conformance.certify import badge, BundleError\n",
+                             "conformance.certify.bundle") == {
+        "conformance.certify.badge", "conformance.certify"}
+    assert module_imports_in("from . import events as t\n", "conformance.checks.base") == {
+        "conformance.checks.events"}
+    made_up = {"conformance.certify.badge": {"conformance.certify.bundle"},
+               "conformance.certify.bundle": {"conformance.certify.badge",
+                                              "conformance.results"},
+               "conformance.results": set()}
+    assert module_circles(made_up) == [
+        "conformance.certify.badge -> conformance.certify.bundle -> conformance.certify.badge"]
+    assert module_circles({**made_up, "conformance.certify.badge": set()}) == []
+
+
+def test_modules_inside_a_room_import_one_way() -> None:
+    """No circle between the modules of one room either (a function-local import
+    counts): each fact lives in the one module that owns it, and the others import it."""
+    imports = {name: module_imports_in(path.read_text(encoding="utf-8"), name,
+                                       is_package=path.name == "__init__.py")
+               for name, path in MODULES.items()}
+    assert module_circles(imports) == []
+
 PURE_GRADING = "conformance.grading"  # the one grading of a recorded case
 
 

@@ -3,6 +3,9 @@
 Two rows: the protocol versions and the verdict as the statement words it (PASS,
 PASS, partial, FAIL) on top; the catalogue revision and the date below. No script, no
 link, no font or image from elsewhere: every character is escaped text of our own.
+
+The verdict is the bundle's (:func:`conformance.certify.bundle.bundle_verdict`), given
+by the caller: a badge draws a verdict, it does not decide one.
 """
 
 from __future__ import annotations
@@ -23,11 +26,10 @@ def short_verdict(verdict: str) -> str:
     return "FAIL" if verdict != "PASS" else "PASS"
 
 
-def badge_svg(result: RunResult, interrupted: str = "") -> str:
-    from conformance.certify.bundle import bundle_verdict
+def badge_svg(result: RunResult, verdict: str) -> str:
+    """The badge of ``result`` whose verdict (as the statement words it) is ``verdict``."""
     from conformance.report.catalogue import graded_against
 
-    verdict = bundle_verdict(result, interrupted)
     word = short_verdict(verdict)
     left = "ACP messageId " + " ".join(f"v{p}" for p in result.protocols)
     under = f"catalogue {graded_against(result)['catalogue']} · {result.date or 'undated'}"
@@ -51,7 +53,7 @@ def badge_svg(result: RunResult, interrupted: str = "") -> str:
         "</svg>\n")
 
 
-def write_badge(result: RunResult, path: Path, interrupted: str = "") -> None:
+def write_badge(result: RunResult, path: Path, verdict: str) -> None:
     from conformance.transcript import write_atomic
 
-    write_atomic(Path(path), badge_svg(result, interrupted))
+    write_atomic(Path(path), badge_svg(result, verdict))

@@ -339,7 +339,7 @@ def write_bundle(folder: Path, result: RunResult, saved: Mapping[str, str | None
             "run.json": dump(run_info(reported, command_line=command_line,
                                       interrupted=interrupted, schema_dir=schema_dir,
                                       transcripts=[f"{TRANSCRIPTS}/{n}" for n in sorted(names)])),
-            "badge.svg": badge_svg(reported, interrupted),
+            "badge.svg": badge_svg(reported, bundle_verdict(reported, interrupted)),
         }
         for name, text in texts.items():
             (build / name).write_text(text, encoding="utf-8")

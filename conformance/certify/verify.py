@@ -398,7 +398,7 @@ def _compare_statement(root: Path, regraded: RunResult, interrupted: str,
                           _plain(statement_data(regraded, interrupted)), problems)
     badge = root / "badge.svg"
     if badge.is_file() and badge.read_text(encoding="utf-8", errors="replace") \
-            != badge_svg(regraded, interrupted):
+            != badge_svg(regraded, bundle_verdict(regraded, interrupted)):
         problems.append("badge.svg: differs from the badge of the verdict the transcripts give")
 
 

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.cli.options import EXIT_INTERNAL, build_masker, default_outputs
-from conformance.cli.output import is_stdout
+from conformance.cli.options import EXIT_INTERNAL, build_masker, default_outputs, is_stdout
 from conformance.cli.run import build_parser, cmd_agent, cmd_client
 from conformance.usage import UsageError
 

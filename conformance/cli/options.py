@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,29 @@ def default_outputs(ns: argparse.Namespace, stem: str = "acp-conformance", *,
 #: The report options, in the order whose first named report the transcripts go beside.
 REPORT_OPTIONS = ("json", "junit", "html", "markdown")
 
+STDOUT, STDOUT_REPORTS = "-", ("json", "junit", "markdown")  # --json -: to standard output
+
+
+def is_stdout(path: Any) -> bool:
+    return path is not None and str(path) == STDOUT
+
+
+def claim_stdout(ns: argparse.Namespace) -> None:
+    """A report named ``-`` takes standard output; what the run would print there goes to
+    stderr. One report only; ``--html -`` is refused (the HTML report is a file)."""
+    named = [o for o in (*REPORT_OPTIONS, "write_baseline") if is_stdout(getattr(ns, o, None))]
+    wrong = [o for o in named if o not in STDOUT_REPORTS]
+    if wrong:
+        raise UsageError(f"--{wrong[0].replace('_', '-')} -: this output is a file; only "
+                         "--json, --junit or --markdown can go to standard output")
+    if len(named) > 1:
+        raise UsageError(" and ".join(f"--{o} -" for o in named) + ": only one report "
+                         "can go to standard output")
+    if named and getattr(ns, "report_stdout", None) is None:
+        ns.report_stdout = sys.stdout
+        sys.stdout = sys.stderr  # restored by the command line's main
+
+
 
 def keep_transcripts(ns: argparse.Namespace) -> None:
     """A run that writes a report keeps the transcripts its findings point at: in a
@@ -261,8 +285,6 @@ def check_run_options(ns: argparse.Namespace) -> None:
     option table's checks first (:func:`conformance.settings.table.check_values`: each
     value's own, and the options that do not go together), as every shell checks them."""
     check_values(table_values(ns), "cli", roles=False)
-    from conformance.cli.output import claim_stdout, is_stdout
-
     claim_stdout(ns)
     # folders made if need be: --out where the reports or fuzz's findings go into it
     writes_out = getattr(ns, "default_reports", False) or hasattr(ns, "regressions")

@@ -7,30 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conformance.cli.options import EXIT_FAIL, EXIT_OK, REPORT_OPTIONS, build_masker
-from conformance.usage import UsageError
-
-STDOUT, STDOUT_REPORTS = "-", ("json", "junit", "markdown")  # --json -: to standard output
-
-
-def is_stdout(path: Any) -> bool:
-    return path is not None and str(path) == STDOUT
-
-
-def claim_stdout(ns: argparse.Namespace) -> None:
-    """A report named ``-`` takes standard output; what the run would print there goes to
-    stderr. One report only; ``--html -`` is refused (the HTML report is a file)."""
-    named = [o for o in (*REPORT_OPTIONS, "write_baseline") if is_stdout(getattr(ns, o, None))]
-    wrong = [o for o in named if o not in STDOUT_REPORTS]
-    if wrong:
-        raise UsageError(f"--{wrong[0].replace('_', '-')} -: this output is a file; only "
-                         "--json, --junit or --markdown can go to standard output")
-    if len(named) > 1:
-        raise UsageError(" and ".join(f"--{o} -" for o in named) + ": only one report "
-                         "can go to standard output")
-    if named and getattr(ns, "report_stdout", None) is None:
-        ns.report_stdout = sys.stdout
-        sys.stdout = sys.stderr  # restored by the command line's main
+from conformance.cli.options import EXIT_FAIL, EXIT_OK, build_masker, claim_stdout, is_stdout
 
 
 def interrupted(ns: argparse.Namespace, exc: Any, **report: Any) -> int:
@@ -176,8 +153,9 @@ def certify(ns: argparse.Namespace, result: Any, saved: Any, masker: Any) -> Non
     interrupted = str(getattr(ns, "interrupted_by", "") or "")
     if folder is None:
         from conformance.certify.badge import write_badge
+        from conformance.certify.bundle import bundle_verdict
 
-        write_badge(result, Path(badge), interrupted)
+        write_badge(result, Path(badge), bundle_verdict(result, interrupted))
         return
     from conformance.certify import write_bundle
 

@@ -14,10 +14,11 @@ from conformance.cli.options import (
     EXIT_OK,
     Parser,
     build_masker,
+    is_stdout,
     report_outputs,
     show_options,
 )
-from conformance.cli.output import is_stdout, load_baseline, report_run
+from conformance.cli.output import load_baseline, report_run
 from conformance.usage import UsageError
 
 

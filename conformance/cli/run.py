@@ -20,10 +20,11 @@ from conformance.cli.options import (
     common_options,
     default_outputs,
     grading_options,
+    is_stdout,
     protocols_of,
     table_values,
 )
-from conformance.cli.output import interrupted, is_stdout, load_baseline, report_run
+from conformance.cli.output import interrupted, load_baseline, report_run
 from conformance.settings.table import check_values, role_of
 from conformance.usage import UsageError, env_pairs
 

@@ -195,8 +195,9 @@ class Reports:
                          badge=Path(opt("acp_badge")) if opt("acp_badge") else None)
         elif opt("acp_badge"):
             from conformance.certify.badge import write_badge
+            from conformance.certify.bundle import bundle_verdict
 
-            write_badge(result, Path(opt("acp_badge")))
+            write_badge(result, Path(opt("acp_badge")), bundle_verdict(result))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not (self.cases or self.signum):
