@@ -1,8 +1,11 @@
 """The steps of the GitHub Action (``action.yml`` at the top of the repository).
 
 The action runs this file by its path (``python -I``: the file's own folder, the
-working directory and PYTHON* variables stay out of ``sys.path``), before the package is
-installed, so it uses the standard library only:
+working directory and PYTHON* variables stay out of ``sys.path``). The ``install`` step
+runs before the package is installed, so the module uses the standard library only at
+its top; the ``run`` step's Python has the package (the install step saw to it), and
+checks the inputs with the option table's one check
+(:func:`conformance.settings.table.check_values`, inputs spelled ``the input agent``):
 
 * ``install``: make a virtualenv under ``$RUNNER_TEMP`` and install acp-conformance
   from the action's own checkout (``$GITHUB_ACTION_PATH``) into it; with the input
@@ -104,19 +107,14 @@ def suite_arguments(env: Mapping[str, str], out: Path) -> list[str]:
     if "--no-mask" in extra:
         raise ActionError("input args: --no-mask is refused here: the action's reports and "
                           "transcripts are artifacts, and secrets stay out of them")
-    if agent and client:
-        raise ActionError("give the input agent or the input client, not both")
-    if proxy and client:
-        raise ActionError("give the input proxy (with agent or without) or the input client, "
-                          "not both")
-    if adapts and not proxy:
-        raise ActionError("input proxy-adapts needs the input proxy")
+    _check_inputs({"agent": agent, "client": client, "proxy": proxy, "proxy-adapts": adapts,
+                   "client-profile": profile, "client-adapter": "--client-adapter" in extra,
+                   "protocol": _input(env, "protocol", "both"),
+                   "model-server": _flag(env, "model-server")})
     if not (agent or client or proxy or "--client-adapter" in extra):
         raise ActionError("nothing to test: give the input agent (an agent command), client "
                           "(a client command with {agent}) or proxy (a proxy command with "
                           "{agent})")
-    if profile and not client:
-        raise ActionError("input client-profile needs the input client")
     argv = ["--proxy", proxy] if proxy else []  # the agent double behind it, or agent
     argv += ["--agent", agent] if agent else ["--client", client] if client else []
     if adapts:
@@ -136,6 +134,19 @@ def suite_arguments(env: Mapping[str, str], out: Path) -> list[str]:
     for option, name in REPORTS.items():  # last, so they win over the same option in args
         argv += [f"--{option}", str(out / name)]
     return [*argv, "--transcripts", str(out / "transcripts")]
+
+
+def _check_inputs(values: Mapping[str, object]) -> None:
+    """The option table's one check of the inputs that are run options (a value's own, the
+    options that do not go together, an option of another role), in the words the command
+    line and the pytest plugin use, the options spelled as inputs."""
+    from conformance.settings.table import check_values
+    from conformance.usage import UsageError
+
+    try:
+        check_values(values, "action")
+    except UsageError as exc:
+        raise ActionError(str(exc)) from None
 
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASS|AUTH|CREDENTIAL|COOKIE|SESSION)S?"

@@ -351,10 +351,18 @@ def test_a_client_with_its_profile(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("inputs,message", [
     ({}, "nothing to test: give the input agent"),
-    ({"proxy": "p {agent}", "client": "my-cli {agent}"}, "or the input client, not both"),
-    ({"agent": "my-agent", "proxy-adapts": "true"}, "proxy-adapts needs the input proxy"),
-    ({"agent": "my-agent", "client": "my-cli {agent}"}, "not both"),
-    ({"agent": "my-agent", "client-profile": "p.yaml"}, "client-profile needs the input client"),
+    ({"proxy": "p {agent}", "client": "my-cli {agent}"},
+     "the input client does not apply to the proxy role (the input proxy): leave it out"),
+    ({"proxy-adapts": "true"}, "the input proxy-adapts needs the input proxy"),
+    ({"agent": "my-agent", "proxy-adapts": "true"},
+     "the input proxy-adapts does not apply to the agent role (the input agent)"),
+    ({"agent": "my-agent", "client": "my-cli {agent}"},
+     "the input agent and the input client test different sides: run them separately"),
+    ({"agent": "my-agent", "client-profile": "p.yaml"},
+     "the input client-profile does not apply to the agent role (the input agent)"),
+    ({"proxy": "p {agent}", "proxy-adapts": "true", "protocol": "1"},
+     "the input proxy-adapts runs the v2 cases (v2 behind the proxy, v1 in front): not with "
+     "the input protocol 1"),
     ({"agent": "my-agent", "model-server": "yes"}, "model-server: expected true or false"),
     ({"agent": "my-agent", "args": "--case 'unclosed"}, "input args: No closing quotation"),
 ])

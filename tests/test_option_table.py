@@ -1,6 +1,7 @@
-"""One table of run options (conformance/settings/table.py): the command line, the pytest
-plugin, the GitHub Action and docs/options.md are rendered from it, and each check says
-the same thing in every shell. Each test here fails when one of them drifts.
+"""One table of run options (conformance/settings/table.py): the command line (the run and
+the fuzz subcommand), the pytest plugin, the GitHub Action and docs/options.md are
+rendered from it, and each check says the same thing in every shell. Each test here fails
+when one of them drifts.
 
 After changing the table: python -m conformance.settings.render action.yml and
 python -m conformance.cli.options_doc > docs/options.md
@@ -9,6 +10,7 @@ python -m conformance.cli.options_doc > docs/options.md
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +20,8 @@ import pytest
 import yaml
 from conftest import REPO_ROOT, cli_env, run_cli_in_process
 
-from conformance.github_action import suite_arguments
+from conformance.cli.fuzz import blanks
+from conformance.github_action import ActionError, suite_arguments
 from conformance.settings.render import action_default, action_description, action_yml
 from conformance.settings.table import (
     GROUPS,
@@ -46,6 +49,7 @@ VARIANTS = {
     ("acp-conformance replay", "strict"): "grading as recorded in each file by default",
     ("acp-conformance replay", "schema-dir"): "needed to replay a SCHEMA/official regression",
     ("acp-conformance replay", "no-color"): "in replay's grading group",
+    ("acp-conformance replay", "emit-case"): "the regressions replayed, not fuzz's findings",
     ("acp-conformance report", "junit"): "report rebuilds a run's reports",
     ("acp-conformance report", "json"): "report --merge writes the matrix as JSON",
     ("acp-conformance report", "out"): "report writes its reports into DIR",
@@ -66,9 +70,9 @@ def rendered(action: argparse.Action) -> dict[str, Any]:
             "append": kind == "_AppendAction"}
 
 
-def expected(row: Any, shell: str) -> dict[str, Any]:
+def expected(row: Any, shell: str, fill: dict[str, str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser()
-    return rendered(parser.add_argument(*row.flags(shell), **argument(row, shell)))
+    return rendered(parser.add_argument(*row.flags(shell), **argument(row, shell, fill)))
 
 
 def table_name(action: argparse.Action) -> str:
@@ -101,16 +105,69 @@ def test_the_run_command_has_every_command_line_option_of_the_table_as_the_table
 def test_every_subcommand_takes_a_run_option_from_the_table_or_says_why_not() -> None:
     from conformance.cli.options_doc import parsers
 
-    names = {o.name for o in for_shell("cli")}
+    names = {o.name for o in for_shell("cli") + for_shell("fuzz")}
     drift = []
     for command, parser in parsers():
+        shell = "fuzz" if command == "acp-conformance fuzz" else "cli"
         for action in parser._actions:
             name = table_name(action)
             if name not in names or (command, name) in VARIANTS:
                 continue
-            if rendered(action) != expected(option(name), "cli"):
+            row = option(name)
+            how = shell if shell in row.shells else "cli"
+            if rendered(action) != expected(row, how, blanks() if how == "fuzz" else None):
                 drift.append(f"{command} --{name}")
     assert drift == []
+
+
+def test_the_fuzz_command_declares_no_option_outside_the_table() -> None:
+    """Every option of ``acp-conformance fuzz`` is a row of the table (its own, shell fuzz,
+    or the run's), and every fuzz row is there, in its --help group."""
+    from conformance.cli.fuzz import build_fuzz_parser
+
+    parser = build_fuzz_parser()
+    table = {o.name for o in OPTIONS if {"cli", "fuzz"} & o.shells}
+    seen = {table_name(a): a for a in parser._actions if table_name(a) not in NOT_RUN_OPTIONS}
+    assert sorted(set(seen) - table) == [], "declared outside the table"
+    assert sorted(o.name for o in for_shell("fuzz") if o.name not in seen) == []
+    groups = {a.dest: g.title for g in parser._action_groups for a in g._group_actions}
+    own = [o for o in for_shell("fuzz") if o.group in ("demo", "effort", "regressions")]
+    assert {o.name: groups[o.dest] for o in own} == {o.name: GROUPS[o.group] for o in own}
+    assert "{" not in "".join(help_for(o, "fuzz", blanks()) for o in own), "a blank unfilled"
+
+
+def test_the_fuzz_efforts_of_the_table_are_the_fuzzers() -> None:
+    """The table names the efforts (its rows cannot import the fuzzer: it stands above
+    them); they are the fuzzer's, and its default."""
+    from conformance.fuzz.settings import DEFAULT_EFFORT, EFFORTS
+
+    assert option("effort").choices == tuple(EFFORTS)
+    assert option("effort").default == DEFAULT_EFFORT
+    assert f"(default {DEFAULT_EFFORT})" in option("effort").help
+    assert set(option("fuzz-effort").choices) == set(EFFORTS)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--client", "c {agent}", "--workers", "2"],
+     "--workers fuzzes an agent; a client is fuzzed by one process"),
+    (["--agent", "a", "--fresh-process", "--runs-per-process", "3"],
+     "--fresh-process and --runs-per-process N > 1 contradict each other"),
+    (["--demo", "--agent", "a"],
+     "--demo fuzzes a bundled broken agent: not with --agent, --client or --client-adapter"),
+    (["--agent", "a", "--shrink-budget", "0"],
+     "--shrink-budget must be a positive number of seconds"),
+    (["--agent", "a", "--runs-per-process", "0"], "--runs-per-process must be at least 1"),
+    (["--agent", "a", "--client-profile", "p.yaml"],
+     "--client-profile does not apply to the agent role (--agent): leave it out"),
+    (["--client", "c {agent}", "--model-server"],
+     "--model-server does not apply to the client role (--client/--client-adapter): "
+     "leave it out"),
+    (["--agent", "a", "--timeout", "0"], "--timeout must be a positive number of seconds"),
+], ids=["workers-client", "fresh-and-runs", "demo-and-agent", "shrink-zero", "runs-zero",
+        "profile-agent", "model-client", "timeout-zero"])
+def test_the_fuzz_command_refuses_with_the_tables_words(
+        tmp_path: Path, args: list[str], message: str) -> None:
+    assert cli_error(tmp_path, "fuzz", *args) == message
 
 
 # -- the pytest plugin ------------------------------------------------------------------
@@ -192,6 +249,35 @@ def test_each_action_input_is_passed_to_the_run_and_forwarded_as_its_option(
     assert parsed is not None
 
 
+@pytest.mark.parametrize("inputs,args", [
+    ({"INPUT_PROXY": "p {agent}", "INPUT_PROXY_ADAPTS": "true", "INPUT_PROTOCOL": "1"},
+     ["--proxy", "p {agent}", "--proxy-adapts", "--protocol", "1"]),
+    ({"INPUT_AGENT": "a", "INPUT_CLIENT": "c {agent}"}, ["--agent", "a", "--client", "c {agent}"]),
+    ({"INPUT_AGENT": "a", "INPUT_PROXY_ADAPTS": "true"}, ["--agent", "a", "--proxy-adapts"]),
+    ({"INPUT_AGENT": "a", "INPUT_CLIENT_PROFILE": "p.yaml"},
+     ["--agent", "a", "--client-profile", "p.yaml"]),
+    ({"INPUT_PROXY": "p {agent}", "INPUT_CLIENT": "c {agent}"},
+     ["--proxy", "p {agent}", "--client", "c {agent}"]),
+    ({"INPUT_CLIENT": "c {agent}", "INPUT_MODEL_SERVER": "true"},
+     ["--client", "c {agent}", "--model-server"]),
+    ({"INPUT_CLIENT_PROFILE": "p.yaml", "INPUT_ARGS": "--client-adapter m:f"},
+     ["--client-profile", "p.yaml", "--client-adapter", "m:f"]),
+], ids=["adapts-v1", "agent-and-client", "adapts-agent", "profile-agent", "proxy-and-client",
+        "model-client", "profile-adapter"])
+def test_the_action_refuses_its_inputs_with_the_command_lines_words(
+        tmp_path: Path, inputs: dict[str, str], args: list[str]) -> None:
+    """The Action checks its inputs before the suite starts, with the table's one check:
+    the command line's message, each option the Action has spelled as its input."""
+    with pytest.raises(ActionError) as raised:
+        suite_arguments(inputs, tmp_path)
+    action = str(raised.value)
+    assert action.startswith("the input ")
+    cli = cli_error(tmp_path, *args)
+    spell = spelling("action")
+    assert action == re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)",
+                            lambda m: spell(m.group(1)), cli)
+
+
 def build_run_parser() -> argparse.ArgumentParser:
     from conformance.cli.run import build_parser
 
@@ -257,8 +343,8 @@ def test_each_rule_refuses_its_options_with_one_message_in_every_shell(rule: Any
     import re
 
     first, second = rule.names[:2]
-    values = {n: True if option(n).kind == "flag" else "1" if n == "protocol" else "x"
-              for n in (first, second)}
+    values = {n: True if option(n).kind == "flag" else "1" if n == "protocol"
+              else 2 if option(n).kind == "int" else "x" for n in (first, second)}
     for shell in ("cli", "plugin"):
         with pytest.raises(UsageError) as raised:
             check_values(values, shell)
@@ -272,7 +358,8 @@ def test_each_rule_refuses_its_options_with_one_message_in_every_shell(rule: Any
 @pytest.mark.parametrize("row", [o for o in OPTIONS if o.check is not None],
                          ids=lambda r: r.name)
 def test_each_value_check_refuses_a_bad_value_and_takes_a_good_one(row: Any) -> None:
-    bad, good = ((0.0, 1.5) if row.kind == "float" else (["NOVALUE"], ["K=V"]))
+    bad, good = ((0.0, 1.5) if row.kind == "float" else (0, 2) if row.kind == "int"
+                 else (["NOVALUE"], ["K=V"]))
     with pytest.raises(UsageError, match=f"^--acp-{row.name} " if "plugin" in row.shells
                        else f"^--{row.name} "):
         check_values({row.name: bad}, "plugin" if "plugin" in row.shells else "cli")

@@ -19,6 +19,8 @@ from typing import Any
 
 from conformance.cli.options import (
     Parser,
+    add_option,
+    add_options,
     build_masker,
     check_run_options,
     client_choice,
@@ -26,20 +28,20 @@ from conformance.cli.options import (
     grading_options,
     model_group,
     protocols_of,
+    table_values,
     target_group,
     use_out,
 )
 from conformance.cli.output import report_run
 from conformance.cli.run import model_server
-from conformance.fuzz.settings import DEFAULT_EFFORT, EFFORTS
+from conformance.fuzz.settings import EFFORTS
+from conformance.settings.table import GROUPS, check_values, role_of
 from conformance.usage import UsageError
 
 
 def build_fuzz_parser() -> argparse.ArgumentParser:
-    from conformance.fuzz.persistent import DEFAULT_RUNS_PER_PROCESS
-
-    efforts = ", ".join(f"{e.name} ({e.max_examples} runs: {e.description})"
-                        for e in EFFORTS.values())
+    """The fuzz subcommand's options: the run's target, grading and output options, and its
+    own (shell ``fuzz`` of the option table, :mod:`conformance.settings.table`)."""
     p = Parser(
         prog="acp-conformance fuzz",
         description="Generate sessions (against an agent) or streams (against a client) with "
@@ -48,55 +50,25 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 nothing found, 1 at least one rule broken, 2 usage or input "
                "error, 3 internal error, 128+N interrupted by signal N (never a pass)")
     target_group(p, required_hint="give --agent CMD, or --client CMD / --client-adapter")
-    p.add_argument_group("try it").add_argument(
-        "--demo", action="store_true",
-        help="fuzz a bundled broken agent (its message IDs come from a counter that restarts "
-             "at every prompt): see what a finding, its shrinking and its regression file "
-             "look like (exits 1)")
+    add_option(p.add_argument_group(GROUPS["demo"]), "demo", shell="fuzz")
     model_group(p, fuzz=True)
-    e = p.add_argument_group("effort")
-    e.add_argument("--effort", choices=list(EFFORTS), default=DEFAULT_EFFORT,
-                   help=f"named Hypothesis settings: {efforts} (default {DEFAULT_EFFORT})")
-    e.add_argument("--max-examples", type=int, metavar="N",
-                   help="generated runs (overrides the effort's number)")
-    e.add_argument("--time-budget", type=float, metavar="SECONDS",
-                   help="stop generating after this long (for the whole run, all workers)")
-    e.add_argument("--shrink-budget", type=float, metavar="SECONDS",
-                   help="stop shrinking after this long, keeping the smallest counterexample "
-                        "so far (default: half the time budget, at least 30 s; 600 s when "
-                        "there is no time budget)")
-    e.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="generate on N worker processes sharing one example database "
-                        "(agents; default 1): --max-examples and --time-budget are for the "
-                        "whole run, each worker's seed derives from --seed, each broken rule "
-                        "is shrunk and saved once")
-    e.add_argument("--seed", type=int, metavar="N",
-                   help="the run's seed (printed either way; the same seed repeats the run)")
-    e.add_argument("--runs-per-process", type=int, default=None, metavar="N",
-                   help="persistent mode (agents): one agent process serves up to N generated "
-                        "runs, each in sessions of its own; a fresh one is started for a load or "
-                        "resume on a fresh process, after a crash, hang or broken rule, and "
-                        f"after N runs (default {DEFAULT_RUNS_PER_PROCESS})")
-    e.add_argument("--fresh-process", action="store_true",
-                   help="a fresh agent process for every generated run (as before persistent "
-                        "mode; the same as --runs-per-process 1)")
-    e.add_argument("--max-failures", type=int, metavar="N",
-                   help="stop generating once N rules broke (default: go on to the end)")
-    r = p.add_argument_group("regressions")
-    r.add_argument("--regressions", type=Path, default=None, metavar="DIR",
-                   help="where failures are saved (default: regressions/ in the --out folder)")
-    r.add_argument("--no-save", action="store_true", help="do not save failures")
-    r.add_argument("--hypothesis-db", default=None, metavar="DIR|URL",
-                   help="a Hypothesis example database shared with other runs, workers and "
-                        "machines: a directory, redis://host:port/db (the redis extra) or "
-                        "github:OWNER/REPO[/ARTIFACT] (a CI job's uploaded database, read-only, "
-                        "with writes to hypothesis/examples in the --out folder); its counterexamples "
-                        "are replayed first, new ones are added")
-    r.add_argument("--emit-case", type=Path, default=None, metavar="FILE.yaml",
-                   help="also write each shrunk counterexample as a case of one case file "
-                        "(run it with --cases DIR; docs/fuzzing-campaigns.md)")
+    add_options(p.add_argument_group(GROUPS["effort"]), "effort", "max-examples", "time-budget",
+                "shrink-budget", "workers", "seed", "runs-per-process", "fresh-process",
+                "max-failures", shell="fuzz", fill=blanks())
+    add_options(p.add_argument_group(GROUPS["regressions"]), "regressions", "no-save",
+                "hypothesis-db", "emit-case", shell="fuzz")
     common_options(p)
     return p
+
+
+def blanks() -> dict[str, str]:
+    """The blanks of the fuzz options' helps, filled from the fuzzer's own facts: its named
+    efforts, and how many runs one agent process serves by default."""
+    from conformance.fuzz.persistent import DEFAULT_RUNS_PER_PROCESS
+
+    efforts = ", ".join(f"{e.name} ({e.max_examples} runs: {e.description})"
+                        for e in EFFORTS.values())
+    return {"efforts": efforts, "runs_per_process": str(DEFAULT_RUNS_PER_PROCESS)}
 
 
 def main(argv: Sequence[str]) -> int:
@@ -106,39 +78,22 @@ def main(argv: Sequence[str]) -> int:
 
     ns = build_fuzz_parser().parse_args(list(argv))
     ns.worker_report, ns.worker_index = worker_of_run()
-    check_run_options(ns)
+    check_run_options(ns)  # the option table's checks: each value's, and the clashes
+    values = table_values(ns)
+    role = "agent" if ns.demo else role_of(values)
+    if role is None:
+        raise UsageError("nothing to fuzz: give --agent CMD, --client CMD or "
+                             "--client-adapter MODULE:FACTORY")
+    check_values(values, "fuzz", role=role)  # an option of the other side is refused
     if ns.demo:  # the bundled broken agent, as `demo --broken` runs it
-        if ns.agent or ns.client or ns.client_adapter:
-            raise UsageError("--demo fuzzes a bundled broken agent: not with --agent, --client "
-                             "or --client-adapter")
         import shlex
 
         from conformance.cli.demo import broken_agent_command
 
         ns.agent = shlex.join(broken_agent_command())
-    if not (ns.agent or ns.client or ns.client_adapter):
-        raise UsageError("nothing to fuzz: give --agent CMD, --client CMD or "
-                             "--client-adapter MODULE:FACTORY")
-    if ns.agent and (ns.client or ns.client_adapter):
-        raise UsageError("--agent and --client fuzz different sides: run them separately")
-    if ns.max_failures is not None and ns.max_failures < 1:
-        raise UsageError("--max-failures must be at least 1")
-    if ns.workers < 1:
-        raise UsageError("--workers must be at least 1")
-    if ns.workers > 1 and not ns.agent:
-        raise UsageError("--workers fuzzes an agent; a client is fuzzed by one process")
-    if ns.runs_per_process is not None and ns.runs_per_process < 1:
-        raise UsageError("--runs-per-process must be at least 1")
-    if ns.fresh_process and ns.runs_per_process not in (None, 1):
-        raise UsageError("--fresh-process and --runs-per-process N > 1 contradict each other")
-    if ns.shrink_budget is not None and ns.shrink_budget <= 0:
-        raise UsageError("--shrink-budget must be a positive number of seconds")
     if ns.baseline is not None:
         raise UsageError("--baseline lists expected failures of cases; a fuzz run has "
                              "none (replay the regression library instead)")
-    if (ns.model_server or ns.agent_config) and not ns.agent:
-        raise UsageError("--model-server and --agent-config need --agent: the model "
-                             "stands behind an agent")
     try:
         effort = settings.get_effort(ns.effort, max_examples=ns.max_examples,
                                      time_budget=ns.time_budget)

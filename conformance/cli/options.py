@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from conformance.settings.table import argument, check_values, for_shell, help_for, option
+from conformance.settings.table import OPTIONS, argument, check_values, help_for, option
 from conformance.usage import UsageError, env_pairs
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -44,21 +45,27 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
-def add_option(group: Any, name: str, **override: Any) -> None:
+def add_option(group: Any, name: str, *, shell: str = "cli",
+               fill: Mapping[str, str] | None = None, **override: Any) -> None:
     """The run option ``name`` of the option table (:mod:`conformance.settings.table`) as an
-    argparse option of ``group``; ``override`` for a subcommand's variant of it."""
+    argparse option of ``group``, as ``shell`` has it (``fuzz``: the fuzz subcommand's; a
+    row it shares with the run is the run's), its help's blanks filled from ``fill``;
+    ``override`` for a subcommand's variant of it."""
     row = option(name)
-    group.add_argument(*row.flags("cli"), **argument(row, "cli", **override))
+    how = shell if shell in row.shells else "cli"
+    group.add_argument(*row.flags(how), **argument(row, how, fill, **override))
 
 
-def add_options(group: Any, *names: str) -> None:
+def add_options(group: Any, *names: str, shell: str = "cli",
+                fill: Mapping[str, str] | None = None) -> None:
     for name in names:
-        add_option(group, name)
+        add_option(group, name, shell=shell, fill=fill)
 
 
 def table_values(ns: argparse.Namespace) -> dict[str, Any]:
     """The parsed values of the table's options this command has, by table name."""
-    return {row.name: getattr(ns, row.dest) for row in for_shell("cli") if hasattr(ns, row.dest)}
+    return {row.name: getattr(ns, row.dest) for row in OPTIONS
+            if {"cli", "fuzz"} & row.shells and hasattr(ns, row.dest)}
 
 
 def common_options(p: argparse.ArgumentParser) -> None:

@@ -87,12 +87,13 @@ def section(command: str, parser: argparse.ArgumentParser) -> list[str]:
 
 
 def render() -> str:
+    from conformance.cli.fuzz import blanks
     from conformance.settings.render import markdown_table
 
     lines = [HEADER]
     for command, parser in parsers():
         lines += section(command, parser)
-    lines += markdown_table()  # the run options, as every shell spells them
+    lines += markdown_table(blanks())  # the run options, as every shell spells them
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from conformance.settings.table import GROUPS, OPTIONS, Option, for_shell, help_for
@@ -23,8 +24,6 @@ __all__ = ["action_default", "action_description", "action_yml", "markdown_table
 def action_description(row: Option) -> str:
     """The Action input's description: the row's help as the Action reads it."""
     text = help_for(row, "action")
-    text = re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)(?: [A-Z][A-Z:|=]*\b)?",
-                  lambda m: _input_name(m.group(1)), text)
     if row.kind == "flag":
         return f"true or false: {text}."
     if not text[1].isdigit():
@@ -32,12 +31,6 @@ def action_description(row: Option) -> str:
     if row.kind == "text" and row.name not in ("agent", "client", "proxy"):
         text += "; empty for the suite's default"
     return text + "."
-
-
-def _input_name(name: str) -> str:
-    """An option named in a help, as the Action names it: its input, or the option."""
-    row = next((o for o in for_shell("action") if o.name == name), None)
-    return f"the input {name}" if row is not None else f"--{name}"
 
 
 def action_default(row: Option) -> str:
@@ -85,24 +78,27 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def markdown_table() -> list[str]:
-    """The run options, one row each: how every shell spells it, its roles and default."""
+def markdown_table(fill: Mapping[str, str] | None = None) -> list[str]:
+    """The run options, one row each: how every shell spells it, its roles and default
+    (``fill``: the blanks of the helps, as the shell that fills them gives them)."""
     lines = ["## Run options, one table", "",
-             "Every run option once: how the command line, the pytest plugin and the GitHub "
-             "Action spell it, the roles it applies to (given with another role, it is "
-             "refused), its default and its meaning. All three shells check it the same way, "
-             "with the same message. Generated from `conformance/settings/table.py`.", "",
+             "Every run option once: how the command line (the suite run, or only its `fuzz` "
+             "subcommand), the pytest plugin and the GitHub Action spell it, the roles it "
+             "applies to (given with another role, it is refused), its default and its "
+             "meaning. Every shell checks it the same way, with the same message. Generated "
+             "from `conformance/settings/table.py`.", "",
              "| option | pytest plugin | Action input | roles | default | meaning |",
              "|---|---|---|---|---|---|"]
     for row in OPTIONS:
-        cli = ", ".join(f"`{f}`" for f in row.flags("cli")) if "cli" in row.shells else "-"
+        cli = ", ".join(f"`{f}`" for f in row.flags("cli")) if "cli" in row.shells else \
+            f"`{row.flags('fuzz')[0]}` (fuzz)" if "fuzz" in row.shells else "-"
         plugin = f"`{row.flags('plugin')[0]}`" if "plugin" in row.shells else "-"
         action = f"`{row.name}`" if "action" in row.shells else "-"
         roles = "all" if len(row.roles) == 3 else ", ".join(sorted(row.roles))
         default = "" if row.default in (None, False, []) else f"`{row.default}`"
-        shell = "cli" if "cli" in row.shells else "plugin"
-        meaning = help_for(row, shell) + (f" ({GROUPS[row.group]})" if row.group == "fuzz"
-                                          else "")
+        shell = next(s for s in ("cli", "plugin", "fuzz") if s in row.shells)
+        meaning = help_for(row, shell, fill) + (f" ({GROUPS[row.group]})"
+                                                if row.group == "fuzz" else "")
         lines.append(f"| {cli} | {plugin} | {action} | {roles} | {default} | "
                      f"{_cell(meaning)} |")
     return lines + [""]

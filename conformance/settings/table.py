@@ -3,23 +3,28 @@
 
 Every option of a suite run is one :class:`Option` row here: its name, its type
 (``kind``), default, help, check, the roles it applies to and the shells that have it.
-The command line's argparse options (:mod:`conformance.cli.options`), the pytest
-plugin's ``--acp-*`` options (:mod:`conformance.pytest_plugin`), the GitHub Action's
-inputs (``action.yml``) and ``docs/options.md`` are rendered from these rows
+The command line's argparse options (:mod:`conformance.cli.options`; the ``fuzz``
+subcommand's own, shell ``fuzz``, in :mod:`conformance.cli.fuzz`), the pytest plugin's
+``--acp-*`` options (:mod:`conformance.pytest_plugin`), the GitHub Action's inputs
+(``action.yml``, checked by :mod:`conformance.github_action`) and ``docs/options.md``
+are rendered from these rows
 (:mod:`conformance.settings.render`), and ``tests/test_option_table.py`` fails when
 any of them drifts from the table.
 
 A help text is one text for every shell. Where a shell differs (a default that is a
 folder on the command line and pytest's temp dir in the plugin), the part that only
-one shell prints is marked ``<cli>...</cli>``, ``<plugin>...</plugin>`` or
-``<action>...</action>``. An option named in a help (``--agent``) is spelled as each
-shell spells it (``--acp-agent`` in the plugin).
+one shell prints is marked ``<cli>...</cli>``, ``<fuzz>...</fuzz>``, ``<plugin>...</plugin>``
+or ``<action>...</action>``. An option named in a help (``--agent``) is spelled as each
+shell spells it (``--acp-agent`` in the plugin, ``the input agent`` in the Action). A
+fact another room owns (the fuzzer's named efforts) is a blank (``{efforts}``) that the
+shell fills (:func:`help_for`'s ``fill``).
 
 The checks (:func:`check_values`): a value's own check (``Option.check``), the
 rules that tie two options together (:data:`RULES`), and an option given with a role
 it does not apply to (``Option.roles``). Each has one message, with the options
-spelled as the shell spells them, so ``--proxy-adapts`` with ``--protocol 1`` and
-``--acp-proxy-adapts`` with ``--acp-protocol 1`` are refused by the same words.
+spelled as the shell spells them, so ``--proxy-adapts`` with ``--protocol 1``,
+``--acp-proxy-adapts`` with ``--acp-protocol 1`` and the Action's inputs proxy-adapts
+and protocol 1 are refused by the same words.
 """
 
 from __future__ import annotations
@@ -39,10 +44,11 @@ __all__ = ["GROUPS", "OPTIONS", "ROLES", "RULES", "SHELLS", "Clash", "Option", "
            "spelling"]
 
 ROLES = ("agent", "client", "proxy")
-SHELLS = ("cli", "plugin", "action")
+SHELLS = ("cli", "fuzz", "plugin", "action")  # fuzz: the command line's fuzz subcommand
 ALL = frozenset(ROLES)
-CLI, PLUGIN, ACTION = frozenset({"cli"}), frozenset({"cli", "plugin"}), frozenset(SHELLS)
-CLI_ACTION = frozenset({"cli", "action"})
+CLI, PLUGIN = frozenset({"cli"}), frozenset({"cli", "plugin"})
+ACTION, CLI_ACTION = frozenset({"cli", "plugin", "action"}), frozenset({"cli", "action"})
+FUZZ = frozenset({"fuzz"})
 
 
 # argparse reports a ``type`` callable's ArgumentTypeError with its message; pytest's parser
@@ -90,6 +96,12 @@ def positive_seconds(value: Any) -> str | None:
     return None
 
 
+def at_least_one(value: Any) -> str | None:
+    if value is not None and value < 1:
+        return "{option} must be at least 1"
+    return None
+
+
 def pairs(value: Any) -> str | None:
     for pair in value or ():
         if "=" not in pair:
@@ -104,15 +116,15 @@ class Option:
 
     name: str  # the command line's long name, without "--" (the Action's input name)
     help: str
-    kind: str = "text"  # text | path | float | flag | list | choice
+    kind: str = "text"  # text | path | float | int | flag | list | choice
     default: Any = None
     metavar: str | None = None
     choices: tuple[str, ...] = ()
     parse: Callable[[str], Any] | None = None  # a value's form, when not the kind's
     check: Callable[[Any], str | None] | None = None  # a parsed value's problem ({option})
     roles: frozenset[str] = ALL  # the roles it applies to; given with another, refused
-    shells: frozenset[str] = CLI  # cli, plugin, action
-    group: str = "target"  # the command line's --help group
+    shells: frozenset[str] = CLI  # cli, fuzz, plugin, action
+    group: str = "target"  # the command line's --help group (the fuzz subcommand's, in fuzz)
     short: str | None = None  # "-j"
     plugin: str | None = None  # the plugin's name, when not "acp-" + name
     needs: str | None = None  # an option it means nothing without (one message)
@@ -128,13 +140,16 @@ class Option:
         return ([self.short] if self.short else []) + [f"--{self.name}"]
 
 
-GROUPS = {  # the command line's --help groups of the suite run, in --help order
+GROUPS = {  # the command line's --help groups of the suite run, then of fuzz, in --help order
     "target": "target",
     "model": "scripted model (offline runs of LLM-backed agents)",
     "grading": "grading",
     "output": "output",
     "certify": "certification (docs/certify.md)",
     "fuzz": "fuzzing (the plugin's --fuzz)",
+    "demo": "try it",
+    "effort": "effort",
+    "regressions": "regressions",
 }
 
 _SECONDS = "SECONDS"
@@ -299,13 +314,54 @@ OPTIONS: tuple[Option, ...] = (
            "--agent-env values)", kind="flag", default=False,
            shells=frozenset({"plugin"}), group="fuzz", plugin="acp-model-server",
            needs="fuzz"),
-    Option("regressions", "--fuzz: save each shrunk failure here, once per fingerprint "
-           "(default: not saved)", metavar="DIR", shells=frozenset({"plugin"}), group="fuzz",
+    Option("regressions", "<plugin>--fuzz: save each shrunk failure here, once per "
+           "fingerprint (default: not saved)</plugin><fuzz>where failures are saved (default: "
+           "regressions/ in the --out folder)</fuzz>", kind="path", metavar="DIR",
+           shells=frozenset({"plugin", "fuzz"}), group="fuzz", needs="fuzz"),
+    Option("hypothesis-db", "<plugin>--fuzz: the Hypothesis example database every worker "
+           "shares</plugin><fuzz>a Hypothesis example database shared with other runs, "
+           "workers and machines</fuzz>: a directory, redis://host:port/db (the redis extra) or "
+           "github:OWNER/REPO[/ARTIFACT] (<plugin>read-only, with a local folder</plugin><fuzz>"
+           "a CI job's uploaded database, read-only, with writes to hypothesis/examples in the "
+           "--out folder</fuzz>)<fuzz>; its counterexamples are replayed first, new ones are "
+           "added</fuzz>", metavar="DIR|URL", shells=frozenset({"plugin", "fuzz"}), group="fuzz",
            needs="fuzz"),
-    Option("hypothesis-db", "--fuzz: the Hypothesis example database every worker shares: a "
-           "directory, redis://host:port/db (the redis extra) or github:OWNER/REPO[/ARTIFACT] "
-           "(read-only, with a local folder)", metavar="DIR|URL",
-           shells=frozenset({"plugin"}), group="fuzz", needs="fuzz"),
+    # -- the fuzz subcommand (its target, grading and output options are the run's) ------
+    Option("demo", "fuzz a bundled broken agent (its message IDs come from a counter that "
+           "restarts at every prompt): see what a finding, its shrinking and its regression "
+           "file look like (exits 1)", kind="flag", default=False, shells=FUZZ, group="demo"),
+    Option("effort", "named Hypothesis settings: {efforts} (default dev)", kind="choice",
+           default="dev", choices=("ci", "dev", "deep"), shells=FUZZ, group="effort"),
+    Option("max-examples", "generated runs (overrides the effort's number)", kind="int",
+           metavar="N", check=at_least_one, shells=FUZZ, group="effort"),
+    Option("time-budget", "stop generating after this long (for the whole run, all workers)",
+           kind="float", metavar=_SECONDS, check=positive_seconds, shells=FUZZ,
+           group="effort"),
+    Option("shrink-budget", "stop shrinking after this long, keeping the smallest "
+           "counterexample so far (default: half the time budget, at least 30 s; 600 s when "
+           "there is no time budget)", kind="float", metavar=_SECONDS, check=positive_seconds,
+           shells=FUZZ, group="effort"),
+    Option("workers", "generate on N worker processes sharing one example database (agents; "
+           "default 1): --max-examples and --time-budget are for the whole run, each worker's "
+           "seed derives from --seed, each broken rule is shrunk and saved once", kind="int",
+           default=1, metavar="N", check=at_least_one, shells=FUZZ, group="effort"),
+    Option("seed", "the run's seed (printed either way; the same seed repeats the run)",
+           kind="int", metavar="N", shells=FUZZ, group="effort"),
+    Option("runs-per-process", "persistent mode (agents): one agent process serves up to N "
+           "generated runs, each in sessions of its own; a fresh one is started for a load or "
+           "resume on a fresh process, after a crash, hang or broken rule, and after N runs "
+           "(default {runs_per_process})", kind="int", metavar="N", check=at_least_one,
+           shells=FUZZ, group="effort"),
+    Option("fresh-process", "a fresh agent process for every generated run (as before "
+           "persistent mode; the same as --runs-per-process 1)", kind="flag", default=False,
+           shells=FUZZ, group="effort"),
+    Option("max-failures", "stop generating once N rules broke (default: go on to the end)",
+           kind="int", metavar="N", check=at_least_one, shells=FUZZ, group="effort"),
+    Option("no-save", "do not save failures", kind="flag", default=False, shells=FUZZ,
+           group="regressions"),
+    Option("emit-case", "also write each shrunk counterexample as a case of one case file "
+           "(run it with --cases DIR; docs/fuzzing-campaigns.md)", kind="path",
+           metavar="FILE.yaml", shells=FUZZ, group="regressions"),
 )
 
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -321,37 +377,48 @@ def for_shell(shell: str) -> list[Option]:
     return [o for o in OPTIONS if shell in o.shells]
 
 
-_FRAGMENT = re.compile(r"<(cli|plugin|action)>(.*?)</\1>", re.DOTALL)
+_FRAGMENT = re.compile(r"<(cli|fuzz|plugin|action)>(.*?)</\1>", re.DOTALL)
 _NAMED = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
+_NAMED_WITH_METAVAR = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)(?: [A-Z][A-Z:|=]*\b)?")
+_BLANK = re.compile(r"\{([a-z_]+)\}")
 
 
 def spelling(shell: str) -> Callable[[str], str]:
-    """``name -> how shell spells the option`` (``timeout -> --acp-timeout``); a name the
-    table does not have (``--out`` in the plugin) is left as the command line spells it."""
+    """``name -> how shell spells the option``: ``timeout -> --acp-timeout`` in the plugin,
+    ``agent -> the input agent`` in the Action; a name the shell does not have (``--out``
+    in the plugin) is left as the command line spells it."""
     def spell(name: str) -> str:
         row = _BY_NAME.get(name)
-        if row is not None and (shell == "plugin") and "plugin" in row.shells:
-            return row.flags("plugin")[0]
+        if row is not None and shell in ("plugin", "action") and shell in row.shells:
+            return row.flags("plugin")[0] if shell == "plugin" else f"the input {name}"
         return f"--{name}"
     return spell
 
 
-def help_for(row: Option, shell: str) -> str:
+def help_for(row: Option, shell: str, fill: Mapping[str, str] | None = None) -> str:
     """The row's help as ``shell`` prints it: its own fragments kept, the others' dropped,
-    the options it names spelled as ``shell`` spells them."""
+    the options it names spelled as ``shell`` spells them (an Action input takes no
+    metavar: ``--agent CMD`` is ``the input agent``), its blanks (``{efforts}``) filled
+    from ``fill``."""
     text = _FRAGMENT.sub(lambda m: m.group(2) if m.group(1) == shell else "", row.help)
     spell = spelling(shell)
-    return _NAMED.sub(lambda m: spell(m.group(1)), text)
+    named = _NAMED_WITH_METAVAR if shell == "action" else _NAMED
+    text = named.sub(lambda m: spell(m.group(1)), text)
+    if fill:
+        text = _BLANK.sub(lambda m: fill.get(m.group(1), m.group(0)), text)
+    return text
 
 
-_TYPES: dict[str, Any] = {"path": Path, "float": float}
+_TYPES: dict[str, Any] = {"path": Path, "float": float, "int": int}
 
 
-def argument(row: Option, shell: str, **override: Any) -> dict[str, Any]:
+def argument(row: Option, shell: str, fill: Mapping[str, str] | None = None,
+             **override: Any) -> dict[str, Any]:
     """The keyword arguments of argparse's ``add_argument`` (and pytest's ``addoption``,
-    which takes the same) that render ``row`` in ``shell``; ``override`` for a subcommand's
-    variant of it (``report``'s ``--show`` prints nothing by default)."""
-    kwargs: dict[str, Any] = {"help": help_for(row, shell)}
+    which takes the same) that render ``row`` in ``shell`` (its help's blanks filled from
+    ``fill``); ``override`` for a subcommand's variant of it (``report``'s ``--show``
+    prints nothing by default)."""
+    kwargs: dict[str, Any] = {"help": help_for(row, shell, fill)}
     if row.kind == "flag":
         kwargs["action"] = "store_true"
     elif row.kind == "list":
@@ -395,6 +462,17 @@ RULES: tuple[Clash, ...] = (
     Clash(("agent", "client", "client-adapter"),
          lambda v: bool(v["agent"] and (v["client"] or v["client-adapter"])),
          "{agent} and {client} test different sides: run them separately"),
+    # the fuzz subcommand's
+    Clash(("demo", "agent", "client", "client-adapter"),
+          lambda v: bool(v["demo"] and (v["agent"] or v["client"] or v["client-adapter"])),
+          "{demo} fuzzes a bundled broken agent: not with {agent}, {client} or "
+          "{client-adapter}"),
+    Clash(("workers", "client", "client-adapter"),
+          lambda v: (v["workers"] or 1) > 1 and bool(v["client"] or v["client-adapter"]),
+          "{workers} fuzzes an agent; a client is fuzzed by one process"),
+    Clash(("fresh-process", "runs-per-process"),
+          lambda v: bool(v["fresh-process"]) and v["runs-per-process"] not in (None, 1),
+          "{fresh-process} and {runs-per-process} N > 1 contradict each other"),
 )
 
 #: The options that choose the role, in the order that decides it (a proxy's --agent is
@@ -425,7 +503,8 @@ def check_values(values: Mapping[str, Any], shell: str, *, role: str | None = No
     """Raise :class:`UsageError` (one line, options spelled as ``shell`` spells them) for
     the first problem of ``values`` (table name -> parsed value; a name missing is an
     option this command does not have): a value's own check, a rule of two options, an
-    option that needs another, an option of another role (``roles``; ``role`` defaults to
+    option that needs another (when the shell has it), an option of another role
+    (``roles``; ``role`` defaults to
     :func:`role_of`, and no role given refuses a role's options as needing their target)."""
     spell = spelling(shell)
     have = {n: v for n, v in values.items() if n in _BY_NAME}
@@ -434,7 +513,8 @@ def check_values(values: Mapping[str, Any], shell: str, *, role: str | None = No
         problem = row.check(value) if row.check is not None else None
         if problem:
             raise UsageError(problem.format(option=spell(name)))
-        if row.needs and _given(row, value) and not values.get(row.needs):
+        if row.needs and row.needs in values and _given(row, value) \
+                and not values[row.needs]:  # a shell without it (fuzz) needs no --fuzz
             raise UsageError(f"{spell(name)} needs {spell(row.needs)}")
     for rule in RULES:
         if rule.applies({n: have.get(n) for n in rule.names}):  # missing: not given
