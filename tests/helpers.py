@@ -217,3 +217,26 @@ def wait_for_line(path: Path, text: str, timeout: float = 90.0) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"{text!r} never appeared in {path}")
+
+
+HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile"
+
+
+def cancelled_fuzz_run(tmp_path: Path, target: list[str], progress: str, sig: int) -> Any:
+    """``acp-conformance fuzz`` of ``target`` (``--agent CMD``, ``--client CMD``) with a JSON
+    and a Markdown report, sent ``sig`` a second after it is generating (``progress``, its
+    progress line, is on stderr): the finished run, as ``fixtures/hostile/harness.py``'s
+    ``finish_cli`` gives it."""
+    if str(HOSTILE) not in sys.path:
+        sys.path.insert(0, str(HOSTILE))
+    from harness import finish_cli, start_cli
+
+    args = ["fuzz", *target, "--max-examples", "100000",
+            "--out", str(tmp_path / "out"), "--json", str(tmp_path / "report.json"),
+            "--markdown", str(tmp_path / "report.md"), "--no-color"]
+    proc = start_cli(args, tmp_path)
+    wait_for_line(tmp_path / "stderr.txt", progress)  # generating: the first runs driven
+    time.sleep(1.0)
+    signalled = time.monotonic()
+    proc.send_signal(sig)
+    return finish_cli(proc, tmp_path, signalled)

@@ -33,6 +33,13 @@ def _run(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     return proc.returncode, json.loads(report.read_text("utf-8")), proc.stdout
 
 
+def _grouping(tmp_path: Path, command: str, profile: Path,
+              *more: str) -> tuple[int, dict[str, Any], str]:
+    """The client ``command`` driven by ``profile`` through the case client-grouping."""
+    return _run(tmp_path, "--client", command, "--client-profile", str(profile), "--case",
+                "client-grouping", *more)
+
+
 def _timers(tmp_path: Path) -> list[dict[str, Any]]:
     out = []
     for path in sorted((tmp_path / "t").glob("*.jsonl")):
@@ -54,8 +61,7 @@ def test_the_reference_client_leaves_no_clock_deciding(tmp_path: Path) -> None:
     command, _ = reference_client()
     profile = tmp_path / "reference.yaml"
     profile.write_text(PROFILE_YAML, encoding="utf-8")
-    code, report, out = _run(tmp_path, "--client", command, "--client-profile", str(profile),
-                             "--case", "client-grouping")
+    code, report, out = _grouping(tmp_path, command, profile)
     assert code == 0, out
     assert _timers(tmp_path) == []  # every wait ended on a message
     assert not any(r.get("timer") for r in report["results"])
@@ -66,9 +72,8 @@ def test_the_doubles_answer_wait_is_recorded_and_named(tmp_path: Path) -> None:
     (--timeout, at most 5 s); MID-C-08/probe says that wait and --timeout rest under it.
     --timeout 8 keeps the client's own silence timeout (8 s) from ending the turn first."""
     command = f"{sys.executable} {CLIENTS / 'ignores_ids.py'} --agent-cmd {{agent}} --prompt {{prompt}}"
-    code, report, out = _run(tmp_path, "--client", command, "--client-profile",
-                             str(CLIENTS / "ignores-ids.yaml"), "--case", "client-grouping",
-                             "--timeout", "8")
+    code, report, out = _grouping(tmp_path, command, CLIENTS / "ignores-ids.yaml",
+                                  "--timeout", "8")
     assert code == 1, out
     waits = [t for t in _timers(tmp_path) if t["timer"] == "agent double's answer wait"]
     assert waits and waits[0]["seconds"] == ANSWER_WAIT_CAP and waits[0]["option"] == "--timeout"
@@ -83,9 +88,8 @@ def test_the_doubles_answer_wait_is_recorded_and_named(tmp_path: Path) -> None:
 
 def test_the_pty_silence_timeout_is_recorded_and_named(tmp_path: Path) -> None:
     command = f"{sys.executable} {HOSTILE / 'never_ready.py'} --agent-cmd {{agent}}"
-    code, report, out = _run(tmp_path, "--client", command, "--client-profile",
-                             str(CLIENTS / "reference.yaml"), "--case", "client-grouping",
-                             "--timeout", "1.5")
+    code, report, out = _grouping(tmp_path, command, CLIENTS / "reference.yaml",
+                                  "--timeout", "1.5")
     assert code == 1, out
     silence = [t for t in _timers(tmp_path) if t["timer"] == "silence timeout"]
     assert silence and silence[0]["seconds"] == 1.5 and silence[0]["option"] == "--timeout"

@@ -21,8 +21,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
-from harness import cli_env, finish_cli, start_cli
-from helpers import wait_for_line
+from harness import cli_env
+from helpers import cancelled_fuzz_run, wait_for_line
 
 from conformance.cli.demo import reference_agent_command
 from conformance.client.runner import reference_client
@@ -31,15 +31,7 @@ from conformance.client.runner import reference_client
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_cancelled_client_fuzz_run_is_not_a_pass(tmp_path: Path, sig: signal.Signals) -> None:
     command, _ = reference_client()
-    args = ["fuzz", "--client", command, "--max-examples", "100000",
-            "--out", str(tmp_path / "out"), "--json", str(tmp_path / "report.json"),
-            "--markdown", str(tmp_path / "report.md"), "--no-color"]
-    proc = start_cli(args, tmp_path)
-    wait_for_line(tmp_path / "stderr.txt", "[fuzz client]")  # generating, runs driven
-    time.sleep(1.0)
-    signalled = time.monotonic()
-    proc.send_signal(sig)
-    run = finish_cli(proc, tmp_path, signalled)
+    run = cancelled_fuzz_run(tmp_path, ["--client", command], "[fuzz client]", sig)
 
     assert run.returncode == 128 + sig, run.stdout[-2000:] + run.stderr[-2000:]
     assert "Traceback" not in run.stderr

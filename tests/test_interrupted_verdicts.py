@@ -25,7 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
 from harness import REPO_ROOT, agent_command, cli_env, finish_cli, start_cli
-from helpers import wait_for_line
+from helpers import cancelled_fuzz_run
 
 WAIT = 90.0  # how long a test waits for a run to reach the point it signals at
 
@@ -110,16 +110,7 @@ def reference_agent() -> str:
 def test_cancelled_fuzz_run_is_not_a_pass(tmp_path: Path, sig: signal.Signals) -> None:
     """A fuzz run cancelled before it found anything: 128+N, verdict interrupted, no
     PASS, and no note that the agent behaved flakily (nothing was repeated)."""
-    args = ["fuzz", "--agent", reference_agent(), "--max-examples", "100000",
-            "--out", str(tmp_path / "out"), "--json", str(tmp_path / "report.json"),
-            "--markdown", str(tmp_path / "report.md"), "--no-color"]
-    proc = start_cli(args, tmp_path)
-    # generating: the first runs have been driven (the progress line on stderr)
-    wait_for_line(tmp_path / "stderr.txt", "[fuzz agent]")
-    time.sleep(1.0)
-    signalled = time.monotonic()
-    proc.send_signal(sig)
-    run = finish_cli(proc, tmp_path, signalled)
+    run = cancelled_fuzz_run(tmp_path, ["--agent", reference_agent()], "[fuzz agent]", sig)
 
     assert run.returncode == 128 + sig, run.stdout[-2000:] + run.stderr[-2000:]
     assert "Traceback" not in run.stderr

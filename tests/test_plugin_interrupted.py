@@ -32,6 +32,19 @@ from helpers import wait_ready
 from conformance import transcript as tmod
 
 
+def assert_markdown_junit_and_console_say_interrupted(tmp_path: Path, sig: signal.Signals,
+                                                     log: str) -> None:
+    """The session's Markdown report, its JUnit test suite's properties and its console
+    verdict line each say it was interrupted by ``sig``."""
+    assert f"INTERRUPTED by {sig.name}" in (tmp_path / "report.md").read_text("utf-8")
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["verdict"] == "interrupted" and props["interrupted"] == sig.name
+    assert f"verdict: INTERRUPTED by {sig.name}" in log
+
+
 def interrupted_session(tmp_path: Path, agent: str, sig: signal.Signals, *extra: str,
                         group: bool = False) -> tuple[int, str]:
     """Run the plugin's prompt-lifecycle cases (v1, v2) against ``agent`` (``extra``: more
@@ -89,13 +102,7 @@ def test_interrupted_plugin_session_says_so(tmp_path: Path, sig: signal.Signals)
     assert f"interrupted by {sig.name}" in v2["note"]
     assert not any(r["outcome"] == "pass" for r in report["results"]
                    if r["case"] == "prompt-lifecycle@v2")
-    assert f"INTERRUPTED by {sig.name}" in (tmp_path / "report.md").read_text("utf-8")
-    root = ET.parse(tmp_path / "junit.xml").getroot()
-    suite = root if root.tag == "testsuite" else root.find("testsuite")
-    assert suite is not None
-    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
-    assert props["verdict"] == "interrupted" and props["interrupted"] == sig.name
-    assert f"verdict: INTERRUPTED by {sig.name}" in log
+    assert_markdown_junit_and_console_say_interrupted(tmp_path, sig, log)
     assert "PASS" not in log.split("acp-conformance", 1)[-1]
 
 
@@ -232,10 +239,4 @@ def test_interrupted_session_under_xdist_keeps_and_grades(tmp_path: Path, sig: s
     for name in unrun:
         assert cases[name]["cut"] == sig.name
         assert not any(o == "pass" for o in results[name].values())
-    assert f"INTERRUPTED by {sig.name}" in (tmp_path / "report.md").read_text("utf-8")
-    root = ET.parse(tmp_path / "junit.xml").getroot()
-    suite = root if root.tag == "testsuite" else root.find("testsuite")
-    assert suite is not None
-    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
-    assert props["verdict"] == "interrupted" and props["interrupted"] == sig.name
-    assert f"verdict: INTERRUPTED by {sig.name}" in log
+    assert_markdown_junit_and_console_say_interrupted(tmp_path, sig, log)

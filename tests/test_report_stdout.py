@@ -10,6 +10,7 @@ writes of a recorded transcript.
 from __future__ import annotations
 
 import json
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -29,25 +30,30 @@ def run_json(tmp_path: Path) -> Path:
     return path
 
 
+def _merge_to_stdout(tmp_path: Path, run_json: Path,
+                     option: str) -> subprocess.CompletedProcess[str]:
+    """``report --merge RUN OPTION -``: the run failed, so the matrix says so (exit 1), and
+    no file named ``-`` is written."""
+    proc = run_cli_process("report", "--merge", str(run_json), option, "-", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert not (tmp_path / "-").exists()
+    return proc
+
+
 def test_merge_json_dash_prints_the_matrix_on_stdout(tmp_path: Path, run_json: Path) -> None:
-    proc = run_cli_process("report", "--merge", str(run_json), "--json", "-", cwd=tmp_path)
-    assert proc.returncode == 1, proc.stderr  # the run failed: the matrix says so
+    proc = _merge_to_stdout(tmp_path, run_json, "--json")
     matrix = json.loads(proc.stdout)  # stdout is the matrix, whole
     [run] = matrix["runs"]
     assert run["verdict"] == "fail"
     assert any(r["rule"].startswith("MID-A-09") for r in matrix["rules"]), matrix["rules"][:3]
     assert proc.stderr.startswith("matrix: 1 run(s)")  # the summary line, out of the way
-    assert not (tmp_path / "-").exists()
 
 
 def test_merge_markdown_dash_prints_the_matrix_on_stdout(tmp_path: Path,
                                                         run_json: Path) -> None:
-    proc = run_cli_process("report", "--merge", str(run_json), "--markdown", "-",
-                           cwd=tmp_path)
-    assert proc.returncode == 1, proc.stderr
+    proc = _merge_to_stdout(tmp_path, run_json, "--markdown")
     assert proc.stdout.startswith("# acp-conformance matrix")
     assert "matrix:" not in proc.stdout
-    assert not (tmp_path / "-").exists()
 
 
 def test_merge_writes_files_and_prints_the_summary_as_before(tmp_path: Path,

@@ -59,28 +59,27 @@ def _argument_error(message: str) -> Exception:
     return argparse.ArgumentTypeError(message)
 
 
-def parse_repeat(text: str) -> int:
-    """``--repeat N``: a whole number from 1."""
+def _count(text: str, expected: str) -> int:
+    """A whole number from 1; ``expected`` says what the option takes when it is not one."""
     try:
         n = int(text)
     except ValueError:
-        raise _argument_error(f"expected a whole number, got {text!r}") from None
+        raise _argument_error(f"expected {expected}, got {text!r}") from None
     if n < 1:
         raise _argument_error(f"expected at least 1, got {n}")
     return n
+
+
+def parse_repeat(text: str) -> int:
+    """``--repeat N``: a whole number from 1."""
+    return _count(text, "a whole number")
 
 
 def parse_jobs(text: str) -> int:
     """``--jobs N`` or ``auto`` (the number of cores)."""
     if text == "auto":
         return os.cpu_count() or 1
-    try:
-        n = int(text)
-    except ValueError:
-        raise _argument_error(f"expected a whole number or auto, got {text!r}") from None
-    if n < 1:
-        raise _argument_error(f"expected at least 1, got {n}")
-    return n
+    return _count(text, "a whole number or auto")
 
 
 def find_model_script(value: str) -> Path:
