@@ -32,8 +32,6 @@ SESSION_UPSERT_KINDS: dict[str, str] = {"session_message": "session"}
 SESSION_KINDS: dict[str, str] = {**SESSION_CHUNK_KINDS, **SESSION_UPSERT_KINDS}
 WITH_SESSION_KINDS: dict[str, str] = {**MESSAGE_KINDS, **SESSION_KINDS}
 KINDS = ("user", "agent", "thought")  # the message kinds of every profile
-# Recorded on a session message, not graded (they name messages of other sessions).
-SESSION_REFERENCE_KEYS = ("senderMessageId", "recipientMessageId")
 
 
 def message_kinds(session_messages: bool) -> dict[str, str]:

@@ -240,3 +240,30 @@ def cancelled_fuzz_run(tmp_path: Path, target: list[str], progress: str, sig: in
     signalled = time.monotonic()
     proc.send_signal(sig)
     return finish_cli(proc, tmp_path, signalled)
+
+
+def expected_fingerprint(reg: Any) -> str:
+    """The fingerprint a regression file's own content gives (its name, unless it was
+    renamed)."""
+    from conformance import model
+    from conformance.fuzz.regressions import counterexample_shape
+    from conformance.fuzz.shapes import failure_shape, fingerprint
+    from conformance.results import Finding
+
+    finding = reg.header["finding"]
+    evidence = model.as_object(finding.get("evidence"))
+    recorded = Finding(reg.requirement, Outcome(finding.get("outcome", "fail")),
+                       str(finding.get("message", "")),
+                       entries=tuple(int(e) for e in evidence.get("entries", [])))
+    counterexample = counterexample_shape(reg.role, reg.steps, reg.model, reg.stream)
+    return fingerprint(reg.requirement, failure_shape(reg.role, reg.protocol, counterexample,
+                                                      recorded, reg.entries))
+
+
+def regrade_offline(reg: Any, *, strict: bool = False) -> list[Any]:
+    """A regression file's own transcript graded again from its header, as ``check``
+    grades it (``strict`` adds ``--strict`` to what the header records); its violations."""
+    from conformance.fuzz.grading import violations
+    from conformance.grading import grade_recorded
+
+    return violations(grade_recorded(reg.header, reg.entries, strict=strict), strict)

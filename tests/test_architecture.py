@@ -352,3 +352,77 @@ def test_no_long_module_without_its_reason() -> None:
         if len(lines) > LONG_MODULE and not (lines and lines[0].startswith("# long: ")):
             unexplained.append(f"{name} ({len(lines)} lines)")
     assert unexplained == []
+
+
+def defined_in(source: str) -> set[str]:
+    """The names a module's own code defines at its top (functions, classes, assignments,
+    also under ``if``/``try``), not the names it imports."""
+    found: set[str] = set()
+    todo = list(ast.parse(source).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try)):
+            todo += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
+                     *(s for h in getattr(node, "handlers", []) for s in h.body)]
+    return found
+
+
+def re_exports(sources: dict[str, str], modules: dict[str, str]) -> list[str]:
+    """Each name taken from a plain module (not a package's ``__init__``, a room's front
+    door) that does not define it: in its own ``__all__``, or in a ``from M import N`` of
+    any of ``sources`` (``{where: text}``); ``modules`` is ``{plain module: its text}``."""
+    defined = {m: defined_in(text) for m, text in modules.items()}
+    bad = []
+    for m, text in modules.items():
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+                names = [e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)]
+                bad += [f"{m}.__all__: {n}" for n in names if n not in defined[m]]
+    for where, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module in defined:
+                bad += [f"{where}:{node.lineno}: from {node.module} import {a.name}"
+                        for a in node.names if a.name not in defined[node.module]
+                        and f"{node.module}.{a.name}" not in MODULES]
+    return bad
+
+
+def test_the_re_export_reader_finds_a_shim() -> None:
+    """The check below can fail: a module that imports a name and lists it in ``__all__``,
+    and a caller that takes the name from it instead of from where it is defined."""
+    modules = {"conformance.reference.wire": "def text_block(t): ...\n",
+               "conformance.reference.agent": ("from conformance.reference.wire import "
+                                               "text_block\nclass ReferenceAgent: ...\n"
+                                               "__all__ = ['ReferenceAgent', 'text_block']\n")}
+    fixture = {"fixtures/agents/x.py": ("from conformance.reference.agent import "
+                                        "ReferenceAgent, text_block\n")}
+    assert re_exports(fixture, modules) == [
+        "conformance.reference.agent.__all__: text_block",
+        "fixtures/agents/x.py:1: from conformance.reference.agent import text_block"]
+    fixed = {"fixtures/agents/x.py": ("from conformance.reference.agent import ReferenceAgent\n"
+                                      "from conformance.reference.wire import text_block\n")}
+    modules["conformance.reference.agent"] = modules["conformance.reference.agent"].replace(
+        ", 'text_block'", "")
+    assert re_exports(fixed, modules) == []
+    assert defined_in("try:\n    X = 1\nexcept ImportError:\n    def f(): ...\n") == {"X", "f"}
+
+
+def test_no_module_re_exports_a_name_it_does_not_define() -> None:
+    """A name is taken from the module that defines it, never through another module that
+    imported it (a shim): a plain module's ``__all__`` lists only its own names, and no
+    import in the package, the tests, the benchmarks, the fixtures or the interop
+    harnesses takes a name from a plain module that does not define it. A package's
+    ``__init__`` may gather its modules' names: it is its room's front door."""
+    root = PACKAGE.parent
+    plain = {name: path.read_text(encoding="utf-8") for name, path in MODULES.items()
+             if path.name != "__init__.py"}
+    sources = {str(p.relative_to(root)): p.read_text(encoding="utf-8")
+               for folder in ("conformance", "tests", "bench", "fixtures", "interop")
+               for p in sorted((root / folder).rglob("*.py"))}
+    assert re_exports(sources, plain) == []

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO_ROOT, run_cli, v1_only_agent
-from helpers import fixture_target, reference_target
+from helpers import fixture_target, reference_target, regrade_offline
 
 from conformance.checks import Options
 from conformance.cli import main
@@ -94,7 +94,7 @@ def test_broken_agent_is_found_shrunk_saved_and_replayed(tmp_path: Path) -> None
     # The run recorded what it graded, as a suite case does: `check` of the file (and the
     # offline regrade) grades it from that header, and finds what the fuzzer found.
     assert reg.header["scope"]["role"] == "agent" and reg.header["scope"]["rules"] == "all"
-    offline = regressions.regrade_offline(reg)
+    offline = regrade_offline(reg)
     assert {(f.requirement, f.outcome) for f in offline} == {
         (f.requirement, f.outcome) for f in failure.findings}
     with_options = {"options": Options(), "strict": True, "cwd": str(tmp_path)}

@@ -38,13 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance import model
 from conformance.checks import Options
 from conformance.fuzz.shapes import failure_shape, fingerprint, stream_shape
 from conformance.results import Finding
 from conformance.transcript import Entry, TranscriptError, jsonl_files, load, write_atomic
 
-DEFAULT_DIR = Path("fixtures") / "regressions"
 PORTABLE_CWD = "/project"
 FIXED, STILL_FAILING, NOT_REPLAYED = "FIXED", "STILL FAILING", "NOT REPLAYED"
 
@@ -251,20 +249,6 @@ def read(path: Path) -> Regression:
     return reg
 
 
-def expected_fingerprint(reg: Regression) -> str:
-    """The fingerprint a file's own content gives (its name, unless it was renamed)."""
-    from conformance.results import Outcome
-
-    finding = reg.header["finding"]
-    evidence = model.as_object(finding.get("evidence"))
-    recorded = Finding(reg.requirement, Outcome(finding.get("outcome", "fail")),
-                       str(finding.get("message", "")),
-                       entries=tuple(int(e) for e in evidence.get("entries", [])))
-    counterexample = counterexample_shape(reg.role, reg.steps, reg.model, reg.stream)
-    return fingerprint(reg.requirement, failure_shape(reg.role, reg.protocol, counterexample,
-                                                      recorded, reg.entries))
-
-
 def files(paths: Iterable[Path]) -> list[Path]:
     """Regression files named by the user: files, and the *.jsonl in folders."""
     return jsonl_files(paths, lambda p: RegressionError(f"{p}: no such regression file or "
@@ -314,18 +298,7 @@ def replay_agent(reg: Regression, target: Any, *, options: Options, strict: bool
     return last
 
 
-def regrade_offline(reg: Regression, *, strict: bool = False,
-                    schema_dir: Path | None = None) -> list[Finding]:
-    """The file's own transcript graded again from its header, as ``check`` grades it
-    (``strict`` adds ``--strict`` to what the header records); its violations."""
-    from conformance.fuzz.grading import violations
-    from conformance.grading import grade_recorded
-
-    return violations(grade_recorded(reg.header, reg.entries, strict=strict,
-                                     schema_dir=schema_dir), strict)
-
-
-__all__ = ["DEFAULT_DIR", "FIXED", "NOT_REPLAYED", "STILL_FAILING", "Regression",
+__all__ = ["FIXED", "NOT_REPLAYED", "STILL_FAILING", "Regression",
            "RegressionError", "Saved", "Verdict", "agent_shape", "counterexample_shape",
-           "expected_fingerprint", "failure_fingerprint", "files", "read", "regrade_offline",
+           "failure_fingerprint", "files", "read",
            "regression_header", "replay_agent", "save", "session_cwd"]

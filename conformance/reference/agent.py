@@ -69,11 +69,9 @@ from conformance.reference.wire import (
     text_block,
 )
 
-# The reference target's public names: fixtures import them from here.
-__all__ = [
-    "CHUNK_UPDATES", "JsonObject", "ReferenceAgent", "RequestId", "RpcError", "Session",
-    "SessionStore", "Turn", "joined_text", "main", "text_block",
-]
+# What this module defines; a fixture imports the wire helpers, the sessions and the
+# connection from the modules that define them (wire.py, sessions.py, connection.py).
+__all__ = ["ReferenceAgent", "main"]
 
 class ReferenceAgent(Connection):
     """A conformant ACP agent. Override one method to break one rule."""

@@ -125,8 +125,6 @@ def _rows(result: RunResult, versions: list[int]) -> dict[str, dict[int, list[Fi
     return rows
 
 
-#: ``--show``: what the table lists (the Failures section and the counts come either way).
-SHOW = ("failures", "all")
 LEGEND = ("legend: a cell is the rule's worst outcome in that version, then its counts;\n"
           "        n/a: not exercised by the traffic (N/A: nothing in that version did); "
           "-: does not apply")
