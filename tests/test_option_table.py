@@ -338,6 +338,16 @@ def test_the_command_line_and_the_plugin_refuse_with_the_same_words(
     assert plugin.replace("--acp-", "--") == cli
 
 
+def test_the_plugins_fuzzing_and_the_fuzz_command_refuse_with_the_same_words(
+        tmp_path: Path) -> None:
+    """--acp-fuzz's model server with a client is refused as fuzz's --model-server is."""
+    cli = cli_error(tmp_path, "fuzz", "--client", "c {agent}", "--model-server")
+    plugin = plugin_error(tmp_path, "--acp-fuzz", "--acp-client", "c {agent}",
+                          "--acp-model-server")
+    assert plugin.replace("--acp-", "--") == cli
+    assert cli.startswith("--model-server does not apply to the client role")
+
+
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: "+".join(r.names))
 def test_each_rule_refuses_its_options_with_one_message_in_every_shell(rule: Any) -> None:
     import re

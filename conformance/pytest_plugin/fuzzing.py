@@ -115,12 +115,8 @@ def _build(config: pytest.Config) -> FuzzState:
     if not (agent or client or adapter):
         raise ValueError("--acp-fuzz needs --acp-agent CMD, --acp-client CMD or "
                          "--acp-client-adapter MODULE:FACTORY")
-    if agent and (client or adapter):
-        raise ValueError("--acp-agent and --acp-client fuzz different sides: run them "
-                         "separately")
-    if opt("acp_model_server") and not agent:
-        raise ValueError("--acp-model-server needs --acp-agent: the model stands behind an agent")
-    env = env_pairs(opt("acp_agent_env"), "--acp-agent-env")  # checked by the table
+    env = env_pairs(opt("acp_agent_env"), "--acp-agent-env")  # checked by the table, as
+    # are both sides at once and --acp-model-server without --acp-agent (pytest_configure)
     masker = _masker(env)
     protocols = (1, 2) if opt("acp_protocol") == "both" else (int(opt("acp_protocol")),)
     options = _options(opt("acp_profile"))

@@ -310,7 +310,7 @@ OPTIONS: tuple[Option, ...] = (
            shells=frozenset({"plugin"}), group="fuzz"),
     Option("fuzz-model-server", "--fuzz with --agent: serve the scripted model APIs and draw "
            "what the model says in every run ({model_url} filled in the command and "
-           "--agent-env values)", kind="flag", default=False,
+           "--agent-env values)", kind="flag", default=False, roles=frozenset({"agent"}),
            shells=frozenset({"plugin"}), group="fuzz", plugin="acp-model-server",
            needs="fuzz"),
     Option("regressions", "<plugin>--fuzz: save each shrunk failure here, once per "
