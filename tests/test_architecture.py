@@ -29,24 +29,39 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_in(source: str, module: str, *, is_package: bool = False) -> set[str]:
+def imports_in(source: str, module: str, *, is_package: bool = False,
+               loaded: bool = False) -> set[str]:
     """Every conformance module ``source`` (the text of ``module``) imports, at the top,
-    inside a function or under ``TYPE_CHECKING``, absolute or relative."""
+    inside a function or under ``TYPE_CHECKING``, absolute or relative. With ``loaded``,
+    each import read as the one module it loads, and only modules of the package (see
+    :func:`module_imports_in`)."""
     package = module if is_package else module.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and loaded:
+            base = from_base(node, package)
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
+                         for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                anchor = parts[: len(parts) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
+            base = from_base(node, package)
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)  # "from pkg import module"
+    if loaded:
+        return {m for m in found if m in MODULES and m != module}
     return {m for m in found if m == "conformance" or m.startswith("conformance.")
             or m == "argparse"}
+
+
+def from_base(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` reads from, a relative one resolved in ``package``."""
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        anchor = parts[: len(parts) - node.level + 1]
+        base = ".".join([*anchor, base] if base else anchor)
+    return base
 
 
 def imports_of(path: Path) -> set[str]:
@@ -189,20 +204,7 @@ def module_imports_in(source: str, module: str, *, is_package: bool = False) -> 
     read as the module it loads: ``from conformance.checks import events`` is the module
     ``conformance.checks.events`` (its package is already loaded, not imported for a
     name), ``from conformance.checks import Options`` the package ``conformance.checks``."""
-    package = module if is_package else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                anchor = parts[: len(parts) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
-                         for a in node.names)
-    return {m for m in found if m in MODULES and m != module}
+    return imports_in(source, module, is_package=is_package, loaded=True)
 
 
 def module_circles(imports: dict[str, set[str]]) -> list[str]:
