@@ -58,12 +58,10 @@ def test_ci_runs_mypy_strict_with_a_pinned_version() -> None:
 
 
 PACKAGE = REPO / "conformance"
-#: Modules whose ``__all__`` may name what they import. A package's ``__init__`` is its
-#: front door (``from conformance.transport import TargetProcess``): its names live in its
-#: modules. ``reference/agent.py`` is the one module a broken fixture imports
-#: (fixtures/agents/README.md: a fixture subclasses the reference agent and overrides as
-#: little as it can), so the session and turn types it builds on are named there too.
-FRONT_DOORS = {"conformance/reference/agent.py"}
+# A package's ``__init__`` is its front door (``from conformance.transport import
+# TargetProcess``): its ``__all__`` may name what its modules define. No plain module may:
+# a broken fixture takes ``ReferenceAgent`` from ``reference/agent.py`` and the session,
+# turn and wire names from the modules that define them (fixtures/agents/README.md).
 
 
 def defined_names(tree: ast.Module) -> set[str]:
@@ -104,13 +102,57 @@ def test_no_module_exports_a_name_it_does_not_define() -> None:
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(REPO).as_posix()
-        if path.name == "__init__.py" or rel in FRONT_DOORS:
+        if path.name == "__init__.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         foreign = [n for n in exported_names(tree) if n not in defined_names(tree)]
         if foreign:
             offenders.append(f"{rel}: {foreign}")
     assert not offenders, offenders
-    for rel in FRONT_DOORS:  # each exception is still needed
-        tree = ast.parse((REPO / rel).read_text(encoding="utf-8"))
-        assert [n for n in exported_names(tree) if n not in defined_names(tree)], rel
+
+
+def plain_modules() -> dict[str, ast.Module]:
+    """Every module of the package that is not a package's ``__init__``, by dotted name."""
+    return {".".join(p.relative_to(REPO).with_suffix("").parts): ast.parse(
+                p.read_text(encoding="utf-8"))
+            for p in sorted(PACKAGE.rglob("*.py")) if p.name != "__init__.py"}
+
+
+def taken_through(source: str, modules: dict[str, ast.Module], packages: set[str]) -> list[str]:
+    """Each ``from M import N`` of ``source`` that takes ``N`` from a plain module ``M``
+    (of ``modules``) that does not define it: through a module that only imported it.
+    ``packages``: the dotted names of the package's packages (``from pkg import module``
+    takes a module, not a name)."""
+    defined = {m: defined_names(tree) for m, tree in modules.items()}
+    return [f"{node.lineno}: from {node.module} import {a.name}"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module in defined
+            for a in node.names
+            if a.name not in defined[node.module]
+            and f"{node.module}.{a.name}" not in modules | dict.fromkeys(packages)]
+
+
+def test_the_import_reader_finds_a_name_taken_through_another_module() -> None:
+    modules = {"conformance.reference.wire": ast.parse("def text_block(t): ...\n"),
+               "conformance.reference.agent": ast.parse(
+                   "from conformance.reference.wire import text_block\n"
+                   "class ReferenceAgent: ...\n")}
+    shim = "from conformance.reference.agent import ReferenceAgent, text_block\n"
+    assert taken_through(shim, modules, set()) == [
+        "1: from conformance.reference.agent import text_block"]
+    direct = ("from conformance.reference.agent import ReferenceAgent\n"
+              "from conformance.reference.wire import text_block\n"
+              "from conformance.transport import TargetProcess\n")  # a front door
+    assert taken_through(direct, modules, set()) == []
+
+
+def test_no_name_is_taken_through_a_module_that_does_not_define_it() -> None:
+    """The package, the tests, the benchmarks, the fixtures and the interop harnesses
+    take each name from the module that defines it (or from a package's front door)."""
+    modules = plain_modules()
+    packages = {".".join(p.parent.relative_to(REPO).parts) for p in PACKAGE.rglob("__init__.py")}
+    found = [f"{path.relative_to(REPO).as_posix()}:{line}"
+             for folder in ("conformance", "tests", "bench", "fixtures", "interop")
+             for path in sorted((REPO / folder).rglob("*.py"))
+             for line in taken_through(path.read_text(encoding="utf-8"), modules, packages)]
+    assert found == []
