@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from conformance.report.formats import names
 from conformance.settings.table import argument, check_values, for_shell, help_for, option
 from conformance.usage import UsageError, env_pairs
 
@@ -188,7 +189,7 @@ def default_outputs(ns: argparse.Namespace, stem: str = "acp-conformance", *,
 
 
 #: The report options, in the order whose first named report the transcripts go beside.
-REPORT_OPTIONS = ("json", "junit", "html", "markdown")
+REPORT_OPTIONS = names()  # the report formats' table
 
 
 def keep_transcripts(ns: argparse.Namespace) -> None:
