@@ -29,9 +29,6 @@ from conformance.transcript import Entry
 if TYPE_CHECKING:
     from conformance.checks import Options
 
-#: The rule that grades how a protocol version was agreed: graded even in a case the
-#: target could not take, since the negotiation itself is what its traffic shows.
-NEGOTIATION = ("TARGET/negotiation",)
 #: What ``check`` says of a transcript that records no scope (someone else's).
 DEFAULT_SCOPE_NOTE = ("no grading scope recorded in the transcript: graded every rule with "
                       "the default options")
@@ -143,6 +140,7 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
     header's (``check --protocol``); ``select`` narrows the recorded scope to some rules
     (a caller that asks for them on purpose: ``acp_session.findings``)."""
     from conformance.checks import grade
+    from conformance.checks.target import NEGOTIATION
     from conformance.timers import annotate  # the clock-ended waits a finding rests on
 
     # a file's entries (transcript.EntryFile) stream from it: never all held at once
@@ -168,7 +166,7 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
         dropped = ((Outcome.NOT_APPLICABLE,) if scope.role == "client"
                    else (Outcome.NOT_APPLICABLE, Outcome.PASS))
         rows += [f for f in grade(entries, protocol=protocol, options=options,
-                                  select=list(NEGOTIATION), role=scope.role)
+                                  select=[NEGOTIATION], role=scope.role)
                  if f.outcome not in dropped]
         return apply_strict(rows, strict)
     found = grade(entries, protocol=protocol, options=options,
@@ -185,6 +183,45 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
         found = [dataclasses.replace(f, reason=Reason.CUT)
                  if f.reason is Reason.NOT_TESTABLE else f for f in found]
     return apply_strict(annotate(found, header, entries), strict)
+
+
+def case_protocol(header: Mapping[str, Any]) -> int:
+    """The protocol version a recorded case belongs to, as the live run reported it: for a
+    proxy case the version behind the proxy (a declared v2-to-v1 adapter's case is a v2
+    case, though its client side speaks v1 in front)."""
+    if header.get("agent_protocol"):
+        return int(header["agent_protocol"])
+    return int(header.get("protocol", 1))
+
+
+class RecordedError(ValueError):
+    """A recorded case that cannot be graded as it stands (one line; the caller names the
+    file)."""
+
+
+def grade_file(path: Path, header: Mapping[str, Any], *, protocol: int | None = None,
+               strict: bool = False, schema_dir: Path | None = None) -> list[Finding]:
+    """One recorded case's file graded from its header, as every road grades a file
+    (``check``, ``verify``): a case recorded on two sides (a proxy's) is its client side
+    graded with the agent side its header names, which lies beside it; any other file
+    streams from disk. ``protocol`` overrides the recorded version (``check --protocol``)."""
+    from conformance import transcript as tmod
+
+    if header.get("side") != "client":
+        return grade_recorded(header, tmod.EntryFile(path), strict=strict,
+                              protocol=case_protocol(header) if protocol is None else protocol,
+                              schema_dir=schema_dir)
+    entries = list(tmod.iter_entries(path)[1])
+    named = header.get("agent_side")
+    if not named and Ending.from_header(header).reason is not None:
+        # a case the run did not play: its transcript is a header saying why, one side
+        return grade_recorded(header, entries, agent_side=[], protocol=protocol, strict=strict)
+    other = path.with_name(str(named or "-"))
+    if not named or not other.is_file():
+        raise RecordedError("a proxy transcript needs its agent side beside it "
+                            f"({other.name if named else 'no agent_side in its header'})")
+    return grade_recorded(header, entries, agent_side=list(tmod.iter_entries(other)[1]),
+                          protocol=protocol, strict=strict)
 
 
 def _grade_sides(header: Mapping[str, Any], scope: Scope, ending: Ending,

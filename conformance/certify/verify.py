@@ -206,7 +206,13 @@ def _regrade(root: Path, report: RunResult, out: VerifyResult,
     """Every transcript of the bundle graded again, as ``check`` grades it; the result has
     the report's run metadata (target, date, ...) and the cases in the report's order."""
     from conformance import transcript as tmod
-    from conformance.grading import conclude, grade_recorded, recorded_case
+    from conformance.grading import (
+        RecordedError,
+        case_protocol,
+        conclude,
+        grade_file,
+        recorded_case,
+    )
 
     files = sorted((root / TRANSCRIPTS).glob("*.jsonl")) if (root / TRANSCRIPTS).is_dir() else []
     headers: dict[Path, dict[str, Any]] = {}
@@ -220,22 +226,12 @@ def _regrade(root: Path, report: RunResult, out: VerifyResult,
     for f, header in headers.items():
         if header.get("side") == "agent":
             continue  # graded with its client side
+        protocol = case_protocol(header)
         try:
-            _, entries = tmod.iter_entries(f)
-            protocol = _case_protocol(header)
-            if header.get("role") == "proxy":
-                other = f.with_name(str(header.get("agent_side") or ""))
-                sent: list[Any] = []
-                if header.get("agent_side"):
-                    if not other.is_file():
-                        out.problems.append(f"{TRANSCRIPTS}/{f.name}: its agent side "
-                                            f"{other.name} is not in the bundle")
-                        continue
-                    sent = list(tmod.iter_entries(other)[1])
-                findings = grade_recorded(header, list(entries), agent_side=sent)
-            else:
-                findings = grade_recorded(header, entries, protocol=protocol,
-                                          schema_dir=schema_dir)
+            findings = grade_file(f, header, schema_dir=schema_dir)
+        except RecordedError as exc:  # a proxy case whose agent side is not in the bundle
+            out.problems.append(f"{TRANSCRIPTS}/{f.name}: {exc}")
+            continue
         except Exception as exc:  # noqa: BLE001 - see above
             out.problems.append(f"{TRANSCRIPTS}/{f.name}: cannot be graded: {_short(exc)}")
             continue
@@ -311,12 +307,6 @@ def _installed_cases() -> dict[str, Any]:
         return {c.id: c for c in casemod.load_dir()}
     except Exception:  # noqa: BLE001 - a comparison we cannot make is not a finding
         return {}
-
-
-def _case_protocol(header: dict[str, Any]) -> int:
-    if header.get("role") == "proxy" and header.get("agent_protocol"):
-        return int(header["agent_protocol"])
-    return int(header.get("protocol", 1))
 
 
 def _short(exc: Exception) -> str:

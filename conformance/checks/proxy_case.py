@@ -11,13 +11,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 from conformance.checks.base import Options
 from conformance.checks.proxy import REQUIREMENTS, grade_proxy
+from conformance.checks.target import AGENT_NEGOTIATION, NEGOTIATION
 from conformance.results import Finding, Outcome, Reason
 from conformance.transcript import Entry
-
-#: The rule that grades how a protocol version was agreed (graded even in a case not played).
-NEGOTIATION = "TARGET/negotiation"
-AGENT_NEGOTIATION = "TARGET/negotiation/agent"  # checks.target.AgentNegotiation's rule
-
 
 #: How the grading of a recorded case grades one side with the one-transcript checkers:
 #: (entries, rules, protocol, with the official schemas) -> findings (agent role).

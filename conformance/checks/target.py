@@ -200,6 +200,12 @@ def _show(rid: Any) -> str:
     return text if len(text) <= 80 else f"{text[:80]}... ({len(text)} characters)"
 
 
+#: The rules that grade how a protocol version was agreed: graded even in a case the target
+#: could not take, since the negotiation itself is what its traffic shows.
+NEGOTIATION = "TARGET/negotiation"  # Negotiation's rule (client side)
+AGENT_NEGOTIATION = "TARGET/negotiation/agent"  # AgentNegotiation's rule
+
+
 @register
 class Negotiation(Checker):
     """Client side: a client that asked for an older protocol version than the agent

@@ -29,9 +29,11 @@ def cmd_check(ns: argparse.Namespace) -> int:
     from conformance import transcript as tmod
     from conformance.grading import (
         DEFAULT_SCOPE_NOTE,
+        RecordedError,
         Scope,
+        case_protocol,
         conclude,
-        grade_recorded,
+        grade_file,
         recorded_case,
     )
     from conformance.results import RunResult
@@ -65,13 +67,12 @@ def cmd_check(ns: argparse.Namespace) -> int:
             protocol = int(ns.protocol)
         # A fuzz regression records whether it was found under --strict.
         strict = ns.strict or header.get("strict") is True
-        if header.get("side") == "client":  # a case recorded on two sides (a proxy's)
-            findings = _grade_proxy(f, header, list(tmod.iter_entries(f)[1]),
-                                    None if ns.protocol == "both" else protocol, strict)
-        else:
-            # streamed from the file (and read again only where a finding needs it)
-            findings = grade_recorded(header, tmod.EntryFile(f), protocol=protocol,
-                                      strict=strict, schema_dir=getattr(ns, "schema_dir", None))
+        try:
+            findings = grade_file(f, header, strict=strict,
+                                  protocol=None if ns.protocol == "both" else protocol,
+                                  schema_dir=getattr(ns, "schema_dir", None))
+        except RecordedError as exc:
+            raise UsageError(f"{f}: {exc}") from None
         cr = recorded_case(header, findings, name=str(header.get("case") or f.stem),
                            description=f"recorded transcript {f.name}", protocol=protocol,
                            path=str(f))
@@ -85,33 +86,6 @@ def cmd_check(ns: argparse.Namespace) -> int:
 
         baseline = load_baseline(ns, casemod.load_dir())
     return report_run(ns, result, baseline=baseline, masker=build_masker(ns))
-
-
-def case_protocol(header: dict[str, Any]) -> int:
-    """The protocol version a recorded case belongs to, as the live run reported it: for a
-    proxy case the version behind the proxy (a declared v2-to-v1 adapter's case is a v2
-    case, though its client side speaks v1 in front)."""
-    if header.get("agent_protocol"):
-        return int(header["agent_protocol"])
-    return int(header.get("protocol", 1))
-
-
-def _grade_proxy(path: Path, header: dict[str, Any], entries: list[Any],
-                 protocol: int | None, strict: bool) -> list[Any]:
-    """A proxy case: its client side against the agent side it names, as the run graded it."""
-    from conformance import transcript as tmod
-    from conformance.grading import Ending, grade_recorded
-
-    if not header.get("agent_side") and Ending.from_header(header).reason is not None:
-        # a case the run did not play: its transcript is a header saying why, one side
-        return grade_recorded(header, entries, agent_side=[], protocol=protocol, strict=strict)
-    other = path.with_name(str(header.get("agent_side") or "-"))
-    if not header.get("agent_side") or not other.is_file():
-        raise UsageError(f"{path}: a proxy transcript needs its agent side beside it "
-                         f"({other.name if header.get('agent_side') else 'no agent_side in its header'})")
-    _, sent = tmod.iter_entries(other)
-    return grade_recorded(header, entries, agent_side=list(sent), protocol=protocol,
-                          strict=strict)
 
 
 def with_options(ns: argparse.Namespace, header: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from conformance.report.formats import STDOUT, names
 from conformance.settings.table import OPTIONS, argument, check_values, help_for, option
 from conformance.usage import UsageError, env_pairs
 
@@ -196,9 +197,9 @@ def default_outputs(ns: argparse.Namespace, stem: str = "acp-conformance", *,
 
 
 #: The report options, in the order whose first named report the transcripts go beside.
-REPORT_OPTIONS = ("json", "junit", "html", "markdown")
+REPORT_OPTIONS = names()  # the report formats' table
 
-STDOUT, STDOUT_REPORTS = "-", ("json", "junit", "markdown")  # --json -: to standard output
+STDOUT_REPORTS = names(stdout=True)  # --json -: to standard output
 
 
 def is_stdout(path: Any) -> bool:
@@ -208,7 +209,7 @@ def is_stdout(path: Any) -> bool:
 def claim_stdout(ns: argparse.Namespace) -> None:
     """A report named ``-`` takes standard output; what the run would print there goes to
     stderr. One report only; ``--html -`` is refused (the HTML report is a file)."""
-    named = [o for o in (*REPORT_OPTIONS, "write_baseline") if is_stdout(getattr(ns, o, None))]
+    named = [o for o in (*names(), "write_baseline") if is_stdout(getattr(ns, o, None))]
     wrong = [o for o in named if o not in STDOUT_REPORTS]
     if wrong:
         raise UsageError(f"--{wrong[0].replace('_', '-')} -: this output is a file; only "

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conformance.cli.options import EXIT_FAIL, EXIT_OK, build_masker, claim_stdout, is_stdout
+from conformance.cli.options import EXIT_FAIL, EXIT_OK, build_masker, claim_stdout
+from conformance.report.formats import names
 
 
 def interrupted(ns: argparse.Namespace, exc: Any, **report: Any) -> int:
@@ -36,9 +37,8 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
 
     Every string of the result is masked with ``masker`` (the run's, or one built from
     ``ns``) before anything is printed or written."""
-    from conformance.report import console_summary, write_json, write_junit
+    from conformance.report import console_summary
     from conformance.report.catalogue import run_date
-    from conformance.report.traceability import traceability
 
     claim_stdout(ns)  # --json - (or --junit -, --markdown -): stdout holds that report only
     masker = masker if masker is not None else build_masker(ns)
@@ -76,41 +76,23 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
         if not quiet:
             print("\n".join(verdict.lines()))
         print("verdict with baseline: " + ("FAIL" if verdict.failed else "PASS"))
-    trace = None
-    if ns.html or ns.markdown:
-        if cases is None:
-            from conformance import cases as casemod
+    from conformance.report.formats import Inputs, write_reports
 
-            cases = casemod.load_dir(getattr(ns, "cases", None))
-        trace = traceability(cases)
-    if ns.html:
-        from conformance.report.html import read_transcript, write_html
+    def trace() -> Any:
+        from conformance import cases as casemod
+        from conformance.report.traceability import traceability
 
-        write_html(result, ns.html, baseline=verdict, trace=trace,
-                   transcripts=lambda c: masker.data(read_transcript(saved.get(c.case))))
-    if getattr(ns, "json", None):
-        if is_stdout(ns.json):
-            from conformance.report.jsonreport import dumps
+        return traceability(cases if cases is not None
+                            else casemod.load_dir(getattr(ns, "cases", None)))
 
-            _to_stdout(ns, dumps(result))
-        else:
-            write_json(result, ns.json)
-    if ns.junit:
-        if is_stdout(ns.junit):
-            from conformance.report.junit import to_xml
+    def transcript(case: Any) -> Any:
+        from conformance.report.html import read_transcript
 
-            _to_stdout(ns, to_xml(result))
-        else:
-            write_junit(result, ns.junit)
-    if ns.markdown:
-        from conformance.report.markdown import to_markdown, write_markdown
+        return masker.data(read_transcript(saved.get(case.case)))
 
-        if is_stdout(ns.markdown):
-            _to_stdout(ns, to_markdown(result, baseline=verdict, trace=trace))
-        else:
-            write_markdown(result, ns.markdown, baseline=verdict, trace=trace)
-    written = [str(p) for p in (ns.html, getattr(ns, "json", None), ns.junit, ns.markdown)
-               if p and not is_stdout(p)]
+    written = write_reports(result, {f: getattr(ns, f, None) for f in names()},
+                            Inputs(baseline=verdict, trace=trace, transcripts=transcript),
+                            stdout=lambda text: _to_stdout(ns, text))
     if written and getattr(ns, "default_reports", False) and not quiet:  # where they went
         print("reports: " + ", ".join(written), file=sys.stderr)
     for why in result.unfinished.values():  # never green: nothing of it ran to its end
@@ -138,7 +120,7 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
 def _to_stdout(ns: argparse.Namespace, text: str) -> None:
     """The one report named ``-``, on the standard output the run kept for it."""
     out = getattr(ns, "report_stdout", None) or sys.stdout
-    out.write(text if text.endswith("\n") else text + "\n")
+    out.write(text)
     out.flush()
 
 

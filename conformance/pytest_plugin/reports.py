@@ -139,11 +139,12 @@ class Reports:
             session.exitstatus = 128 + self.signum
             self.junit_interrupted(signal.Signals(self.signum).name)
         opt = self.config.getoption
-        if not (opt("acp_json") or opt("acp_html") or opt("acp_markdown")
-                or opt("acp_certify") or opt("acp_badge")):
+        from conformance.report.formats import FORMATS, Inputs, write_reports
+
+        paths = {f.name: opt("acp_" + f.name) for f in FORMATS if "plugin" in f.shells}
+        if not (any(paths.values()) or opt("acp_certify") or opt("acp_badge")):
             return
         from conformance.report.heading import with_label
-        from conformance.report.jsonreport import write_json
         from conformance.report.traceability import traceability
 
         state = self.config.stash[STATE]
@@ -152,21 +153,13 @@ class Reports:
             result = state.run.masker.data(result)
         with_label(result, opt("acp_target_name"), opt("acp_target_version"))
         verdict = state.baseline.evaluate(result.cases) if state.baseline is not None else None
-        trace = traceability(state.cases)
-        if opt("acp_json"):
-            write_json(result, Path(opt("acp_json")))
-            agent = self.agent_behind()
-            if agent is not None:  # beside the proxy's, as the command line writes it
-                path = Path(opt("acp_json"))
-                write_json(agent, path.with_name(path.stem + ".agent" + path.suffix))
-        if opt("acp_html"):
-            from conformance.report.html import write_html
-
-            write_html(result, Path(opt("acp_html")), baseline=verdict, trace=trace)
-        if opt("acp_markdown"):
-            from conformance.report.markdown import write_markdown
-
-            write_markdown(result, Path(opt("acp_markdown")), baseline=verdict, trace=trace)
+        write_reports(result, paths, Inputs(baseline=verdict,
+                                            trace=lambda: traceability(state.cases)))
+        agent = self.agent_behind()
+        if agent is not None and paths.get("json"):  # beside the proxy's, as the CLI writes it
+            path = Path(paths["json"])
+            write_reports(agent, {"json": path.with_name(path.stem + ".agent" + path.suffix)},
+                          Inputs())
         self.certify(result)
 
     def junit_interrupted(self, name: str) -> None:
@@ -219,7 +212,10 @@ class Reports:
         if state.baseline is not None:
             for line in state.baseline.evaluate(result.cases).lines():
                 say(line)
-        for key in ("acp_json", "acp_html", "acp_markdown", "acp_certify", "acp_badge"):
+        from conformance.report.formats import FORMATS
+
+        for key in (*("acp_" + f.name for f in FORMATS if "plugin" in f.shells),
+                    "acp_certify", "acp_badge"):
             if self.config.getoption(key):
                 say(f"{key[4:]} report: {self.config.getoption(key)}")
         agent = self.agent_behind()

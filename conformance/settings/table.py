@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance.report.formats import FORMATS
 from conformance.usage import UsageError
 
 __all__ = ["GROUPS", "OPTIONS", "ROLES", "RULES", "SHELLS", "Clash", "Option", "argument", "check_values",
@@ -241,10 +242,8 @@ OPTIONS: tuple[Option, ...] = (
            "(a folder with v1/schema.json and v2/schema.json)", kind="path", metavar="DIR",
            group="grading"),
     # -- output -------------------------------------------------------------------
-    Option("json", "write the JSON report here<cli> (-: stdout)</cli>", kind="path",
-           metavar="PATH", shells=PLUGIN, group="output"),
-    Option("junit", "write JUnit XML here (-: stdout)", kind="path", metavar="PATH",
-           group="output"),
+    *(Option(f.name, f.help, kind="path", metavar="PATH", shells=f.shells, group="output")
+      for f in FORMATS),  # the report formats' table: one row there makes the option
     Option("transcripts", "write one transcript per case into DIR (default: <cli>a "
            "transcripts/ folder under --out, or beside the first report named, whenever a "
            "report is written</cli><plugin>pytest's temp dir</plugin>)", kind="path",
@@ -252,12 +251,6 @@ OPTIONS: tuple[Option, ...] = (
     Option("no-transcripts", "keep no transcripts (the reports then name none; the HTML "
            "report still shows each case's wire lines)", kind="flag", default=False,
            group="output"),
-    Option("html", "write a self-contained HTML report (statement, requirements, findings, "
-           "wire transcripts) here", kind="path", metavar="PATH", shells=PLUGIN,
-           group="output"),
-    Option("markdown", "write a Markdown summary with the certification statement here"
-           "<cli> (e.g. $GITHUB_STEP_SUMMARY; -: stdout)</cli>", kind="path", metavar="PATH",
-           shells=PLUGIN, group="output"),
     Option("baseline", "expected failures (case:requirement per entry): listed fails do not "
            "fail the run<plugin> (they are xfail)</plugin>, unlisted ones do, listed entries "
            "that now pass are stale and fail the run", kind="path", metavar="FILE",
