@@ -139,8 +139,6 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
     side). ``strict`` adds ``--strict`` to what was recorded; ``protocol`` overrides the
     header's (``check --protocol``); ``select`` narrows the recorded scope to some rules
     (a caller that asks for them on purpose: ``acp_session.findings``)."""
-    from conformance.checks import grade
-    from conformance.checks.target import NEGOTIATION
     from conformance.timers import annotate  # the clock-ended waits a finding rests on
 
     # a file's entries (transcript.EntryFile) stream from it: never all held at once
@@ -149,40 +147,53 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
     if select:
         scope = dataclasses.replace(scope, rules=tuple(select))
     ending = Ending.from_header(header)
-    strict = strict or scope.strict
-    options = scope.options()
     if agent_side is not None:  # a case recorded on two sides (a proxy's): graded as one
-        return apply_strict(annotate(_grade_sides(header, scope, ending, entries, agent_side,
-                                                  protocol, schema_dir), header, entries),
-                            strict)
-    protocol = int(header.get("protocol", 1)) if protocol is None else protocol
-    if ending.reason is not None:  # the case was not played: its rules say why
-        requirements = [str(r) for r in header.get("requirements") or []]
-        why = shown_note(ending.note, ending.reason)
-        rows = [Finding(r, Outcome.NOT_APPLICABLE, why, reason=ending.reason)
-                for r in requirements]
-        # An agent's case not played grades nothing but the fault of a failed negotiation
-        # (never a pass); a client's shows how it handled the version it was answered.
-        dropped = ((Outcome.NOT_APPLICABLE,) if scope.role == "client"
-                   else (Outcome.NOT_APPLICABLE, Outcome.PASS))
-        rows += [f for f in grade(entries, protocol=protocol, options=options,
-                                  select=[NEGOTIATION], role=scope.role)
-                 if f.outcome not in dropped]
-        return apply_strict(rows, strict)
-    found = grade(entries, protocol=protocol, options=options,
-                  select=list(scope.rules) if scope.rules is not None else None,
-                  role=scope.role, schema_dir=schema_dir)
+        found = _grade_sides(header, scope, ending, entries, agent_side, protocol, schema_dir)
+    else:
+        version = int(header.get("protocol", 1)) if protocol is None else protocol
+        found = (_played(scope, ending, entries, version, schema_dir) if ending.reason is None
+                 else _not_played(header, scope, ending, entries, version))
+    return apply_strict(annotate(found, header, entries), strict or scope.strict)
 
-    def regrade(control: list[Entry], rules: list[str]) -> list[Finding]:
+
+def _not_played(header: Mapping[str, Any], scope: Scope, ending: Ending,
+                entries: Sequence[Entry], protocol: int) -> list[Finding]:
+    """A case the run did not play: each of its requirements not applicable, with why.
+    An agent's case grades nothing else but the fault of a failed negotiation (never a
+    pass); a client's shows how it handled the version it was answered."""
+    from conformance.checks import grade
+    from conformance.checks.target import NEGOTIATION
+
+    assert ending.reason is not None
+    why = shown_note(ending.note, ending.reason)
+    rows = [Finding(str(r), Outcome.NOT_APPLICABLE, why, reason=ending.reason)
+            for r in header.get("requirements") or []]
+    dropped = ((Outcome.NOT_APPLICABLE,) if scope.role == "client"
+               else (Outcome.NOT_APPLICABLE, Outcome.PASS))
+    return rows + [f for f in grade(entries, protocol=protocol, options=scope.options(),
+                                    select=[NEGOTIATION], role=scope.role)
+                   if f.outcome not in dropped]
+
+
+def _played(scope: Scope, ending: Ending, entries: Sequence[Entry], protocol: int,
+            schema_dir: Path | None) -> list[Finding]:
+    """A case played: every rule of its scope, a fault's consequences folded into it,
+    the case's exclusions applied, and what a cut case never reached marked cut."""
+    from conformance.checks import grade
+
+    options = scope.options()
+
+    def regrade(control: Sequence[Entry], rules: list[str] | None) -> list[Finding]:
         return grade(control, protocol=protocol, options=options, select=rules,
                      role=scope.role, schema_dir=schema_dir)
 
+    found = regrade(entries, list(scope.rules) if scope.rules is not None else None)
     found = fold_faults(fold_consequences(found), entries, role=scope.role, regrade=regrade)
     found = _excluded(found, scope.exclude)
     if ending.cut:  # what a cut case never reached is cut, not merely untested
         found = [dataclasses.replace(f, reason=Reason.CUT)
                  if f.reason is Reason.NOT_TESTABLE else f for f in found]
-    return apply_strict(annotate(found, header, entries), strict)
+    return found
 
 
 def case_protocol(header: Mapping[str, Any]) -> int:
