@@ -73,12 +73,13 @@ def build_fuzz_parser() -> argparse.ArgumentParser:
     e.add_argument("--seed", type=int, metavar="N",
                    help="the run's seed (printed either way; the same seed repeats the run)")
     e.add_argument("--runs-per-process", type=int, default=None, metavar="N",
-                   help="persistent mode (agents): one agent process serves up to N generated "
+                   help="persistent mode: one agent process serves up to N generated "
                         "runs, each in sessions of its own; a fresh one is started for a load or "
                         "resume on a fresh process, after a crash, hang or broken rule, and "
-                        f"after N runs (default {DEFAULT_RUNS_PER_PROCESS})")
+                        f"after N runs (default {DEFAULT_RUNS_PER_PROCESS}); an interactive "
+                        "client takes each run as a turn of its own")
     e.add_argument("--fresh-process", action="store_true",
-                   help="a fresh agent process for every generated run (as before persistent "
+                   help="a fresh agent (or client) process for every generated run (as before persistent "
                         "mode; the same as --runs-per-process 1)")
     e.add_argument("--max-failures", type=int, metavar="N",
                    help="stop generating once N rules broke (default: go on to the end)")
@@ -299,7 +300,9 @@ def _fuzz_client(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
     return run_client_fuzz(target, effort, seed, protocols=tuple(protocols_of(ns)),
                            options=options, strict=ns.strict, max_failures=ns.max_failures,
                            progress=progress, schema_dir=ns.schema_dir,
-                           database=ns.database, keeper=ns.keeper)
+                           database=ns.database, keeper=ns.keeper,
+                           runs_per_process=(1 if ns.fresh_process else
+                                             ns.runs_per_process or _runs_per_process()))
 
 
 def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> int:
@@ -353,8 +356,11 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
                     out(f"    {line}")
         else:
             from conformance.fuzz.client_fuzz import describe_stream
+            from conformance.fuzz.client_persistent import describe_history as after
 
             out("  minimal counterexample: " + describe_stream(f.stream))
+            if after(f) is not None:
+                out(f"  {after(f)}")
         also = sorted({x.requirement for x in f.findings} - {f.requirement})
         if also:
             out(f"  the same run also broke: {', '.join(also)}")
