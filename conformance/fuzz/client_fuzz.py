@@ -329,9 +329,11 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
     def fuzz(data: Any) -> None:
         if budget.spent() and not smallest:
             raise StopFuzzing()
-        if max_failures is not None and not smallest and len(cross) >= max_failures:
-            raise StopFuzzing()  # enough broken rules, each found needing earlier turns
         protocol, steps = draw_turn(data, protocols, options.profile.interleave_allowed)
+        if max_failures is not None and not smallest and len(cross) >= max_failures:
+            # enough broken rules, each found needing earlier turns (after the draws:
+            # Hypothesis takes a run that stops before drawing for inconsistent data)
+            raise StopFuzzing()
         raise_pending()  # a signal whose Interrupted was swallowed still ends generation
         budget.example_started()
         stream = stream_of(protocol, steps)

@@ -1,0 +1,144 @@
+"""Persistent client fuzzing: many generated runs as turns of one client process.
+
+Against real client processes through a pty: the reference client is fuzzed on
+reused processes and stays clean; a held-in fixture whose fault needs an earlier
+turn on the same process (``folds_earlier_turn_ids``) is found by persistent
+fuzzing and not by a fresh process per run within the same budget, and its
+counterexample keeps the earlier turn it needs, replays to the same fail on a fresh
+client (and is fixed by the reference client), and ``check`` grades the saved file
+to the same fail. The stream arithmetic is checked without a target.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import yaml
+from conftest import REPO_ROOT, run_cli
+
+from conformance.checks import Options
+from conformance.client.profile import load as load_profile
+from conformance.client.runner import reference_client
+from conformance.fuzz import client_persistent, regressions
+from conformance.fuzz.client_fuzz import (
+    ClientChoice,
+    ClientTarget,
+    replay_client,
+    run_client_fuzz,
+    stream_case,
+)
+from conformance.fuzz.settings import get_effort
+
+CLIENTS = REPO_ROOT / "fixtures" / "clients"
+CROSS = "folds_earlier_turn_ids.py"
+HELD_IN = {e["file"]: e for e in yaml.safe_load(
+    (CLIENTS / "manifest.yaml").read_text(encoding="utf-8"))["persistent"]}
+PROFILE = CLIENTS / "reference.yaml"
+
+
+def fixture_command(name: str) -> str:
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(CLIENTS / name))} --agent-cmd {{agent}}"
+
+
+def target(command: str) -> ClientTarget:
+    return ClientTarget("client", command=command, profile=load_profile(PROFILE),
+                        timeout=10.0, profile_path=str(PROFILE))
+
+
+def test_later_turns_are_told_apart_and_histories_play_first() -> None:
+    stream = {"protocol": 2, "prompt": "p", "steps": [
+        {"agent": "w1. ", "id": "a"}, {"upsert": "agent", "id": "b", "content": ["w2. "]},
+        {"batch": [{"thought": "w3. ", "id": "c"}]}, {"tool_call": "Tool 1"}]}
+    third = client_persistent.turn_stream(stream, 3)
+    assert third["prompt"] != stream["prompt"]
+    assert [s.get("agent") or s.get("content") or s.get("batch") for s in third["steps"]][:3] \
+        == ["t3 w1. ", ["t3 w2. "], [{"thought": "t3 w3. ", "id": "c"}]]
+    assert client_persistent.message_ids(third["steps"]) == {"a", "b", "c"}
+    composed = client_persistent.with_history(third, [stream])
+    case = stream_case(2, composed)
+    assert case.drive == ("start", {"play": "fuzz-1"}, {"play": "fuzz"})
+    assert [t["prompt"] for t in case.stream] == ["p", third["prompt"]]
+    assert client_persistent.earlier_turns(composed) == 1
+
+
+def test_reference_client_is_fuzzed_on_reused_processes() -> None:
+    command, profile = reference_client()
+    ref = ClientTarget("reference client", command=command, profile=profile, timeout=10.0)
+    result = run_client_fuzz(ref, get_effort("ci", max_examples=30), seed=5, strict=True,
+                             runs_per_process=50)
+    assert result.failures == [], [(f.requirement, f.stream) for f in result.failures]
+    assert result.reused >= 5, result.notes  # runs played as later turns of a kept client
+    assert result.processes < result.examples
+    passed = {r for cov in result.coverage.values() for r, f in cov.items()
+              if f.outcome.value == "pass"}
+    assert {"MID-C-02/merged", "MID-C-03/content"} <= passed
+
+
+def test_an_adapter_or_one_shot_client_gets_a_fresh_process_per_run() -> None:
+    adapter = ClientTarget("a", adapter="conformance.client.reference:make_client")
+    assert "adapter" in (client_persistent.cannot_persist(adapter) or "")
+    one_shot = target(f"{shlex.quote(sys.executable)} {CLIENTS / 'int_parsed.py'} "
+                      "--agent-cmd {agent} --prompt {prompt}")
+    assert "one-shot" in (client_persistent.cannot_persist(one_shot) or "")
+    assert client_persistent.cannot_persist(target(fixture_command(CROSS))) is None
+
+
+def test_cross_turn_fault_needs_persistent_mode(tmp_path: Path) -> None:
+    """The fixture folds IDs only against earlier turns' messages: a fresh client per run
+    never shows it; persistent fuzzing does, and the counterexample keeps the earlier
+    turn, replays to the same fail on a fresh client, is fixed by the reference client,
+    and ``check`` grades the saved file as the fuzzer did."""
+    effort = get_effort("ci", max_examples=40)
+    broken = target(fixture_command(CROSS))
+    fresh = run_client_fuzz(broken, effort, seed=1, strict=True, max_failures=1,
+                            protocols=(1,), runs_per_process=1)
+    assert fresh.failures == [], [(f.requirement, f.stream) for f in fresh.failures]
+    assert fresh.reused == 0
+
+    found = run_client_fuzz(broken, effort, seed=1, strict=True, max_failures=1,
+                            protocols=(1,), runs_per_process=50)
+    assert len(found.failures) == 1, found.notes
+    failure = found.failures[0]
+    assert failure.requirement in HELD_IN[CROSS]["expect"]["v1"]["fail"], failure.requirement
+    assert not failure.unconfirmed
+    assert found.reused >= 1
+    n = client_persistent.earlier_turns(failure.stream)
+    assert n >= 1 and failure.earlier_sessions == n
+    line = client_persistent.describe_history(failure)
+    assert line is not None and f"seen after {n} earlier run(s) in the same process" in line
+
+    fp = regressions.failure_fingerprint(failure)
+    saved = regressions.save(tmp_path / "lib", fingerprint_=fp,
+                             header=regressions.regression_header(failure, found, Options(),
+                                                                  True),
+                             entries=failure.transcript.entries)
+    reg = regressions.read(saved.path)
+    assert reg.stream == failure.stream and reg.stream["history"]
+    choice = ClientChoice(fixture_command(CROSS), profile_path=PROFILE, timeout=10.0)
+    still = replay_client(reg, choice, options=Options(), strict=True, attempts=2)
+    assert still.status == regressions.STILL_FAILING, still.note
+    command, _ = reference_client()
+    fixed = replay_client(reg, ClientChoice(command, profile_path=PROFILE, timeout=10.0),
+                          options=Options(), strict=True)
+    assert fixed.status == regressions.FIXED, [f.message for f in fixed.findings]
+    checked = run_cli("check", str(saved.path), "--strict")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert failure.requirement in checked.stdout
+
+
+def test_the_cli_reports_the_earlier_turns_and_replays_the_file(tmp_path: Path) -> None:
+    args = ["--client", fixture_command(CROSS), "--client-profile", str(PROFILE),
+            "--protocol", "1", "--max-examples", "40", "--seed", "1", "--max-failures", "1",
+            "--timeout", "10", "--regressions", str(tmp_path / "lib"), "--strict"]
+    proc = run_cli("fuzz", *args, "--out", str(tmp_path / "out"), timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL MID-C-02/merged (v1)" in proc.stdout, proc.stdout
+    assert "earlier run(s) in the same process" in proc.stdout, proc.stdout
+    assert "run(s) on a reused process" in proc.stdout, proc.stdout
+    (saved,) = (tmp_path / "lib").glob("*.jsonl")
+    replayed = run_cli("replay", str(saved), "--client", fixture_command(CROSS),
+                       "--client-profile", str(PROFILE), "--strict", timeout=300)
+    assert replayed.returncode == 1 and "STILL FAILING" in replayed.stdout, (
+        replayed.stdout + replayed.stderr)
