@@ -90,7 +90,7 @@ def test_cross_turn_fault_needs_persistent_mode(tmp_path: Path) -> None:
     never shows it; persistent fuzzing does, and the counterexample keeps the earlier
     turn, replays to the same fail on a fresh client, is fixed by the reference client,
     and ``check`` grades the saved file as the fuzzer did."""
-    effort = get_effort("ci", max_examples=40)
+    effort = get_effort("ci", max_examples=60)
     broken = target(fixture_command(CROSS))
     fresh = run_client_fuzz(broken, effort, seed=1, strict=True, max_failures=1,
                             protocols=(1,), runs_per_process=1)
@@ -130,7 +130,7 @@ def test_cross_turn_fault_needs_persistent_mode(tmp_path: Path) -> None:
 
 def test_the_cli_reports_the_earlier_turns_and_replays_the_file(tmp_path: Path) -> None:
     args = ["--client", fixture_command(CROSS), "--client-profile", str(PROFILE),
-            "--protocol", "1", "--max-examples", "40", "--seed", "1", "--max-failures", "1",
+            "--protocol", "1", "--max-examples", "60", "--seed", "1", "--max-failures", "1",
             "--timeout", "10", "--regressions", str(tmp_path / "lib"), "--strict"]
     proc = run_cli("fuzz", *args, "--out", str(tmp_path / "out"), timeout=600)
     assert proc.returncode == 1, proc.stdout + proc.stderr
