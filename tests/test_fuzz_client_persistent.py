@@ -12,16 +12,25 @@ to the same fail. The stream arithmetic is checked without a target.
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
+import time
+import uuid
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import REPO_ROOT, run_cli
+from helpers import wait_for_line
+
+sys.path.insert(0, str(REPO_ROOT / "fixtures" / "hostile"))
+
+from harness import finish_cli, start_cli
 
 from conformance.checks import Options
 from conformance.client.profile import load as load_profile
 from conformance.client.runner import reference_client
-from conformance.fuzz import client_persistent, regressions
+from conformance.fuzz import client_persistent, database, regressions
 from conformance.fuzz.client_fuzz import (
     ClientChoice,
     ClientTarget,
@@ -127,11 +136,21 @@ def test_cross_turn_fault_needs_persistent_mode(tmp_path: Path) -> None:
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert failure.requirement in checked.stdout
 
+    # An example database keeps the earlier turns too: played first, still failing.
+    db = database.open_directory(tmp_path / "db")
+    database.save(db, failure)
+    again = run_client_fuzz(broken, get_effort("ci", max_examples=1), seed=2, strict=True,
+                            protocols=(1,), runs_per_process=1, database=db)
+    assert any("1 still failing" in n for n in again.notes), again.notes
+    assert [f.requirement for f in again.failures] == [failure.requirement]
+    assert client_persistent.earlier_turns(again.failures[0].stream) == n
+
 
 def test_the_cli_reports_the_earlier_turns_and_replays_the_file(tmp_path: Path) -> None:
     args = ["--client", fixture_command(CROSS), "--client-profile", str(PROFILE),
             "--protocol", "1", "--max-examples", "60", "--seed", "1", "--max-failures", "1",
-            "--timeout", "10", "--regressions", str(tmp_path / "lib"), "--strict"]
+            "--timeout", "10", "--regressions", str(tmp_path / "lib"), "--strict",
+            "--runs-per-process", "50"]
     proc = run_cli("fuzz", *args, "--out", str(tmp_path / "out"), timeout=600)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL MID-C-02/merged (v1)" in proc.stdout, proc.stdout
@@ -142,3 +161,44 @@ def test_the_cli_reports_the_earlier_turns_and_replays_the_file(tmp_path: Path) 
                        "--client-profile", str(PROFILE), "--strict", timeout=300)
     assert replayed.returncode == 1 and "STILL FAILING" in replayed.stdout, (
         replayed.stdout + replayed.stderr)
+
+
+def _marked(mark: str) -> list[int]:
+    """The live processes whose environment carries ``mark``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text()
+        except OSError:
+            continue
+        if mark.encode() in environ and ") Z " not in state:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_a_signal_ends_a_persistent_run_and_every_kept_client(tmp_path: Path) -> None:
+    """SIGTERM while clients are kept between runs: exit 143, interrupted, and no client
+    or agent double of the run is left."""
+    mark = f"ACP_TEST_KEPT_CLIENT={uuid.uuid4().hex}"
+    command, _ = reference_client()
+    client = f"env {mark} {command}"
+    proc = start_cli(["fuzz", "--client", client, "--client-profile", str(PROFILE),
+                      "--max-examples", "100000", "--runs-per-process", "50",
+                      "--out", str(tmp_path / "out"), "--json", str(tmp_path / "report.json")],
+                     tmp_path)
+    wait_for_line(tmp_path / "stderr.txt", "[fuzz client]")
+    time.sleep(2.0)
+    assert _marked(mark), "no client was running"
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    run = finish_cli(proc, tmp_path, signalled)
+    assert run.returncode == 128 + signal.SIGTERM, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.report is not None and run.report["summary"]["verdict"] == "interrupted"
+    deadline = time.monotonic() + 10
+    while _marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _marked(mark) == []
