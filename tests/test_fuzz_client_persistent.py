@@ -11,7 +11,9 @@ to the same fail. The stream arithmetic is checked without a target.
 
 from __future__ import annotations
 
+import json
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -151,7 +153,9 @@ def test_the_cli_reports_the_earlier_turns_and_replays_the_file(tmp_path: Path) 
             "--protocol", "1", "--max-examples", "60", "--seed", "1", "--max-failures", "1",
             "--timeout", "10", "--regressions", str(tmp_path / "lib"), "--strict",
             "--runs-per-process", "50"]
-    proc = run_cli("fuzz", *args, "--out", str(tmp_path / "out"), timeout=600)
+    emitted = tmp_path / "emitted" / "found.yaml"
+    proc = run_cli("fuzz", *args, "--out", str(tmp_path / "out"), "--emit-case",
+                   str(emitted), timeout=600)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL MID-C-02/merged (v1)" in proc.stdout, proc.stdout
     assert "earlier run(s) in the same process" in proc.stdout, proc.stdout
@@ -161,6 +165,23 @@ def test_the_cli_reports_the_earlier_turns_and_replays_the_file(tmp_path: Path) 
                        "--client-profile", str(PROFILE), "--strict", timeout=300)
     assert replayed.returncode == 1 and "STILL FAILING" in replayed.stdout, (
         replayed.stdout + replayed.stderr)
+
+    # --emit-case writes the earlier turns as turns of the case: the suite plays them alike
+    (case,) = yaml.safe_load(emitted.read_text("utf-8"))["cases"]
+    assert case["drive"][0] == "start" and len(case["drive"]) >= 3
+    folder = tmp_path / "cases"
+    shutil.copytree(REPO_ROOT / "cases", folder)
+    shutil.copy(emitted, folder / emitted.name)
+    lint = run_cli("lint-cases", "--cases", str(folder))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    for client, fails in ((fixture_command(CROSS), True), (reference_client()[0], False)):
+        report = tmp_path / f"suite-{fails}.json"
+        run_cli("--client", client, "--client-profile", str(PROFILE), "--cases", str(folder),
+                "--case", case["id"], "--protocol", "1", "--json", str(report), "--no-color",
+                timeout=300)
+        rows = json.loads(report.read_text("utf-8"))["results"]
+        failed = {r["requirement"] for r in rows if r["outcome"] == "fail"}
+        assert ("MID-C-02/merged" in failed) is fails, rows
 
 
 def _marked(mark: str) -> list[int]:
