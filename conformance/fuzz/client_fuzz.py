@@ -294,12 +294,12 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         composed = persistent.with_history(got.stream, got.history)
         again = play_stream(target, protocol, composed, options=options, strict=strict,
                             schema_dir=schema_dir)
-        budget.processes += 1
+        budget.processes += 0 if target.adapter else 1
         failure = persistent.failure_for(again, requirement, protocol, composed, strict)
         if failure is None and got.aborted:
             tried = play_stream(target, protocol, persistent.probe_stream(protocol),
                                 options=options, strict=strict, schema_dir=schema_dir)
-            budget.processes += 1
+            budget.processes += 0 if target.adapter else 1
             if violations(tried.findings, strict):
                 assert pool is not None
                 pool.off = (f"the client did not take a second turn on one process "
@@ -341,14 +341,14 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         # shrink them, and each replay must see what the first run saw (a fresh client).
         if pool is not None and pool.off is None and not smallest:
             got = pool.play(protocol, stream)
-            budget.processes += 1 if got.started else 0
+            budget.processes += 1 if got.started and not target.adapter else 0
             budget.reused += 1 if got.reused else 0
             run = got.run
             bad = violations(run.findings, strict)
             if bad and got.history:  # does it stand alone?
                 alone = play_stream(target, protocol, stream, options=options, strict=strict,
                                     schema_dir=schema_dir)
-                budget.processes += 1
+                budget.processes += 0 if target.adapter else 1
                 if not persistent.failure_for(alone, bad[0].requirement, protocol, stream,
                                               strict):
                     needs_history(protocol, got, bad)
@@ -381,7 +381,7 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
                 pool.close()
                 result.reused = pool.reused
                 if pool.restarted:
-                    result.notes.append("persistent mode: fresh client processes after " + "; ".join(
+                    result.notes.append("persistent mode: fresh clients after " + "; ".join(
                         f"{why} ({n})" for why, n in sorted(pool.restarted.items())))
     except StopFuzzing:
         pass

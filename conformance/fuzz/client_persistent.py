@@ -61,8 +61,7 @@ def probe_stream(protocol: int) -> dict[str, Any]:
 def cannot_persist(target: Any) -> str | None:
     """Why this client cannot be shown several runs on one process (None: it can)."""
     if target.adapter and not target.command:
-        return ("an in-process adapter starts no client process: each run gets a new "
-                "adapter (persistent mode keeps processes)")
+        return None  # one adapter object takes turn after turn, as a process does
     from conformance.client.runner import template_of
 
     if template_of(target.command or "", target.profile).one_shot:
@@ -270,7 +269,8 @@ class ClientPool:
 
         target = self.target
         run = ClientRun(protocols=(protocol,), options=self.options, command=target.command,
-                        adapter=None, profile=target.profile, timeout=target.timeout,
+                        adapter=target.adapter if not target.command else None,
+                        profile=target.profile, timeout=target.timeout,
                         env=target.env, masker=target.masker, strict=self.strict)
         case = stream_case(protocol, {"steps": []})
         transcript = client_transcript(run, case, protocol, target.label)
