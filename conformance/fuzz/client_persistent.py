@@ -17,7 +17,9 @@ each message can be told apart from the earlier turns'.
 A fresh client is started when
 
 - the client is not one that takes several turns: a one-shot client (one
-  process per turn) or an in-process adapter (no process to keep);
+  process per turn). An in-process adapter is kept the same way (its object
+  takes turn after turn): no process start to save, but the faults that need
+  an earlier turn show only so;
 - the last run broke a rule, or the client crashed, hung, or did not take the
   run's protocol version;
 - the run's stream names a message ID an earlier turn on the process already
