@@ -40,6 +40,7 @@ from conformance.fuzz.client_fuzz import (
     run_client_fuzz,
     stream_case,
 )
+from conformance.fuzz.grading import violations
 from conformance.fuzz.settings import get_effort
 
 CLIENTS = REPO_ROOT / "fixtures" / "clients"
@@ -223,3 +224,45 @@ def test_a_signal_ends_a_persistent_run_and_every_kept_client(tmp_path: Path) ->
     while _marked(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _marked(mark) == []
+
+
+def test_the_pool_plays_runs_as_turns_and_lets_a_rule_breaker_go() -> None:
+    """Two runs on one kept client: the second is the second turn of the same transcript
+    (its own prompt, its texts prefixed), graded with the first; a run naming an ID an
+    earlier turn used goes to another client; a broken rule retires the client, and the
+    run that broke it still breaks it alone on a fresh client (it stands alone)."""
+    from conformance.fuzz.client_fuzz import play_stream, stream_of
+
+    broken = ClientTarget("case_insensitive",
+                          adapter=f"{CLIENTS / 'case_insensitive.py'}:make_client")
+    pool = client_persistent.ClientPool(broken, Options(), True, None, 50)
+    try:
+        first = pool.play(1, stream_of(1, [{"agent": "w1. ", "id": "one"}]))
+        assert first.started and not first.reused and first.history == []
+        second = pool.play(1, stream_of(1, [{"agent": "w1. ", "id": "two"}]))
+        assert second.reused and not second.started
+        assert second.run.transcript is first.run.transcript  # one life, every turn
+        assert [h["steps"][0]["id"] for h in second.history] == ["one"]
+        assert second.stream["steps"][0]["agent"] == "t2 w1. "
+        prompts = [e.msg["params"]["prompt"][0]["text"] for e in second.run.transcript.entries
+                   if e.src == "client" and isinstance(e.msg, dict)
+                   and e.msg.get("method") == "session/prompt"]
+        assert prompts == ["Please play the generated turn.", "Please play generated turn 2."]
+        assert not violations(second.run.findings, True)
+        again = pool.play(1, stream_of(1, [{"agent": "w1. ", "id": "one"}]))
+        assert again.started and not again.history  # "one" was used by the kept client
+        looks = [{"agent": "w1. ", "id": "msg-a"}, {"agent": "w2. ", "id": "MSG-A"}]
+        bad = pool.play(1, stream_of(1, looks))
+        assert bad.reused and bad.history
+        rules = {f.requirement for f in violations(bad.run.findings, True)}
+        assert "MID-C-02/merged" in rules
+        assert pool.restarted.get("a rule broke") == 1
+        assert all(kept.runs and kept.drive.client.alive()
+                   for kept in pool.kept.get(1, []))
+        # Alone it still breaks a rule (put down to no cause without the earlier turn's
+        # evidence: MID-C-03/merged): the fuzzer reports that run, without history.
+        alone = play_stream(broken, 1, stream_of(1, looks), options=Options(), strict=True)
+        assert {f.requirement for f in violations(alone.findings, True)} == {"MID-C-03/merged"}
+    finally:
+        pool.close()
+    assert pool.kept == {}
