@@ -27,6 +27,8 @@ A fresh client is started when
   MID-A-02 itself): the run goes to another kept process (up to :data:`SPARES`
   per version are kept) or a fresh one;
 - the process has served ``--runs-per-process`` runs;
+- a pty client that shows the whole session at each render shows half a
+  screenful of messages: a later turn could push an earlier one out of sight;
 - the client did not take a further turn at all (a probe of two plain turns on a
   fresh client says so): a fresh process per run from then on, with a note.
 
@@ -45,8 +47,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from conformance.client.pty import DIMENSIONS
 from conformance.fuzz.grading import Failure, violations
 from conformance.transcript import Transcript
+
+SCREEN_ROWS = DIMENSIONS[0]  # the rows of the pty a client is driven through
 
 SPARES = 3  # client processes kept per protocol version
 
@@ -255,6 +260,9 @@ class ClientPool:
             why = ending.note or "the run ended early"
         elif turn >= self.runs_per_process:
             why = f"{self.runs_per_process} runs on one process (--runs-per-process)"
+        elif self._screen_full(kept.transcript):
+            why = (f"the session fills half the client's screen ({SCREEN_ROWS} rows): a "
+                   "later turn could push earlier messages out of what it shows")
         if why is not None:
             self.restarted[why] = self.restarted.get(why, 0) + 1
             drive.retire()
@@ -264,6 +272,19 @@ class ClientPool:
             self.kept[protocol].append(kept)
         return PoolRun(StreamRun(kept.transcript, findings, ending.note), played, history,
                        started, not started, ending.aborted)
+
+    def _screen_full(self, transcript: Transcript) -> bool:
+        """A pty client that shows the whole session on its screen (a cumulative render)
+        shows no more than a screenful: once the messages it shows fill half of one, the
+        session ends there, so no message of an earlier turn is ever out of sight (which
+        the checkers would take for a message the client lost)."""
+        if self.target.command is None or self.target.profile is None:
+            return False  # an adapter or a wire-only client: no screen
+        for e in reversed(transcript.entries):
+            if e.stream == "harness" and e.event == "observed" and isinstance(e.data, dict):
+                return (e.data.get("render") == "cumulative"
+                        and len(e.data.get("shown") or ()) >= SCREEN_ROWS // 2)
+        return False
 
     def _start(self, protocol: int) -> KeptClient:
         from conformance.client.runner import ClientRun, client_transcript
