@@ -266,3 +266,27 @@ def test_the_pool_plays_runs_as_turns_and_lets_a_rule_breaker_go() -> None:
     finally:
         pool.close()
     assert pool.kept == {}
+
+
+def test_a_session_that_fills_half_the_screen_ends_there() -> None:
+    """A pty client showing the whole session at each render is let go once it shows half
+    a screenful of messages; an adapter (no screen) and an incremental render are not."""
+    from conformance.transcript import Transcript
+
+    def pool_for(t: ClientTarget) -> client_persistent.ClientPool:
+        return client_persistent.ClientPool(t, Options(), True, None, 50)
+
+    def observed(render: str, count: int) -> Transcript:
+        t = Transcript({"role": "client", "protocol": 1})
+        t.add(0, "harness", "harness", event="observed", data={
+            "render": render, "shown": [{"role": "agent", "text": f"w{i}. "}
+                                        for i in range(count)]})
+        return t
+
+    pty = pool_for(target(fixture_command(CROSS)))
+    half = client_persistent.SCREEN_ROWS // 2
+    assert pty._screen_full(observed("cumulative", half))
+    assert not pty._screen_full(observed("cumulative", half - 1))
+    assert not pty._screen_full(observed("incremental", half * 2))
+    adapter = pool_for(ClientTarget("a", adapter="conformance.client.reference:make_client"))
+    assert not adapter._screen_full(observed("cumulative", half * 2))
