@@ -466,7 +466,13 @@ def shrink_cross(failure: Failure, target: ClientTarget, options: Options, stric
         return persistent.failure_for(run, failure.requirement, failure.protocol, stream,
                                       strict)
 
-    return persistent.shrink_history(failure, fails)
+    shrunk = persistent.shrink_history(failure, fails)
+    # A cause it names stands only when its control rules the others out, as for any
+    # finding: the shrunk turns played again with controls, on one fresh client.
+    confirmed = confirm_cause(shrunk, target, options, strict, schema_dir)
+    for name in ("earlier_sessions", "history_steps", "shrink_attempts"):
+        setattr(confirmed, name, getattr(shrunk, name))
+    return confirmed
 
 
 def delete_steps(failure: Failure, target: ClientTarget, options: Options, strict: bool,
@@ -516,8 +522,8 @@ def confirm_cause(failure: Failure, target: ClientTarget, options: Options, stri
     and ``check`` decide the same way. A client that does not repeat the fault
     keeps the first run's failure.
     """
-    if not names_a_cause(failure.requirement) or failure.stream.get("history"):
-        return failure  # (a control after every earlier turn would be another history)
+    if not names_a_cause(failure.requirement):
+        return failure
     stream = {**failure.stream, "controls": True}
     run = play_stream(target, failure.protocol, stream, options=options, strict=strict,
                       schema_dir=schema_dir)
