@@ -33,6 +33,7 @@ the floor part needs the reference agent's recorded runs and is left out then.
     python3 -m bench.fuzz_scale --only workers --agent "node .../gemini.js --experimental-acp" \
         --model-server --agent-env GEMINI_API_KEY=test --runs 20
     python3 -m bench.fuzz_scale --only persistent --runs 100 --repeats 2
+    python3 -m bench.fuzz_scale --only persistent --reference-client --runs 60   # a client
     python3 -m bench.fuzz_scale --runs 6 --repeats 1 # a smoke run
 
 It prints lines and ratios only; it writes nothing. On a shared machine the
@@ -218,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="serve the scripted model APIs to it, as fuzz --model-server")
     p.add_argument("--protocol", choices=["1", "2", "both"], default="both")
     p.add_argument("--timeout", type=float, help="fuzz --timeout (a slow-starting agent)")
+    p.add_argument("--reference-client", action="store_true",
+                   help="the persistent part against the bundled reference client through "
+                        "its pty profile (client fuzzing: each run a turn of a kept client)")
     ns = p.parse_args(argv)
     agent: list[str] | None = None
     if ns.agent or ns.model_server or ns.agent_env or ns.protocol != "both" or ns.timeout:
@@ -229,6 +233,16 @@ def main(argv: list[str] | None = None) -> int:
         if ns.model_server:
             agent.append("--model-server")
     label = ns.agent or "the reference agent"
+    if ns.reference_client:
+        from conformance.client.reference import PROFILE_YAML
+        from conformance.client.runner import reference_client
+
+        profile = Path(tempfile.mkdtemp(prefix="acp-bench-profile-")) / "reference.yaml"
+        profile.write_text(PROFILE_YAML, encoding="utf-8")
+        agent = ["--client", reference_client()[0], "--client-profile", str(profile),
+                 "--protocol", ns.protocol] + (["--timeout", str(ns.timeout)] if ns.timeout
+                                               else [])
+        label, ns.only = "the reference client", "persistent"
     print(f"fuzz scale: {ns.runs} generated runs against {label}, seed {ns.seed}, best of "
           f"{ns.repeats}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}",
           flush=True)

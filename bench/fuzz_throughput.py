@@ -53,12 +53,12 @@ from conformance.client.profile import load as load_profile
 from conformance.client.runner import ClientRun, play_client_case, reference_client
 from conformance.fuzz.agent_fuzz import run_agent_fuzz
 from conformance.fuzz.agent_machine import AgentFuzzConfig
+from conformance.fuzz.client_case import stream_case
 from conformance.fuzz.client_fuzz import (
     ClientTarget,
     draw_turn,
     play_stream,
     run_client_fuzz,
-    stream_case,
     stream_of,
 )
 from conformance.fuzz.player import AgentTarget

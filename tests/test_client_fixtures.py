@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from conftest import cli_report
 from helpers import CLIENT_MANIFEST, client_args
 from offline import assert_check_agrees
@@ -29,7 +30,9 @@ def outcomes(report: dict[str, Any], protocol: int) -> dict[str, set[str]]:
 
 
 def test_manifest_lists_every_fixture() -> None:
-    listed = {e["file"] for e in MANIFEST}
+    listed = {e["file"] for e in MANIFEST} | {
+        e["file"] for e in yaml.safe_load((CLIENTS / "manifest.yaml").read_text(
+            encoding="utf-8")).get("persistent", [])}  # held in for persistent fuzzing
     on_disk = {p.name for p in CLIENTS.glob("*.py")}
     assert listed == on_disk
     assert sum(e["run"] in ("pty", "one-shot") for e in MANIFEST) >= 2

@@ -254,7 +254,9 @@ def _fuzz_client(ns: argparse.Namespace, effort: Any, seed: int, options: Any,
     return run_client_fuzz(target, effort, seed, protocols=tuple(protocols_of(ns)),
                            options=options, strict=ns.strict, max_failures=ns.max_failures,
                            progress=progress, schema_dir=ns.schema_dir,
-                           database=ns.database, keeper=ns.keeper)
+                           database=ns.database, keeper=ns.keeper,
+                           runs_per_process=(1 if ns.fresh_process else
+                                             ns.runs_per_process or _runs_per_process()))
 
 
 def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> int:
@@ -308,8 +310,11 @@ def _finish(ns: argparse.Namespace, result: Any, options: Any, masker: Any) -> i
                     out(f"    {line}")
         else:
             from conformance.fuzz.client_fuzz import describe_stream
+            from conformance.fuzz.client_persistent import describe_history as after
 
             out("  minimal counterexample: " + describe_stream(f.stream))
+            if after(f) is not None:
+                out(f"  {after(f)}")
         also = sorted({x.requirement for x in f.findings} - {f.requirement})
         if also:
             out(f"  the same run also broke: {', '.join(also)}")

@@ -25,15 +25,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from conformance.checks import Options, all_rules
+from conformance.checks import Options
 from conformance.controlstream import CAUSE_RULES
+from conformance.fuzz.client_case import PROMPT, StreamRun, stream_case
 from conformance.fuzz.grading import Failure, FuzzResult, graded, violations
 from conformance.fuzz.settings import Budget, Effort
 from conformance.masking import Masker
-from conformance.transcript import Transcript
 from conformance.usage import UsageError
-
-PROMPT = "Please play the generated turn."
 
 
 @dataclass
@@ -154,31 +152,6 @@ def draw_turn(data: Any, protocols: Sequence[int], interleave: bool) -> tuple[in
 
 # -- one example -------------------------------------------------------------------
 
-@dataclass
-class StreamRun:
-    transcript: Transcript
-    findings: list[Any]
-    note: str = ""
-
-
-def client_rules() -> list[str]:
-    return sorted(r for r, rule in all_rules().items() if rule.role == "client")
-
-
-def stream_case(protocol: int, stream: Mapping[str, Any]) -> Any:
-    """A client case of one turn that plays ``stream``: start, the turn, stop."""
-    from conformance.cases import Case
-
-    turn = {"turn": "fuzz", "prompt": stream.get("prompt", PROMPT),
-            "updates": list(stream["steps"])}
-    if "echo" in stream:
-        turn["echo"] = bool(stream["echo"])
-    return Case(id="fuzz", description="a generated stream", requirements=(),
-                protocols=(protocol,), role="client", profiles=None,
-                drive=("start", {"play": "fuzz"}), checks=tuple(client_rules()),
-                stream=(turn,), area="fuzz", source="fuzz")
-
-
 def play_stream(target: ClientTarget, protocol: int, stream: Mapping[str, Any], *,
                 options: Options, strict: bool = False,
                 schema_dir: Path | None = None) -> StreamRun:
@@ -218,17 +191,23 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
                     protocols: Sequence[int] = (1, 2), options: Options | None = None,
                     strict: bool = False, max_failures: int | None = None,
                     progress: Any = None, schema_dir: Path | None = None,
-                    database: Any = None, keeper: Any = None) -> FuzzResult:
+                    database: Any = None, keeper: Any = None,
+                    runs_per_process: int | None = None) -> FuzzResult:
     """Fuzz one client; Hypothesis shrinks every broken rule's stream. The counterexamples
-    a shared example database holds (``database``) are played first."""
+    a shared example database holds (``database``) are played first. Where the client
+    takes several turns on one process, up to ``runs_per_process`` runs share one
+    (persistent mode, :mod:`conformance.fuzz.client_persistent`; 1: a fresh process per
+    run; None: the default of ``--runs-per-process``)."""
     from hypothesis import given
     from hypothesis import seed as hypothesis_seed
     from hypothesis import strategies as st
     from hypothesis.errors import Flaky, Unsatisfiable
 
+    from conformance.fuzz import client_persistent as persistent
     from conformance.fuzz import database as shared
     from conformance.fuzz.grading import merge_coverage
     from conformance.fuzz.keeper import Interrupted, raise_pending, received
+    from conformance.fuzz.persistent import default_runs_per_process
     from conformance.fuzz.settings import StopFuzzing, hypothesis_settings
 
     options = options or Options()
@@ -240,6 +219,16 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
     stored: list[Failure] = []
     kept: set[tuple[str, int]] = set()
     replayed = 0
+    if runs_per_process is None:
+        runs_per_process = default_runs_per_process()
+    pool = None
+    if runs_per_process > 1:
+        why_not = persistent.cannot_persist(target)
+        if why_not is None:
+            pool = persistent.ClientPool(target, options, strict, schema_dir, runs_per_process)
+        else:
+            result.notes.append(f"a fresh client process per run: {why_not}")
+    cross: dict[tuple[str, int], Failure] = {}  # found on a reused process, needing it
     for value in shared.counterexamples(database, "client"):
         if value["protocol"] not in protocols or "stream" not in value:
             continue
@@ -258,6 +247,41 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         result.notes.append(f"replayed {replayed} counterexample(s) from the example database "
                             f"first: {len(stored)} still failing")
 
+    def needs_history(protocol: int, got: Any, bad: list[Any]) -> None:
+        """A failure on a reused client that did not fail alone on a fresh one: played
+        again after the earlier turns on one fresh client; kept (with them) if it fails
+        there, or as found (``unconfirmed``). A client that cannot take a second turn at
+        all (a probe of two plain turns) is fuzzed on a fresh process per run instead."""
+        requirement = bad[0].requirement
+        composed = persistent.with_history(got.stream, got.history)
+        again = play_stream(target, protocol, composed, options=options, strict=strict,
+                            schema_dir=schema_dir)
+        budget.processes += 0 if target.adapter else 1
+        failure = persistent.failure_for(again, requirement, protocol, composed, strict)
+        if failure is None and got.aborted:
+            tried = play_stream(target, protocol, persistent.probe_stream(protocol),
+                                options=options, strict=strict, schema_dir=schema_dir)
+            budget.processes += 0 if target.adapter else 1
+            if violations(tried.findings, strict):
+                assert pool is not None
+                pool.off = (f"the client did not take a second turn on one process "
+                            f"({tried.note or 'a plain second turn broke a rule'}): a fresh "
+                            "client process per run from then on")
+                pool.close()
+                result.notes.append(pool.off)
+                return
+        if failure is None:
+            failure = Failure(bad[0], protocol, [], got.run.transcript, bad, role="client",
+                              stream=composed)
+            failure.unconfirmed = True
+        failure.earlier_sessions = persistent.earlier_turns(composed)
+        budget.failure()
+        if failure.key not in cross and failure.key not in smallest:
+            cross[failure.key] = failure
+            if keeper is not None and failure.key not in kept:
+                kept.add(failure.key)
+                keeper.found(failure)
+
     # Shrinking replays through this function too, so nothing is rejected once a rule
     # broke: the budget only ends a search that found nothing; --max-failures 1 stops
     # Hypothesis at the first broken rule.
@@ -268,12 +292,36 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         if budget.spent() and not smallest:
             raise StopFuzzing()
         protocol, steps = draw_turn(data, protocols, options.profile.interleave_allowed)
+        if max_failures is not None and not smallest and len(cross) >= max_failures:
+            # enough broken rules, each found needing earlier turns (after the draws:
+            # Hypothesis takes a run that stops before drawing for inconsistent data)
+            raise StopFuzzing()
         raise_pending()  # a signal whose Interrupted was swallowed still ends generation
         budget.example_started()
-        budget.processes += 0 if target.adapter else 1
         stream = stream_of(protocol, steps)
-        run = play_stream(target, protocol, stream, options=options, strict=strict,
-                          schema_dir=schema_dir)
+        # Persistent mode while nothing has broken: Hypothesis then replays examples to
+        # shrink them, and each replay must see what the first run saw (a fresh client).
+        if pool is not None and pool.off is None and not smallest:
+            got = pool.play(protocol, stream)
+            budget.processes += 1 if got.started and not target.adapter else 0
+            budget.reused += 1 if got.reused else 0
+            run = got.run
+            bad = violations(run.findings, strict)
+            if bad and got.history:  # does it stand alone?
+                alone = play_stream(target, protocol, stream, options=options, strict=strict,
+                                    schema_dir=schema_dir)
+                budget.processes += 0 if target.adapter else 1
+                # Any broken rule alone stands alone: the earlier turns can change which
+                # cause a fault is put down to (they show IDs the client kept apart), not
+                # whether it is one; confirm_cause decides the cause with a control.
+                if not violations(alone.findings, strict):
+                    needs_history(protocol, got, bad)
+                    return
+                run = alone
+        else:
+            budget.processes += 0 if target.adapter else 1
+            run = play_stream(target, protocol, stream, options=options, strict=strict,
+                              schema_dir=schema_dir)
         bad = violations(run.findings, strict)
         if not bad:
             merge_coverage(coverage.setdefault(protocol, {}), run.findings)
@@ -290,12 +338,20 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         raise violation_type(failure.requirement)(failure)
 
     try:
-        fuzz()
+        try:
+            fuzz()
+        finally:
+            if pool is not None:
+                pool.close()
+                result.reused = pool.reused
+                if pool.restarted:
+                    result.notes.append("persistent mode: fresh clients after " + "; ".join(
+                        f"{why} ({n})" for why, n in sorted(pool.restarted.items())))
     except StopFuzzing:
         pass
     except Interrupted as exc:  # keep what is held: the smallest stream of each rule so far
         result.interrupted = exc.signum
-        result.failures = one_per_rule(list(smallest.values()) + stored)
+        result.failures = one_per_rule(list(smallest.values()) + stored + list(cross.values()))
         result.unshrunk = {f.key for f in result.failures}
     except Unsatisfiable:
         result.notes.append("no example could be played (every one was rejected)")
@@ -306,7 +362,8 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
         if not found and received() is not None:
             # a signal, not the client, made a repeated run differ: an interrupted run
             result.interrupted = received()
-            result.failures = one_per_rule(list(smallest.values()) + stored)
+            result.failures = one_per_rule(list(smallest.values()) + stored
+                                           + list(cross.values()))
             result.unshrunk = {f.key for f in result.failures}
         elif not found:  # the client answered a repeated run differently (timing)
             result.notes.append("generation stopped early: the client did not repeat a run "
@@ -321,6 +378,18 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
             result.failures = one_per_rule(confirmed)
     finally:
         budget.done()
+    if result.interrupted is None and cross:  # found needing earlier turns: shrunk
+        known = {f.key for f in result.failures}
+        try:
+            for f in cross.values():
+                if f.key not in known:
+                    result.failures.append(shrink_cross(f, target, options, strict,
+                                                        schema_dir, progress))
+                    known.add(f.key)
+        except Interrupted as stop:
+            result.interrupted = stop.signum
+            result.unshrunk |= {f.key for f in cross.values()} - known
+            result.failures += [f for f in cross.values() if f.key not in known]
     if stored and result.interrupted is None:  # the database's, still failing: shrunk
         known = {f.key for f in result.failures}
         again = [confirm_cause(f, target, options, strict, schema_dir) for f in stored
@@ -335,6 +404,37 @@ def run_client_fuzz(target: ClientTarget, effort: Effort, seed: int, *,
     result.time_to_first_failure = budget.first_failure
     result.coverage = coverage
     return result
+
+
+def shrink_cross(failure: Failure, target: ClientTarget, options: Options, strict: bool,
+                 schema_dir: Path | None, progress: Any = None) -> Failure:
+    """A failure that needs the earlier turns on its client process: the fewest earlier
+    turns and steps that still break its rule on one fresh client
+    (:func:`conformance.fuzz.client_persistent.shrink_history`)."""
+    from conformance.fuzz import client_persistent as persistent
+
+    if failure.unconfirmed:
+        return failure
+    name = f"{failure.requirement} (v{failure.protocol})"
+    if progress is not None:
+        progress.write(f"shrinking {name}: it needs the "
+                       f"{persistent.earlier_turns(failure.stream)} earlier turn(s) on its "
+                       "client process\n")
+        progress.flush()
+
+    def fails(stream: dict[str, Any]) -> Failure | None:
+        run = play_stream(target, failure.protocol, stream, options=options, strict=strict,
+                          schema_dir=schema_dir)
+        return persistent.failure_for(run, failure.requirement, failure.protocol, stream,
+                                      strict)
+
+    shrunk = persistent.shrink_history(failure, fails)
+    # A cause it names stands only when its control rules the others out, as for any
+    # finding: the shrunk turns played again with controls, on one fresh client.
+    confirmed = confirm_cause(shrunk, target, options, strict, schema_dir)
+    for name in ("earlier_sessions", "history_steps", "shrink_attempts"):
+        setattr(confirmed, name, getattr(shrunk, name))
+    return confirmed
 
 
 def delete_steps(failure: Failure, target: ClientTarget, options: Options, strict: bool,
@@ -509,9 +609,13 @@ def describe_stream(stream: Mapping[str, Any]) -> str:
         kind = next((k for k in ("agent", "thought", "user", "upsert", "tool_call") if k in s),
                     "?")
         shown.append(f"{kind}{ident}")
-    return (f"v{stream.get('protocol')} turn of {len(steps)} update step(s): "
+    history = stream.get("history") or ()
+    before = (f"after {len(history)} earlier turn(s) on the same client process "
+              f"({sum(len(h.get('steps', [])) for h in history)} update step(s)), "
+              if history else "")
+    return (f"{before}v{stream.get('protocol')} turn of {len(steps)} update step(s): "
             + "; ".join(shown))
 
 
 __all__ = ["ClientChoice", "ClientTarget", "client_streams", "client_target", "describe_stream", "draw_turn",
-           "play_stream", "replay_client", "run_client_fuzz", "stream_case"]
+           "play_stream", "replay_client", "run_client_fuzz"]

@@ -78,13 +78,18 @@ def case_of(c: Counterexample) -> dict[str, Any]:
     }
     if c.role == "client":  # one turn: the double plays the generated stream
         stream = c.stream or {}
-        turn: dict[str, Any] = {"turn": "fuzz", "updates": list(stream.get("steps", []))}
-        if stream.get("prompt"):
-            turn["prompt"] = stream["prompt"]
-        if "echo" in stream:
-            turn["echo"] = bool(stream["echo"])
-        case["drive"] = ["start", {"play": "fuzz"}]
-        case["stream"] = [turn]
+        # found in persistent mode needing earlier turns: those first, on the same client
+        parts = [(f"fuzz-{i}", h) for i, h in enumerate(stream.get("history") or (), 1)]
+        turns: list[dict[str, Any]] = []
+        for name, part in [*parts, ("fuzz", stream)]:
+            turn: dict[str, Any] = {"turn": name, "updates": list(part.get("steps", []))}
+            if part.get("prompt"):
+                turn["prompt"] = part["prompt"]
+            if "echo" in part:
+                turn["echo"] = bool(part["echo"])
+            turns.append(turn)
+        case["drive"] = ["start", *({"play": t["turn"]} for t in turns)]
+        case["stream"] = turns
     if c.model is not None:
         case["model"] = case_id(c)
     return case

@@ -339,12 +339,13 @@ OPTIONS: tuple[Option, ...] = (
            default=1, metavar="N", check=at_least_one, shells=FUZZ, group="effort"),
     Option("seed", "the run's seed (printed either way; the same seed repeats the run)",
            kind="int", metavar="N", shells=FUZZ, group="effort"),
-    Option("runs-per-process", "persistent mode (agents): one agent process serves up to N "
+    Option("runs-per-process", "persistent mode: one agent process serves up to N "
            "generated runs, each in sessions of its own; a fresh one is started for a load or "
            "resume on a fresh process, after a crash, hang or broken rule, and after N runs "
-           "(default {runs_per_process})", kind="int", metavar="N", check=at_least_one,
+           "(default {runs_per_process}); an interactive client takes each run as a turn of "
+           "its own", kind="int", metavar="N", check=at_least_one,
            shells=FUZZ, group="effort"),
-    Option("fresh-process", "a fresh agent process for every generated run (as before "
+    Option("fresh-process", "a fresh agent (or client) process for every generated run (as before "
            "persistent mode; the same as --runs-per-process 1)", kind="flag", default=False,
            shells=FUZZ, group="effort"),
     Option("max-failures", "stop generating once N rules broke (default: go on to the end)",
