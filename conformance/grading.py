@@ -313,6 +313,29 @@ def run_behind(result: RunResult, label: str, role: str,
     return behind
 
 
+def two_sided(header: Mapping[str, Any]) -> bool:
+    """Whether ``header`` opens the first transcript of a case recorded on two sides (a
+    proxy's client side): graded with the second it names (``agent_side``), which a reader
+    of a run's transcripts grades with it, never alone as a case of its own."""
+    return header.get("side") == "client"
+
+
+def graded_alone(header: Mapping[str, Any]) -> bool:
+    """Whether ``header`` opens the second transcript of a two-sided case that records a
+    scope of its own: graded alone too, as the result of the target behind (a proxy's real
+    agent: ``CaseResult.behind``), live and offline alike."""
+    return header.get("side") == "agent" and isinstance(header.get("scope"), dict)
+
+
+def case_protocol(header: Mapping[str, Any]) -> int:
+    """The protocol version a recorded case belongs to, as the live run reported it: for a
+    two-sided case the version behind (a declared v2-to-v1 adapter's case is a v2 case,
+    though its first side speaks v1 in front)."""
+    if header.get("agent_protocol"):
+        return int(header["agent_protocol"])
+    return int(header.get("protocol", 1))
+
+
 def first_target_info(result: RunResult) -> dict[str, Any]:
     """What the target said it is, from the first case that recorded it."""
     return next((dict(c.target_info) for c in result.cases if c.target_info.get("name")), {})

@@ -206,7 +206,13 @@ def _regrade(root: Path, report: RunResult, out: VerifyResult,
     """Every transcript of the bundle graded again, as ``check`` grades it; the result has
     the report's run metadata (target, date, ...) and the cases in the report's order."""
     from conformance import transcript as tmod
-    from conformance.grading import conclude, grade_recorded, recorded_case
+    from conformance.grading import (
+        case_protocol,
+        conclude,
+        grade_recorded,
+        recorded_case,
+        two_sided,
+    )
 
     files = sorted((root / TRANSCRIPTS).glob("*.jsonl")) if (root / TRANSCRIPTS).is_dir() else []
     headers: dict[Path, dict[str, Any]] = {}
@@ -222,8 +228,8 @@ def _regrade(root: Path, report: RunResult, out: VerifyResult,
             continue  # graded with its client side
         try:
             _, entries = tmod.iter_entries(f)
-            protocol = _case_protocol(header)
-            if header.get("role") == "proxy":
+            protocol = case_protocol(header)
+            if two_sided(header):
                 other = f.with_name(str(header.get("agent_side") or ""))
                 sent: list[Any] = []
                 if header.get("agent_side"):
@@ -270,6 +276,8 @@ def _check_scopes(headers: dict[Path, dict[str, Any]], report: RunResult,
     run never narrows a case; a proxy case grades its case's proxy rules), and no rule
     excluded that the installed case file does not exclude. Else a transcript's header
     could be edited to grade a fault away."""
+    from conformance.grading import two_sided
+
     known = _installed_cases()
     options: dict[tuple[Any, ...], list[str]] = {}
     for f, header in headers.items():
@@ -287,7 +295,7 @@ def _check_scopes(headers: dict[Path, dict[str, Any]], report: RunResult,
                             f"strict {report.strict}")
         key = (scope.get("strict_ids"), scope.get("cross_turn_reuse"))
         options.setdefault(key, []).append(name)
-        if scope.get("role") != "proxy" and scope.get("rules") != "all":
+        if not two_sided(header) and scope.get("rules") != "all":
             problems.append(f"{name}: grades only {scope.get('rules')}; a run's case grades "
                             "every rule of its role")
         case = known.get(str(header.get("case") or "").split("@", 1)[0])
@@ -311,12 +319,6 @@ def _installed_cases() -> dict[str, Any]:
         return {c.id: c for c in casemod.load_dir()}
     except Exception:  # noqa: BLE001 - a comparison we cannot make is not a finding
         return {}
-
-
-def _case_protocol(header: dict[str, Any]) -> int:
-    if header.get("role") == "proxy" and header.get("agent_protocol"):
-        return int(header["agent_protocol"])
-    return int(header.get("protocol", 1))
 
 
 def _short(exc: Exception) -> str:

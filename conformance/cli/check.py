@@ -30,9 +30,12 @@ def cmd_check(ns: argparse.Namespace) -> int:
     from conformance.grading import (
         DEFAULT_SCOPE_NOTE,
         Scope,
+        case_protocol,
         conclude,
         grade_recorded,
         recorded_case,
+        run_behind,
+        two_sided,
     )
     from conformance.results import RunResult
 
@@ -53,6 +56,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
     protocols = sorted({case_protocol(h) for h in headers})
     result = RunResult(__version__, ", ".join(str(f) for f in files), "/".join(sorted(roles)),
                        protocols, "", ns.strict)
+    behind_header: dict[str, Any] | None = None  # the first of a target behind, if any
     for f, header in zip(files, headers, strict=False):
         header = with_options(ns, header)
         scope = Scope.from_header(header)
@@ -65,9 +69,11 @@ def cmd_check(ns: argparse.Namespace) -> int:
             protocol = int(ns.protocol)
         # A fuzz regression records whether it was found under --strict.
         strict = ns.strict or header.get("strict") is True
-        if header.get("side") == "client":  # a case recorded on two sides (a proxy's)
-            findings = _grade_proxy(f, header, list(tmod.iter_entries(f)[1]),
-                                    None if ns.protocol == "both" else protocol, strict)
+        behind: tuple[Any, dict[str, Any]] | None = None
+        if two_sided(header):  # a case recorded on two sides (a proxy's)
+            findings, behind = _grade_proxy(f, header, list(tmod.iter_entries(f)[1]),
+                                            None if ns.protocol == "both" else protocol,
+                                            strict, protocol)
         else:
             # streamed from the file (and read again only where a finding needs it)
             findings = grade_recorded(header, tmod.EntryFile(f), protocol=protocol,
@@ -77,8 +83,13 @@ def cmd_check(ns: argparse.Namespace) -> int:
                            path=str(f))
         if not scope.recorded:
             cr.note = "; ".join(n for n in (cr.note, DEFAULT_SCOPE_NOTE) if n)
+        if behind is not None:
+            cr.behind, behind_header = behind[0], behind_header or behind[1]
         result.cases.append(cr)
     conclude(result)
+    if behind_header is not None:  # the target behind (a proxy's real agent), apart
+        result.behind = run_behind(result, str(behind_header.get("target") or ""),
+                                   Scope.from_header(behind_header).role)
     baseline = None
     if ns.baseline is not None:  # the cases (and jsonschema) load only for the baseline's IDs
         from conformance import cases as casemod
@@ -87,31 +98,34 @@ def cmd_check(ns: argparse.Namespace) -> int:
     return report_run(ns, result, baseline=baseline, masker=build_masker(ns))
 
 
-def case_protocol(header: dict[str, Any]) -> int:
-    """The protocol version a recorded case belongs to, as the live run reported it: for a
-    proxy case the version behind the proxy (a declared v2-to-v1 adapter's case is a v2
-    case, though its client side speaks v1 in front)."""
-    if header.get("agent_protocol"):
-        return int(header["agent_protocol"])
-    return int(header.get("protocol", 1))
-
-
-def _grade_proxy(path: Path, header: dict[str, Any], entries: list[Any],
-                 protocol: int | None, strict: bool) -> list[Any]:
-    """A proxy case: its client side against the agent side it names, as the run graded it."""
+def _grade_proxy(path: Path, header: dict[str, Any], entries: list[Any], protocol: int | None,
+                 strict: bool, version: int) -> tuple[list[Any], tuple[Any, dict[str, Any]] | None]:
+    """A proxy case: its client side against the agent side it names, as the run graded it;
+    and the agent side alone when it records a scope of its own (a real agent behind the
+    proxy: its own result, ``CaseResult.behind``, as the run graded it, with its header),
+    else None."""
     from conformance import transcript as tmod
-    from conformance.grading import Ending, grade_recorded
+    from conformance.grading import Ending, grade_recorded, graded_alone, recorded_case
 
     if not header.get("agent_side") and Ending.from_header(header).reason is not None:
         # a case the run did not play: its transcript is a header saying why, one side
-        return grade_recorded(header, entries, agent_side=[], protocol=protocol, strict=strict)
+        return grade_recorded(header, entries, agent_side=[], protocol=protocol,
+                              strict=strict), None
     other = path.with_name(str(header.get("agent_side") or "-"))
     if not header.get("agent_side") or not other.is_file():
         raise UsageError(f"{path}: a proxy transcript needs its agent side beside it "
                          f"({other.name if header.get('agent_side') else 'no agent_side in its header'})")
-    _, sent = tmod.iter_entries(other)
-    return grade_recorded(header, entries, agent_side=list(sent), protocol=protocol,
-                          strict=strict)
+    side, entries_of_side = tmod.iter_entries(other)
+    sent = list(entries_of_side)
+    findings = grade_recorded(header, entries, agent_side=sent, protocol=protocol,
+                              strict=strict)
+    if not graded_alone(side):
+        return findings, None
+    own = grade_recorded(side, sent, protocol=protocol, strict=strict)
+    behind = recorded_case(side, own, name=str(header.get("case") or path.stem),
+                           description=f"recorded transcript {other.name}", protocol=version,
+                           path=str(other))
+    return findings, (behind, side)
 
 
 def with_options(ns: argparse.Namespace, header: dict[str, Any]) -> dict[str, Any]:

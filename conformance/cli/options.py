@@ -260,7 +260,7 @@ def check_run_options(ns: argparse.Namespace) -> None:
     """Options a run would trip over only at its end: refused before anything starts. The
     option table's checks first (:func:`conformance.settings.table.check_values`: each
     value's own, and the options that do not go together), as every shell checks them."""
-    check_values(table_values(ns), "cli", roles=False)
+    check_values(table_values(ns), "cli")
     from conformance.cli.output import claim_stdout, is_stdout
 
     claim_stdout(ns)

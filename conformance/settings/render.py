@@ -98,7 +98,7 @@ def markdown_table() -> list[str]:
         cli = ", ".join(f"`{f}`" for f in row.flags("cli")) if "cli" in row.shells else "-"
         plugin = f"`{row.flags('plugin')[0]}`" if "plugin" in row.shells else "-"
         action = f"`{row.name}`" if "action" in row.shells else "-"
-        roles = "all" if len(row.roles) == 3 else ", ".join(sorted(row.roles))
+        roles = "all" if row.roles is None else ", ".join(sorted(row.roles))
         default = "" if row.default in (None, False, []) else f"`{row.default}`"
         shell = "cli" if "cli" in row.shells else "plugin"
         meaning = help_for(row, shell) + (f" ({GROUPS[row.group]})" if row.group == "fuzz"
