@@ -241,7 +241,7 @@ def role_of(values: Mapping[str, Any]) -> Role | None:
     other targets given are behind it, or refused as options of another role."""
     given = [r for r in ROLES.values() if any(values.get(n) for n in r.tested)]
     outer = [r for r in given if r.behind is not None]
-    return (outer or given or [None])[0]
+    return next(iter(outer or given), None)
 
 
 def check_options(values: Mapping[str, Any], shell: str, role: Role | None = None) -> None:
