@@ -17,7 +17,7 @@ Adding a role is one module (its runner: settings record, suite) and one entry h
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,14 +38,13 @@ Spell = Callable[[str], str]
 @dataclass(frozen=True)
 class Given:
     """What a shell hands a role to make its run: the option values (table name ->
-    parsed value; a value a caller made ready, as demo's client profile, stands), how the
-    shell spells an option, the target (its command: the first ``tested`` option given, or
-    a caller's own, as demo's bundled agent), the settings every role shares
+    parsed value; a value a caller made ready, as demo's client profile, stands), the
+    target (its command: the first ``tested`` option given, or a caller's own, as demo's
+    bundled agent), the settings every role shares
     (:class:`conformance.settings.RunSettings`' fields) and, with ``--model-server``, the
     scripted model serving the agent (its command and environment filled in)."""
 
     values: Mapping[str, Any]
-    spell: Spell
     target: Any
     shared: Mapping[str, Any]
     model: Any = None
@@ -91,7 +90,7 @@ class Role:
     scratch: bool = True
     fuzz: bool = True  # the fuzzer fuzzes this role (the plugin's --acp-fuzz)
     session: bool = False  # acp_session drives its target (vendor tests)
-    article: str = field(default="a")  # "an agent": how messages name one
+    article: str = "a"  # "an agent": how messages name one
 
     def target(self, values: Mapping[str, Any]) -> Any:
         """The target the values name: the first of ``tested`` given."""

@@ -116,8 +116,7 @@ def cmd_run(ns: argparse.Namespace, role: Role, *, target: Any = None, label: st
                           turn_timeout=ns.turn_timeout, handle_signals=True, jobs=ns.jobs,
                           repeat=ns.repeat, deadline=ns.deadline, keep_going=ns.keep_going,
                           masker=masker)
-            run = make_run(role, Given(values, spelling("cli"), target, shared, model=model,
-                                       served=served))
+            run = make_run(role, Given(values, target, shared, model=model, served=served))
             suite = role.suite(run, cases, label or str(target), all_cases)
 
             def started() -> None:

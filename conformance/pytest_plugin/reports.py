@@ -2,7 +2,7 @@
 
 A proxy run with ``--acp-agent`` also gathers the real agent's own results: they are
 rendered apart (their own terminal section, ``NAME.agent.json`` beside ``--acp-json``),
-as the command line's ``report_agent_behind`` does; the session's verdict is the proxy's.
+as the command line's ``report_behind`` (cli/output.py) does; the session's verdict is the proxy's.
 
 SIGINT or SIGTERM during the session cuts the case in progress (its target ends) and grades
 what it recorded, through the run engine as the command line does, then stops the session;

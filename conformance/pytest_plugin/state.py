@@ -32,8 +32,9 @@ class State:
     suite: Any = None  # the role's engine.Suite over the selected cases
     engine: Any = None  # the run engine, made when the first case item runs
     controls: dict[int, Any] = dataclasses.field(default_factory=dict)  # workers.as_serial's
-    # the role's suite builder (agent_suite, client_suite, proxy_suite): (run, cases, label)
+    # the role's suite builder (its entry's ``suite``): (run, cases, label, choices)
     build: Callable[..., Any] | None = None
+    selected: list[Case] = dataclasses.field(default_factory=list)  # the cases --acp-case chose
     playing: bool = False  # an item is being played by the engine (a signal waits for it)
     signum: int = 0  # the signal that interrupted the session (0: none)
 
@@ -55,8 +56,7 @@ class State:
                 factory = config._tmp_path_factory  # type: ignore[attr-defined]
                 run = dataclasses.replace(self.engine.run, transcripts=Path(
                     factory.getbasetemp()) / "acp-controls")
-                suite = dataclasses.replace(self.suite, play=self.role_play(run))
-                engine = Engine(suite, run)
+                engine = Engine(self.suite_for(run), run)
                 protocol, case = self.plan[j]
                 self.controls[j] = engine.play(protocol, case, None, Cutoff(parent=engine.run_cut))
             return self.controls[j]
@@ -72,7 +72,7 @@ class State:
             run = dataclasses.replace(self.run, transcripts=transcripts_dir(config, self),
                                       deadline=config.getoption("acp_deadline"),
                                       repeat=config.getoption("acp_repeat"))
-            self.suite.play = self.role_play(run)
+            self.suite = self.suite_for(run)
             self.engine = Engine(self.suite, run)
             self.engine.wanted = wanted
             # SIGINT/SIGTERM (the handler is the session's, reports.Reports): the case in
@@ -82,10 +82,13 @@ class State:
                 signals.handle(self.signum, None)
         return self.engine
 
-    def role_play(self, run: Any) -> Any:
-        """How the role plays one case, with the run the items use (their transcripts)."""
+    def suite_for(self, run: Any) -> Any:
+        """The role's suite over the selected cases, with the run the items use (their
+        transcripts, --acp-deadline, --acp-repeat): the plan the items were collected from."""
         assert self.build is not None
-        return self.build(run, [c for _, c in self.plan], self.label).play
+        suite = self.build(run, self.selected, self.label, self.cases)
+        assert suite.plan == self.plan  # the same cases, the same plan
+        return suite
 
 
 STATE = pytest.StashKey[State]()
@@ -115,7 +118,7 @@ def load_state(config: pytest.Config, role: Role, values: Mapping[str, Any]) -> 
         shared = {"protocols": protocols, "options": _options(opt("acp_profile")),
                   "timeout": opt("acp_timeout"), "strict": opt("acp_strict"), "env": env,
                   "masker": _masker(env)}
-        run = make_run(role, Given(values, spelling("plugin"), command, shared))
+        run = make_run(role, Given(values, command, shared))
         suite = role.suite(run, cases, command, all_cases)
         from conformance.engine import check_plan
 
@@ -125,7 +128,7 @@ def load_state(config: pytest.Config, role: Role, values: Mapping[str, Any]) -> 
         raise pytest.UsageError(f"acp-conformance: {exc}") from None
     transcripts = Path(opt("acp_transcripts")) if opt("acp_transcripts") else None
     return State(role.name, run, command, suite.plan, all_cases, base, transcripts, suite=suite,
-                 build=role.suite)
+                 build=role.suite, selected=list(cases))
 
 
 def _masker(env: dict[str, str]) -> Any:
