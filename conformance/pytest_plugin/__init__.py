@@ -18,9 +18,9 @@ Vendors who write their own tests get ``acp_session``: a driven session with
 the suite's client driver, graded by the suite's checkers.
 
 The plugin is a thin shell over the run engine (``conformance.engine``) and the
-roles' suites (``conformance.agent.runner``, ``conformance.client.runner``,
-``conformance.proxy.runner``); it is inert unless ``--acp-agent``, ``--acp-client``
-or ``--acp-proxy`` is given. It registers the ``pytest11`` entry point
+roles table (``conformance.roles``: each role's settings and suite, looked up, never
+tested by name); it is inert unless ``--acp-agent``, ``--acp-client`` or
+``--acp-proxy`` is given. It registers the ``pytest11`` entry point
 ``acp_conformance``. This module holds the hooks; ``state`` reads the options
 into the run and its plan, ``items`` collects the cases as items, ``reports``
 writes the suite's own reports, ``session`` has ``acp_session`` and its fixtures.
