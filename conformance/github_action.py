@@ -140,11 +140,11 @@ def _check_inputs(values: Mapping[str, object]) -> None:
     """The option table's one check of the inputs that are run options (a value's own, the
     options that do not go together, an option of another role), in the words the command
     line and the pytest plugin use, the options spelled as inputs."""
-    from conformance.settings.table import check_values
+    from conformance.roles import check_options
     from conformance.usage import UsageError
 
     try:
-        check_values(values, "action")
+        check_options(values, "action")
     except UsageError as exc:
         raise ActionError(str(exc)) from None
 

@@ -196,15 +196,6 @@ def _played(scope: Scope, ending: Ending, entries: Sequence[Entry], protocol: in
     return found
 
 
-def case_protocol(header: Mapping[str, Any]) -> int:
-    """The protocol version a recorded case belongs to, as the live run reported it: for a
-    proxy case the version behind the proxy (a declared v2-to-v1 adapter's case is a v2
-    case, though its client side speaks v1 in front)."""
-    if header.get("agent_protocol"):
-        return int(header["agent_protocol"])
-    return int(header.get("protocol", 1))
-
-
 class RecordedError(ValueError):
     """A recorded case that cannot be graded as it stands (one line; the caller names the
     file)."""
@@ -218,7 +209,7 @@ def grade_file(path: Path, header: Mapping[str, Any], *, protocol: int | None = 
     streams from disk. ``protocol`` overrides the recorded version (``check --protocol``)."""
     from conformance import transcript as tmod
 
-    if header.get("side") != "client":
+    if not two_sided(header):
         return grade_recorded(header, tmod.EntryFile(path), strict=strict,
                               protocol=case_protocol(header) if protocol is None else protocol,
                               schema_dir=schema_dir)
@@ -233,6 +224,23 @@ def grade_file(path: Path, header: Mapping[str, Any], *, protocol: int | None = 
                             f"({other.name if named else 'no agent_side in its header'})")
     return grade_recorded(header, entries, agent_side=list(tmod.iter_entries(other)[1]),
                           protocol=protocol, strict=strict)
+
+
+def grade_behind(path: Path, header: Mapping[str, Any], *, protocol: int | None = None,
+                 strict: bool = False) -> tuple[Path, dict[str, Any], list[Finding]] | None:
+    """The second transcript of a two-sided case graded alone, when it records a scope of
+    its own (:func:`graded_alone`: a real agent behind a proxy): its path, its header and
+    its findings, as the live run graded it (``CaseResult.behind``); None otherwise."""
+    from conformance import transcript as tmod
+
+    named = header.get("agent_side")
+    other = path.with_name(str(named or "-"))
+    if not two_sided(header) or not named or not other.is_file():
+        return None
+    side, entries = tmod.iter_entries(other)
+    if not graded_alone(side):
+        return None
+    return other, side, grade_recorded(side, list(entries), protocol=protocol, strict=strict)
 
 
 def _grade_sides(header: Mapping[str, Any], scope: Scope, ending: Ending,
@@ -359,6 +367,29 @@ def run_behind(result: RunResult, label: str, role: str,
     behind.cut, behind.interrupted = result.cut, result.interrupted
     behind.target_info = first_target_info(behind)
     return behind
+
+
+def two_sided(header: Mapping[str, Any]) -> bool:
+    """Whether ``header`` opens the first transcript of a case recorded on two sides (a
+    proxy's client side): graded with the second it names (``agent_side``), which a reader
+    of a run's transcripts grades with it, never alone as a case of its own."""
+    return header.get("side") == "client"
+
+
+def graded_alone(header: Mapping[str, Any]) -> bool:
+    """Whether ``header`` opens the second transcript of a two-sided case that records a
+    scope of its own: graded alone too, as the result of the target behind (a proxy's real
+    agent: ``CaseResult.behind``), live and offline alike."""
+    return header.get("side") == "agent" and isinstance(header.get("scope"), dict)
+
+
+def case_protocol(header: Mapping[str, Any]) -> int:
+    """The protocol version a recorded case belongs to, as the live run reported it: for a
+    two-sided case the version behind (a declared v2-to-v1 adapter's case is a v2 case,
+    though its first side speaks v1 in front)."""
+    if header.get("agent_protocol"):
+        return int(header["agent_protocol"])
+    return int(header.get("protocol", 1))
 
 
 def first_target_info(result: RunResult) -> dict[str, Any]:

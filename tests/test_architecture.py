@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "conformance"
 PROCESS_SIDE = ("conformance.transport", "conformance.agent", "conformance.agent.runner",
                 "conformance.client", "conformance.fuzz", "conformance.modelserver",
                 "conformance.reference", "conformance.cli", "conformance.pytest_plugin",
-                "conformance.progress", "conformance.proxy")
+                "conformance.progress", "conformance.proxy", "conformance.roles")
 GRADING = "conformance.checks"
 CLI = ("conformance.cli",)
 SHELLS = ("conformance.cli", "conformance.__main__")  # the command line itself

@@ -22,6 +22,7 @@ from conftest import REPO_ROOT, cli_env, run_cli_in_process
 
 from conformance.cli.fuzz import blanks
 from conformance.github_action import ActionError, suite_arguments
+from conformance.roles import check_options
 from conformance.settings.render import action_default, action_description, action_yml
 from conformance.settings.table import (
     GROUPS,
@@ -373,16 +374,16 @@ def test_each_value_check_refuses_a_bad_value_and_takes_a_good_one(row: Any) -> 
     with pytest.raises(UsageError, match=f"^--acp-{row.name} " if "plugin" in row.shells
                        else f"^--{row.name} "):
         check_values({row.name: bad}, "plugin" if "plugin" in row.shells else "cli")
-    check_values({row.name: good}, "cli", roles=False)
+    check_values({row.name: good}, "cli")
 
 
 def test_an_option_of_another_role_is_refused_and_one_without_its_target_needs_it() -> None:
     with pytest.raises(UsageError, match=r"^--grace does not apply to the client role "
                                          r"\(--client/--client-adapter\): leave it out$"):
-        check_values({"client": "c {agent}", "grace": 1.0}, "cli")
+        check_options({"client": "c {agent}", "grace": 1.0}, "cli")
     with pytest.raises(UsageError, match=r"^--acp-proxy-adapts needs --acp-proxy$"):
-        check_values({"proxy-adapts": True}, "plugin")
+        check_options({"proxy-adapts": True}, "plugin")
     with pytest.raises(UsageError, match=r"^--acp-regressions needs --acp-fuzz$"):
-        check_values({"regressions": "r", "fuzz": False}, "plugin")
-    check_values({"proxy": "p {agent}", "agent": "a", "grace": 1.0, "proxy-adapts": True},
+        check_options({"regressions": "r", "fuzz": False}, "plugin")
+    check_options({"proxy": "p {agent}", "agent": "a", "grace": 1.0, "proxy-adapts": True},
                  "cli")  # a proxy's --agent is the agent behind it

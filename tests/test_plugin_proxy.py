@@ -109,7 +109,7 @@ def test_proxy_option_errors_are_one_line_usage_errors(run: Run, args: list[str]
 
 
 def test_the_same_option_errors_on_the_command_line() -> None:
-    """What the plugin refuses, the command line refuses too (``cmd_proxy``)."""
+    """What the plugin refuses, the command line refuses too (``cmd_run``, the roles table's proxy entry)."""
     for args in (["--proxy", "cat"], ["--proxy", "cat {agent}", "--client", "cat {agent}"],
                  ["--proxy", "cat {agent}", "--proxy-adapts", "--protocol", "1"]):
         proc = run_cli(*args)

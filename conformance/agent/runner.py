@@ -56,6 +56,8 @@ def agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str,
     def play(protocol: int, case: Case, signals: Signals | None, cutoff: Cutoff) -> CaseResult:
         return run_agent_case(run, case, protocol, signals=signals, cutoff=cutoff)
 
+    if run.model is not None:  # a request naming no case's route: whose target sent it
+        run.model.resolver = _model_route_of(run.model.port)
     return Suite("agent", target_label, agent_plan(run, cases), play,
                  scope=lambda case: case_scope("agent", run.options, run.strict, case),
                  target=" ".join(run.command), selected=[c.id for c in cases],
@@ -65,8 +67,6 @@ def agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str,
 def run_agent_suite(run: AgentRun, cases: Sequence[Case], target_label: str,
                     choices: Sequence[Case] | None = None,
                     started: Callable[[], None] | None = None) -> RunResult:
-    if run.model is not None:  # a request naming no case's route: whose target sent it
-        run.model.resolver = _model_route_of(run.model.port)
     return run_suite(agent_suite(run, cases, target_label, choices), run, started=started)
 
 

@@ -266,6 +266,8 @@ def _check_scopes(headers: dict[Path, dict[str, Any]], report: RunResult,
     run never narrows a case; a proxy case grades its case's proxy rules), and no rule
     excluded that the installed case file does not exclude. Else a transcript's header
     could be edited to grade a fault away."""
+    from conformance.grading import two_sided
+
     known = _installed_cases()
     options: dict[tuple[Any, ...], list[str]] = {}
     for f, header in headers.items():
@@ -283,7 +285,7 @@ def _check_scopes(headers: dict[Path, dict[str, Any]], report: RunResult,
                             f"strict {report.strict}")
         key = (scope.get("strict_ids"), scope.get("cross_turn_reuse"))
         options.setdefault(key, []).append(name)
-        if scope.get("role") != "proxy" and scope.get("rules") != "all":
+        if not two_sided(header) and scope.get("rules") != "all":
             problems.append(f"{name}: grades only {scope.get('rules')}; a run's case grades "
                             "every rule of its role")
         case = known.get(str(header.get("case") or "").split("@", 1)[0])

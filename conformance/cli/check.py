@@ -33,8 +33,10 @@ def cmd_check(ns: argparse.Namespace) -> int:
         Scope,
         case_protocol,
         conclude,
+        grade_behind,
         grade_file,
         recorded_case,
+        run_behind,
     )
     from conformance.results import RunResult
 
@@ -55,6 +57,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
     protocols = sorted({case_protocol(h) for h in headers})
     result = RunResult(__version__, ", ".join(str(f) for f in files), "/".join(sorted(roles)),
                        protocols, "", ns.strict)
+    behind_header: dict[str, Any] | None = None  # the first of a target behind, if any
     for f, header in zip(files, headers, strict=False):
         header = with_options(ns, header)
         scope = Scope.from_header(header)
@@ -73,13 +76,24 @@ def cmd_check(ns: argparse.Namespace) -> int:
                                   schema_dir=getattr(ns, "schema_dir", None))
         except RecordedError as exc:
             raise UsageError(f"{f}: {exc}") from None
+        behind = grade_behind(f, header, strict=strict,
+                              protocol=None if ns.protocol == "both" else protocol)
         cr = recorded_case(header, findings, name=str(header.get("case") or f.stem),
                            description=f"recorded transcript {f.name}", protocol=protocol,
                            path=str(f))
         if not scope.recorded:
             cr.note = "; ".join(n for n in (cr.note, DEFAULT_SCOPE_NOTE) if n)
+        if behind is not None:  # the agent side recorded its own scope: its own result
+            other, side, own = behind
+            cr.behind = recorded_case(side, own, name=cr.case, path=str(other),
+                                      description=f"recorded transcript {other.name}",
+                                      protocol=protocol)
+            behind_header = behind_header or side
         result.cases.append(cr)
     conclude(result)
+    if behind_header is not None:  # the target behind (a proxy's real agent), apart
+        result.behind = run_behind(result, str(behind_header.get("target") or ""),
+                                   Scope.from_header(behind_header).role)
     baseline = None
     if ns.baseline is not None:  # the cases (and jsonschema) load only for the baseline's IDs
         from conformance import cases as casemod

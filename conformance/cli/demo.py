@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.cli.options import EXIT_INTERNAL, build_masker, default_outputs, is_stdout
-from conformance.cli.run import build_parser, cmd_agent, cmd_client
+from conformance.cli.run import build_parser, cmd_run
 from conformance.usage import UsageError
 
 #: What a vendor runs next, against their own agent (printed at the end of a plain demo).
@@ -60,6 +60,7 @@ def broken_client() -> tuple[str, Any]:
 def cmd_demo(ns: argparse.Namespace) -> int:
     masker = build_masker(ns)  # one for both suites: a secret is masked alike in both
     from conformance.engine import NothingToRun
+    from conformance.roles import ROLES
 
     broken = getattr(ns, "broken", False)
     empty: list[NothingToRun] = []  # a --case of one side only: the other side says so
@@ -67,12 +68,12 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         if broken:
             print("Running the agent suite against a bundled broken agent (its message IDs "
                   "come from a counter that restarts at every prompt).\n")
-            status = cmd_agent(ns, broken_agent_command(), "acp-conformance broken agent",
-                               masker)
+            status = cmd_run(ns, ROLES["agent"], target=broken_agent_command(),
+                             label="acp-conformance broken agent", masker=masker)
         else:
             print("Running the agent suite against the bundled reference agent.\n")
-            status = cmd_agent(ns, reference_agent_command(),
-                               "acp-conformance reference agent", masker)
+            status = cmd_run(ns, ROLES["agent"], target=reference_agent_command(),
+                             label="acp-conformance reference agent", masker=masker)
     except NothingToRun as exc:
         print(f"not run: {exc}")
         empty.append(exc)
@@ -96,7 +97,8 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         command, profile = reference_client()
         label = "acp-conformance reference client"
     try:
-        status = max(status, cmd_client(ns, command, label, profile, masker))
+        status = max(status, cmd_run(ns, ROLES["client"], target=command, label=label,
+                                     masker=masker, values={"client-profile": profile}))
     except NothingToRun as exc:
         if empty:  # neither side has a case to run: a usage error, as for one side
             raise

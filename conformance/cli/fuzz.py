@@ -35,7 +35,8 @@ from conformance.cli.options import (
 from conformance.cli.output import report_run
 from conformance.cli.run import model_server
 from conformance.fuzz.settings import EFFORTS
-from conformance.settings.table import GROUPS, check_values, role_of
+from conformance.roles import ROLES, check_options, role_of
+from conformance.settings.table import GROUPS
 from conformance.usage import UsageError
 
 
@@ -80,11 +81,11 @@ def main(argv: Sequence[str]) -> int:
     ns.worker_report, ns.worker_index = worker_of_run()
     check_run_options(ns)  # the option table's checks: each value's, and the clashes
     values = table_values(ns)
-    role = "agent" if ns.demo else role_of(values)
+    role = ROLES["agent"] if ns.demo else role_of(values)
     if role is None:
         raise UsageError("nothing to fuzz: give --agent CMD, --client CMD or "
                              "--client-adapter MODULE:FACTORY")
-    check_values(values, "fuzz", role=role)  # an option of the other side is refused
+    check_options(values, "fuzz", role)  # an option of the other side is refused
     if ns.demo:  # the bundled broken agent, as `demo --broken` runs it
         import shlex
 

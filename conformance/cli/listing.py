@@ -9,6 +9,7 @@ from typing import Any
 
 from conformance.cli.options import EXIT_OK, Parser
 from conformance.profiles import DEFAULT_PROFILE
+from conformance.roles import ROLES as ROLE_TABLE
 
 
 def build_list_parser() -> argparse.ArgumentParser:
@@ -128,7 +129,7 @@ def _selected_rules(chosen: Sequence[str], rule_ids: list[str], cases: Sequence[
     return shown
 
 
-ROLES = ("agent", "client", "proxy")
+ROLES = tuple(ROLE_TABLE)  # the roles table's order: the agent's first
 WIDTH = 100  # columns
 
 

@@ -292,7 +292,7 @@ def check_run_options(ns: argparse.Namespace) -> None:
     """Options a run would trip over only at its end: refused before anything starts. The
     option table's checks first (:func:`conformance.settings.table.check_values`: each
     value's own, and the options that do not go together), as every shell checks them."""
-    check_values(table_values(ns), "cli", roles=False)
+    check_values(table_values(ns), "cli")
     claim_stdout(ns)
     # folders made if need be: --out where the reports or fuzz's findings go into it
     writes_out = getattr(ns, "default_reports", False) or hasattr(ns, "regressions")

@@ -99,6 +99,8 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
         print(f"acp-conformance: not tested: {why}", file=sys.stderr)
     extras(ns, result, verdict, cases)
     certify(ns, result, saved, masker)
+    if result.behind is not None:  # apart: the run's verdict is its own target's
+        report_behind(ns, result, masker.data(result.behind))
     if result.cut:  # never green by accident: a cut run has not tested everything
         print(f"acp-conformance: run cut: {result.cut}", file=sys.stderr)
         return EXIT_FAIL
@@ -115,6 +117,24 @@ def report_run(ns: argparse.Namespace, result: Any, *, baseline: Any = None, cas
     if verdict is not None:
         return EXIT_FAIL if verdict.failed else EXIT_OK
     return EXIT_FAIL if result.failed else EXIT_OK
+
+
+def report_behind(ns: argparse.Namespace, result: Any, behind: Any) -> None:
+    """The target behind the one tested (a proxy's real agent): its own findings, apart
+    from the run's: a console section and, with --json, a JSON report beside the run's
+    (``NAME.agent.json``). Its verdict is its own; the run's exit status is not changed."""
+    from conformance.report import console_summary
+    from conformance.report.catalogue import run_date
+    from conformance.report.formats import Inputs, behind_paths, write_reports
+
+    behind.date = behind.date or run_date()
+    tested = result.role
+    print(f"\nThe {behind.role} behind the {tested} (its own findings, graded on what it "
+          f"wrote before the {tested}; not the {tested}'s):")
+    print(console_summary(behind, colour=sys.stdout.isatty() and not ns.no_color,
+                          verbose=ns.verbose, show=getattr(ns, "show", None) or "failures"))
+    write_reports(behind, behind_paths({f: getattr(ns, f, None) for f in names()}, behind.role),
+                  Inputs())  # stdout holds the run's report only
 
 
 def _to_stdout(ns: argparse.Namespace, text: str) -> None:

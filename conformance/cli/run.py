@@ -1,12 +1,15 @@
-"""The suite run (no subcommand): ``--agent CMD``, or ``--client CMD`` / ``--client-adapter``."""
+"""The suite run (no subcommand): one run command for every role (``--agent CMD``,
+``--client CMD`` / ``--client-adapter``, ``--proxy CMD``), looked up in the roles table
+(:mod:`conformance.roles`)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.cli.options import (
     SUBCOMMANDS,
@@ -20,13 +23,15 @@ from conformance.cli.options import (
     common_options,
     default_outputs,
     grading_options,
-    is_stdout,
     protocols_of,
     table_values,
 )
 from conformance.cli.output import interrupted, load_baseline, report_run
-from conformance.settings.table import check_values, role_of
+from conformance.settings.table import spelling
 from conformance.usage import UsageError, env_pairs
+
+if TYPE_CHECKING:
+    from conformance.roles import Role
 
 
 def build_parser(subcommand: str | None = None) -> argparse.ArgumentParser:
@@ -72,7 +77,6 @@ def transcripts_folder(ns: argparse.Namespace) -> Any:
     is written, see ``options.keep_transcripts``), or a scratch folder kept until the
     reports are written (the findings' wire lines and the HTML report's transcripts come
     from it; no report names it). A context manager giving a path or None."""
-    import contextlib
     import tempfile
 
     if not ns.transcripts:
@@ -80,37 +84,54 @@ def transcripts_folder(ns: argparse.Namespace) -> Any:
     return contextlib.nullcontext(None)
 
 
-def cmd_agent(ns: argparse.Namespace, command: str | list[str], label: str,
-              masker: Any = None) -> int:
+def cmd_run(ns: argparse.Namespace, role: Role, *, target: Any = None, label: str | None = None,
+            masker: Any = None, values: Mapping[str, Any] | None = None) -> int:
+    """The suite run of ``role`` (an entry of :data:`conformance.roles.ROLES`): its target the
+    options name, or ``target`` (demo's bundled ones, named ``label``); ``values`` add to the
+    option values (demo's reference client profile)."""
     from conformance import cases as casemod
-    from conformance.agent.runner import AgentRun, run_agent_suite
-    from conformance.engine import RunInterrupted
+    from conformance.engine import RunInterrupted, run_suite
     from conformance.progress import Progress
-    from conformance.transport import split_command
+    from conformance.roles import Given, make_run
 
     check_run_options(ns)
+    values = {**table_values(ns), **(values or {})}
+    role.check(values, spelling("cli"))
     masker = masker if masker is not None else build_masker(ns)
+    target = target if target is not None else role.target(values)
     all_cases = casemod.load_dir(ns.cases)
     baseline = load_baseline(ns, all_cases)
     cases = casemod.select(all_cases, ns.case)
-    model, command, env = model_server(ns, command, cases, masker)
+    model, served, env = None, role.served(target, values), env_pairs(ns.agent_env)
+    if served:  # an agent the scripted model may serve
+        model, served, env = model_server(ns, served, cases, masker)
     progress = Progress()
-    with transcripts_folder(ns) as tmp:
+    folder = transcripts_folder(ns) if role.scratch else contextlib.nullcontext(None)
+    with folder as tmp:
         try:
-            run = AgentRun(command=split_command(command), protocols=protocols_of(ns),
-                           options=grading_options(ns), timeout=ns.timeout, strict=ns.strict,
-                           transcripts=Path(tmp) if tmp else ns.transcripts,
-                           schema_dir=ns.schema_dir, env=env,
-                           progress=progress if progress.enabled else None,
-                           model=model, model_script=getattr(ns, "model_script", None),
-                           turn_timeout=ns.turn_timeout, handle_signals=True,
-                           jobs=ns.jobs, repeat=ns.repeat, grace=ns.grace,
-                           deadline=ns.deadline, keep_going=ns.keep_going, masker=masker)
-            result = run_agent_suite(run, cases, label, all_cases, lambda: announce_out(ns))
+            shared = dict(protocols=protocols_of(ns), options=grading_options(ns),
+                          timeout=ns.timeout, strict=ns.strict,
+                          transcripts=Path(tmp) if tmp else ns.transcripts, env=env,
+                          progress=progress if progress.enabled else None,
+                          turn_timeout=ns.turn_timeout, handle_signals=True, jobs=ns.jobs,
+                          repeat=ns.repeat, deadline=ns.deadline, keep_going=ns.keep_going,
+                          masker=masker)
+            run = make_run(role, Given(values, target, shared, model=model, served=served))
+            suite = role.suite(run, cases, label or str(target), all_cases)
+
+            def started() -> None:
+                announce_out(ns)
+                notice = role.notice(run)
+                if notice and not ns.quiet:  # what the run cannot measure
+                    print(notice, flush=True)
+
+            result = run_suite(suite, run, started=started)
         except RunInterrupted as exc:
             progress.close()
             return interrupted(ns, exc, baseline=baseline, cases=all_cases, scratch=bool(tmp),
                                masker=masker)
+        except role.errors() as exc:
+            raise UsageError(str(exc)) from None
         finally:
             progress.close()
             if model is not None:
@@ -136,142 +157,9 @@ def model_server(ns: argparse.Namespace, command: str | list[str], cases: Any,
                        masker=masker)
 
 
-def cmd_client(ns: argparse.Namespace, command: str | None = None, label: str | None = None,
-               profile: Any = None, masker: Any = None) -> int:
-    """The client suite: the suite plays the agent (see conformance/client/)."""
-    from conformance import cases as casemod
-    from conformance.client.adapter import AdapterError
-    from conformance.client.profile import ProfileError, load
-    from conformance.client.runner import ClientRun, ClientSetupError, run_client_suite
-    from conformance.engine import RunInterrupted
-    from conformance.progress import Progress
-
-    check_run_options(ns)  # --agent, --client-adapter and --client-profile: the table's rules
-    masker = masker if masker is not None else build_masker(ns)
-    command = command or ns.client
-    try:
-        if profile is None and ns.client_profile is not None:
-            profile = load(ns.client_profile)
-    except ProfileError as exc:
-        raise UsageError(str(exc)) from None
-    all_cases = casemod.load_dir(ns.cases)
-    baseline = load_baseline(ns, all_cases)
-    cases = casemod.select(all_cases, ns.case)
-    progress = Progress()
-    with transcripts_folder(ns) as tmp:
-        run = ClientRun(protocols=protocols_of(ns), options=grading_options(ns),
-                        command=command, adapter=ns.client_adapter if not command else None,
-                        profile=profile, timeout=ns.timeout, strict=ns.strict,
-                        transcripts=Path(tmp) if tmp else ns.transcripts,
-                        env=env_pairs(ns.agent_env),
-                        progress=progress if progress.enabled else None,
-                        turn_timeout=ns.turn_timeout, handle_signals=True,
-                        jobs=ns.jobs, deadline=ns.deadline, keep_going=ns.keep_going,
-                        masker=masker, repeat=ns.repeat)
-        try:
-            def started() -> None:
-                announce_out(ns)
-                if command and profile is None and not ns.quiet:  # what it cannot measure
-                    print(no_profile_line(), flush=True)
-
-            result = run_client_suite(run, cases, label or command or ns.client_adapter,
-                                      all_cases, started)
-        except RunInterrupted as exc:
-            progress.close()
-            return interrupted(ns, exc, baseline=baseline, cases=all_cases, scratch=bool(tmp),
-                               masker=masker)
-        except (ClientSetupError, AdapterError, ProfileError) as exc:
-            raise UsageError(str(exc)) from None
-        finally:
-            progress.close()
-        return report_run(ns, result, baseline=baseline, cases=all_cases, scratch=bool(tmp),
-                          masker=masker)
-
-
-def no_profile_line() -> str:
-    """What a client run without --client-profile cannot observe, in one line."""
-    from conformance.checks import all_rules
-    from conformance.checks.observe import NO_PROFILE
-
-    shown = sorted({r.id.split("/", 1)[0] for r in all_rules().values()
-                    if r.untested == NO_PROFILE})
-    return ("no --client-profile: the suite cannot read what the client shows, so "
-            f"{', '.join(shown)} are not exercised (the verdict says partial)")
-
-
-def cmd_proxy(ns: argparse.Namespace) -> int:
-    """The proxy suite: the suite plays both ends (see conformance/proxy/)."""
-    from conformance import cases as casemod
-    from conformance.engine import RunInterrupted
-    from conformance.progress import Progress
-    from conformance.proxy.runner import (
-        ProxyRun,
-        ProxySetupError,
-        proxy_template,
-        run_proxy_suite,
-    )
-    from conformance.transport import split_command
-
-    check_run_options(ns)  # --proxy-adapts with --protocol 1: the table's rule
-    if getattr(ns, "certify", None) is not None and ns.transcripts is None:
-        raise UsageError("--certify keeps every transcript: not with --no-transcripts")
-    all_cases = casemod.load_dir(ns.cases)
-    baseline = load_baseline(ns, all_cases)
-    cases = casemod.select(all_cases, ns.case)
-    masker = build_masker(ns)
-    model, agent, env = None, ns.agent, env_pairs(ns.agent_env)
-    if ns.agent:  # a real agent behind the proxy may need the scripted model
-        model, agent, env = model_server(ns, ns.agent, cases, masker)
-    elif getattr(ns, "model_server", False) or getattr(ns, "model_script", None):
-        raise UsageError("--model-server serves a real agent behind the proxy: give --agent CMD")
-    progress = Progress()
-    run = ProxyRun(proxy=ns.proxy, protocols=protocols_of(ns), options=grading_options(ns),
-                   agent=split_command(agent) if agent else None, model=model,
-                   model_script=getattr(ns, "model_script", None),
-                   adapts=ns.proxy_adapts, timeout=ns.timeout, strict=ns.strict,
-                   transcripts=ns.transcripts, schema_dir=ns.schema_dir,
-                   env=env, progress=progress if progress.enabled else None,
-                   turn_timeout=ns.turn_timeout, handle_signals=True, jobs=ns.jobs,
-                   deadline=ns.deadline, keep_going=ns.keep_going, masker=masker,
-                   repeat=ns.repeat, grace=ns.grace)
-    try:
-        proxy_template(ns.proxy)  # a command without {agent}: one error line, nothing more
-        results = run_proxy_suite(run, cases, ns.proxy, all_cases, lambda: announce_out(ns))
-    except RunInterrupted as exc:
-        progress.close()
-        return interrupted(ns, exc, baseline=baseline, cases=all_cases, masker=masker)
-    except ProxySetupError as exc:
-        raise UsageError(str(exc)) from None
-    finally:
-        progress.close()
-        if model is not None:
-            model.stop()
-    status = report_run(ns, results, baseline=baseline, cases=all_cases, masker=masker)
-    if results.behind is not None:
-        report_agent_behind(ns, masker.data(results.behind))  # apart: the run grades the proxy
-    return status
-
-
-def report_agent_behind(ns: argparse.Namespace, result: Any) -> int:
-    """The real agent's own findings, apart from the proxy's: a console section and, with
-    --json, a JSON report beside the proxy's (``NAME.agent.json``)."""
-    import sys
-
-    from conformance.report import console_summary, write_json
-    from conformance.report.catalogue import run_date
-
-    result.date = result.date or run_date()
-    print("\nThe agent behind the proxy (its own findings, graded on what it wrote before "
-          "the proxy; not the proxy's):")
-    print(console_summary(result, colour=sys.stdout.isatty() and not ns.no_color,
-                          verbose=ns.verbose, show=getattr(ns, "show", None) or "failures"))
-    if getattr(ns, "json", None) and not is_stdout(ns.json):  # stdout holds the proxy's
-        path = Path(ns.json)
-        write_json(result, path.with_name(path.stem + ".agent" + path.suffix))
-    return 1 if result.failed else 0  # the agent's own verdict (the run's is the proxy's)
-
-
 def main(args: Sequence[str]) -> int:
+    from conformance.roles import check_options, role_of
+
     ns = build_parser().parse_args(list(args))
     default_outputs(ns)
     values = table_values(ns)
@@ -279,9 +167,5 @@ def main(args: Sequence[str]) -> int:
     if role is None:
         raise UsageError("nothing to test: give --agent CMD (or a subcommand: "
                          f"{', '.join(SUBCOMMANDS)})")
-    check_values(values, "cli", role=role)  # an option of another role is refused
-    if role == "proxy":
-        return cmd_proxy(ns)
-    if role == "client":
-        return cmd_client(ns)
-    return cmd_agent(ns, ns.agent, ns.agent)
+    check_options(values, "cli", role)  # an option of another role is refused
+    return cmd_run(ns, role)

@@ -67,11 +67,12 @@ class ProxyRun(RunSettings):
     model_script: Path | None = None
 
 
-def proxy_template(command: str) -> list[str]:
+def proxy_template(command: str, option: str = "--proxy") -> list[str]:
+    """The proxy command's words (``option``: how the shell spells it, for its one error)."""
     from conformance.client.runner import agent_template
     from conformance.transport import split_command
 
-    words = agent_template(command, "--proxy", "my-bridge --upstream {agent}", ProxySetupError)
+    words = agent_template(command, option, "my-bridge --upstream {agent}", ProxySetupError)
     split_command([words[0]])  # a missing executable is a usage error, not a finding
     return words
 

@@ -18,9 +18,9 @@ Vendors who write their own tests get ``acp_session``: a driven session with
 the suite's client driver, graded by the suite's checkers.
 
 The plugin is a thin shell over the run engine (``conformance.engine``) and the
-roles' suites (``conformance.agent.runner``, ``conformance.client.runner``,
-``conformance.proxy.runner``); it is inert unless ``--acp-agent``, ``--acp-client``
-or ``--acp-proxy`` is given. It registers the ``pytest11`` entry point
+roles table (``conformance.roles``: each role's settings and suite, looked up, never
+tested by name); it is inert unless ``--acp-agent``, ``--acp-client`` or
+``--acp-proxy`` is given. It registers the ``pytest11`` entry point
 ``acp_conformance``. This module holds the hooks; ``state`` reads the options
 into the run and its plan, ``items`` collects the cases as items, ``reports``
 writes the suite's own reports, ``session`` has ``acp_session`` and its fixtures.
@@ -64,7 +64,7 @@ def option_values(config: pytest.Config) -> dict[str, Any]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from conformance.settings.table import check_values, role_of
+    from conformance.roles import ROLES, check_options, role_of
     from conformance.usage import UsageError
 
     config.addinivalue_line("markers", "acp: a case of the acp-conformance suite")
@@ -72,22 +72,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "acp_v2: an acp-conformance case run over protocol v2")
     values = option_values(config)
     try:  # the option table's checks, with the command line's words
-        check_values(values, "plugin")
+        check_options(values, "plugin")
     except UsageError as exc:
         raise pytest.UsageError(f"acp-conformance: {exc}") from None
     role = role_of(values)
-    if role == "proxy" and values["fuzz"]:
-        raise pytest.UsageError("acp-conformance: --acp-fuzz fuzzes an agent or a client, "
-                                "not a proxy: run the proxy cases without --acp-fuzz")
+    if role is not None and not role.fuzz and values["fuzz"]:
+        fuzzed = " or ".join(f"{r.article} {r.name}" for r in ROLES.values() if r.fuzz)
+        raise pytest.UsageError(f"acp-conformance: --acp-fuzz fuzzes {fuzzed}, not "
+                                f"{role.article} {role.name}: run the {role.name} cases "
+                                f"without --acp-fuzz")
     if fuzzing.configure(config):  # --acp-fuzz: the fuzz tests instead of the cases
         return
     if role is None:
         return
     # the target under test: a command, or an in-process adapter (the proxy's --acp-agent,
     # if given, is the real agent behind it)
-    command = {"proxy": values["proxy"], "agent": values["agent"],
-               "client": values["client"] or values["client-adapter"]}[role]
-    config.stash[STATE] = load_state(config, role, command)
+    config.stash[STATE] = load_state(config, role, values)
     config.pluginmanager.register(Reports(config), "acp-conformance-reports")
 
 

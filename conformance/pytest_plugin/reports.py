@@ -2,7 +2,7 @@
 
 A proxy run with ``--acp-agent`` also gathers the real agent's own results: they are
 rendered apart (their own terminal section, ``NAME.agent.json`` beside ``--acp-json``),
-as the command line's ``report_agent_behind`` does; the session's verdict is the proxy's.
+as the command line's ``report_behind`` (cli/output.py) does; the session's verdict is the proxy's.
 
 SIGINT or SIGTERM during the session cuts the case in progress (its target ends) and grades
 what it recorded, through the run engine as the command line does, then stops the session;
@@ -139,7 +139,7 @@ class Reports:
             session.exitstatus = 128 + self.signum
             self.junit_interrupted(signal.Signals(self.signum).name)
         opt = self.config.getoption
-        from conformance.report.formats import FORMATS, Inputs, write_reports
+        from conformance.report.formats import FORMATS, Inputs, behind_paths, write_reports
 
         paths = {f.name: opt("acp_" + f.name) for f in FORMATS if "plugin" in f.shells}
         if not (any(paths.values()) or opt("acp_certify") or opt("acp_badge")):
@@ -156,10 +156,8 @@ class Reports:
         write_reports(result, paths, Inputs(baseline=verdict,
                                             trace=lambda: traceability(state.cases)))
         agent = self.agent_behind()
-        if agent is not None and paths.get("json"):  # beside the proxy's, as the CLI writes it
-            path = Path(paths["json"])
-            write_reports(agent, {"json": path.with_name(path.stem + ".agent" + path.suffix)},
-                          Inputs())
+        if agent is not None:  # beside the proxy's, as the command line writes it
+            write_reports(agent, behind_paths(paths, agent.role), Inputs())
         self.certify(result)
 
     def junit_interrupted(self, name: str) -> None:

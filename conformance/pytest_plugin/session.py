@@ -105,12 +105,20 @@ SESSION = pytest.StashKey[AgentSession]()
 @pytest.fixture
 def acp_agent_command(pytestconfig: pytest.Config) -> list[str]:
     """The ``--acp-agent`` command as argv; the test is skipped without one."""
+    from conformance.roles import ROLES
+    from conformance.settings.table import spelling
+
     state = pytestconfig.stash.get(STATE, None)
-    if state is not None and state.role == "proxy":
-        pytest.skip("acp_session drives an agent directly; --acp-agent is behind --acp-proxy "
-                    "here: run without --acp-proxy")
-    if state is None or state.role != "agent":
-        pytest.skip("no agent to test: run pytest with --acp-agent CMD")
+    role = ROLES[state.role] if state is not None else None
+    spell = spelling("plugin")
+    driven = next(r for r in ROLES.values() if r.session)  # the role acp_session drives
+    if role is not None and role.behind is not None and role.behind.role == driven.name:
+        tested = spell(role.tested[0])
+        pytest.skip(f"acp_session drives {driven.article} {driven.name} directly; "
+                    f"{spell(role.behind.option)} is behind {tested} here: run without "
+                    f"{tested}")
+    if state is None or role is None or not role.session:
+        pytest.skip(f"no {driven.name} to test: run pytest with {spell(driven.tested[0])} CMD")
     return list(state.run.command)
 
 

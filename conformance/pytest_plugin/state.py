@@ -7,7 +7,7 @@ A bad option, case file, baseline, client profile or target command is a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from conformance.baseline import Baseline
     from conformance.cases import Case
     from conformance.checks import Options
+    from conformance.roles import Role
 
 
 @dataclasses.dataclass
@@ -31,8 +32,9 @@ class State:
     suite: Any = None  # the role's engine.Suite over the selected cases
     engine: Any = None  # the run engine, made when the first case item runs
     controls: dict[int, Any] = dataclasses.field(default_factory=dict)  # workers.as_serial's
-    # the role's suite builder (agent_suite, client_suite, proxy_suite): (run, cases, label)
+    # the role's suite builder (its entry's ``suite``): (run, cases, label, choices)
     build: Callable[..., Any] | None = None
+    selected: list[Case] = dataclasses.field(default_factory=list)  # the cases --acp-case chose
     playing: bool = False  # an item is being played by the engine (a signal waits for it)
     signum: int = 0  # the signal that interrupted the session (0: none)
 
@@ -54,8 +56,7 @@ class State:
                 factory = config._tmp_path_factory  # type: ignore[attr-defined]
                 run = dataclasses.replace(self.engine.run, transcripts=Path(
                     factory.getbasetemp()) / "acp-controls")
-                suite = dataclasses.replace(self.suite, play=self.role_play(run))
-                engine = Engine(suite, run)
+                engine = Engine(self.suite_for(run), run)
                 protocol, case = self.plan[j]
                 self.controls[j] = engine.play(protocol, case, None, Cutoff(parent=engine.run_cut))
             return self.controls[j]
@@ -71,7 +72,7 @@ class State:
             run = dataclasses.replace(self.run, transcripts=transcripts_dir(config, self),
                                       deadline=config.getoption("acp_deadline"),
                                       repeat=config.getoption("acp_repeat"))
-            self.suite.play = self.role_play(run)
+            self.suite = self.suite_for(run)
             self.engine = Engine(self.suite, run)
             self.engine.wanted = wanted
             # SIGINT/SIGTERM (the handler is the session's, reports.Reports): the case in
@@ -81,46 +82,53 @@ class State:
                 signals.handle(self.signum, None)
         return self.engine
 
-    def role_play(self, run: Any) -> Any:
-        """How the role plays one case, with the run the items use (their transcripts)."""
+    def suite_for(self, run: Any) -> Any:
+        """The role's suite over the selected cases, with the run the items use (their
+        transcripts, --acp-deadline, --acp-repeat): the plan the items were collected from."""
         assert self.build is not None
-        return self.build(run, [c for _, c in self.plan], self.label).play
+        suite = self.build(run, self.selected, self.label, self.cases)
+        assert suite.plan == self.plan  # the same cases, the same plan
+        return suite
 
 
 STATE = pytest.StashKey[State]()
 
 
-def load_state(config: pytest.Config, role: str, command: str) -> State:
+def load_state(config: pytest.Config, role: Role, values: Mapping[str, Any]) -> State:
+    """The run of ``role`` (an entry of :data:`conformance.roles.ROLES`) from the plugin's
+    option ``values`` (by table name, checked by the option table in pytest_configure):
+    the one builder of every role."""
     from conformance import baseline as baselinemod
     from conformance import cases as casemod
-    from conformance.client.adapter import AdapterError
-    from conformance.client.profile import ProfileError
-    from conformance.client.runner import ClientSetupError
-    from conformance.proxy.runner import ProxySetupError
+    from conformance.roles import Given, make_run
+    from conformance.settings.table import spelling
     from conformance.transport import TargetCommandError
     from conformance.usage import UsageError, env_pairs
 
     opt = config.getoption
+    command = role.target(values)  # a command, or an in-process adapter
     try:
+        role.check(values, spelling("plugin"))
         all_cases = casemod.load_dir(Path(opt("acp_cases")) if opt("acp_cases") else None)
         cases = casemod.select(all_cases, opt("acp_case"))
         base = (baselinemod.load(Path(opt("acp_baseline")), [c.id for c in all_cases])
                 if opt("acp_baseline") else None)
-        # the values were checked by the option table (pytest_configure)
         env = env_pairs(opt("acp_agent_env"), "--acp-agent-env")
         protocols = [1, 2] if opt("acp_protocol") == "both" else [int(opt("acp_protocol"))]
-        options = _options(opt("acp_profile"))
-        run, build = ROLE_RUNS[role](command, protocols, options, env, opt)
-        suite = build(run, cases, command, all_cases)
+        shared = {"protocols": protocols, "options": _options(opt("acp_profile")),
+                  "timeout": opt("acp_timeout"), "strict": opt("acp_strict"), "env": env,
+                  "masker": _masker(env)}
+        run = make_run(role, Given(values, command, shared))
+        suite = role.suite(run, cases, command, all_cases)
         from conformance.engine import check_plan
 
         check_plan(suite, protocols)  # a selection that plans nothing: a usage error
     except (casemod.CaseError, baselinemod.BaselineError, TargetCommandError, ValueError,
-            ProfileError, ClientSetupError, ProxySetupError, AdapterError, UsageError) as exc:
+            UsageError) as exc:
         raise pytest.UsageError(f"acp-conformance: {exc}") from None
     transcripts = Path(opt("acp_transcripts")) if opt("acp_transcripts") else None
-    return State(role, run, command, suite.plan, all_cases, base, transcripts, suite=suite,
-                 build=build)
+    return State(role.name, run, command, suite.plan, all_cases, base, transcripts, suite=suite,
+                 build=role.suite, selected=list(cases))
 
 
 def _masker(env: dict[str, str]) -> Any:
@@ -131,59 +139,6 @@ def _masker(env: dict[str, str]) -> Any:
     from conformance import masking
 
     return masking.build(environ=os.environ, target_env=env)
-
-
-def _agent_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
-               opt: Any) -> tuple[Any, Any]:
-    from conformance.agent.runner import AgentRun, agent_suite
-    from conformance.transport import split_command
-
-    run = AgentRun(command=split_command(command), protocols=protocols, options=options,
-                   timeout=opt("acp_timeout"), strict=opt("acp_strict"), env=env,
-                   masker=_masker(env))
-    return run, agent_suite
-
-
-def _client_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
-                opt: Any) -> tuple[Any, Any]:
-    from conformance.client.adapter import load_factory
-    from conformance.client.profile import load
-    from conformance.client.runner import ClientRun, client_suite, template_of
-
-    adapter = opt("acp_client_adapter")
-    profile = load(Path(opt("acp_client_profile"))) if opt("acp_client_profile") else None
-    if adapter:  # in-process (--client-adapter): a bad spec is a usage error now
-        load_factory(adapter)
-    else:
-        template_of(command, profile)  # a bad command is a usage error now, not in every item
-    run = ClientRun(protocols=protocols, options=options, command=None if adapter else command,
-                    adapter=adapter, profile=profile, timeout=opt("acp_timeout"),
-                    strict=opt("acp_strict"), env=env, masker=_masker(env))
-    return run, client_suite
-
-
-def _proxy_run(command: str, protocols: list[int], options: Options, env: dict[str, str],
-               opt: Any) -> tuple[Any, Any]:
-    """The proxy role, with the command line's checks (``cmd_proxy``): ``--acp-agent`` is the
-    real agent behind the proxy (without it, the suite's agent double)."""
-    from conformance.client.runner import agent_template
-    from conformance.proxy.runner import ProxyRun, ProxySetupError, proxy_suite
-    from conformance.transport import split_command
-
-    words = agent_template(command, "--acp-proxy", "my-bridge --upstream {agent}",
-                           ProxySetupError)
-    split_command([words[0]])  # a missing executable is a usage error, not a finding
-    agent = opt("acp_agent")
-    run = ProxyRun(proxy=command, protocols=protocols, options=options,
-                   agent=split_command(agent) if agent else None,
-                   adapts=opt("acp_proxy_adapts"), timeout=opt("acp_timeout"),
-                   strict=opt("acp_strict"), env=env, masker=_masker(env))
-    return run, proxy_suite
-
-
-#: Each role's run (its settings from the options) and suite builder: a role is an entry.
-ROLE_RUNS: dict[str, Callable[..., tuple[Any, Callable[..., Any]]]] = {
-    "agent": _agent_run, "client": _client_run, "proxy": _proxy_run}
 
 
 def _options(profile: str | None) -> Options:

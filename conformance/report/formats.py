@@ -17,7 +17,7 @@ from typing import Any
 from conformance.results import RunResult
 from conformance.transcript import write_atomic
 
-__all__ = ["FORMATS", "STDOUT", "Format", "Inputs", "names", "write_reports"]
+__all__ = ["FORMATS", "STDOUT", "Format", "Inputs", "behind_paths", "names", "write_reports"]
 
 STDOUT = "-"  # ``--json -``: the report goes to standard output
 
@@ -74,6 +74,15 @@ class Format:
     render: Callable[[RunResult, Inputs], str]
     shells: frozenset[str]
     to_stdout: bool = True
+    behind: bool = False  # written for the target behind a proxy too, as NAME.<role>.EXT
+
+
+def behind_paths(paths: Mapping[str, Any], role: str) -> dict[str, Path]:
+    """Where the reports of the target behind (a proxy's real agent) go: beside the run's
+    file of each format written for it (``report.json`` -> ``report.agent.json``)."""
+    return {f.name: Path(p).with_name(f"{Path(p).stem}.{role}{Path(p).suffix}")
+            for f in FORMATS if f.behind for p in [paths.get(f.name)]
+            if p and str(p) != STDOUT}
 
 
 _CLI, _CLI_PLUGIN, _ALL = (frozenset({"cli"}), frozenset({"cli", "plugin"}),
@@ -81,7 +90,8 @@ _CLI, _CLI_PLUGIN, _ALL = (frozenset({"cli"}), frozenset({"cli", "plugin"}),
 
 #: In this order a run names its reports, and the transcripts go beside the first one named.
 FORMATS: tuple[Format, ...] = (
-    Format("json", "write the JSON report here<cli> (-: stdout)</cli>", _json, _CLI_PLUGIN),
+    Format("json", "write the JSON report here<cli> (-: stdout)</cli>", _json, _CLI_PLUGIN,
+           behind=True),
     Format("junit", "write JUnit XML here (-: stdout)", _junit, _CLI),
     Format("html", "write a self-contained HTML report (statement, requirements, findings, "
            "wire transcripts) here", _html, _CLI_PLUGIN, to_stdout=False),

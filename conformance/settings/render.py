@@ -94,7 +94,7 @@ def markdown_table(fill: Mapping[str, str] | None = None) -> list[str]:
             f"`{row.flags('fuzz')[0]}` (fuzz)" if "fuzz" in row.shells else "-"
         plugin = f"`{row.flags('plugin')[0]}`" if "plugin" in row.shells else "-"
         action = f"`{row.name}`" if "action" in row.shells else "-"
-        roles = "all" if len(row.roles) == 3 else ", ".join(sorted(row.roles))
+        roles = "all" if row.roles is None else ", ".join(sorted(row.roles))
         default = "" if row.default in (None, False, []) else f"`{row.default}`"
         shell = next(s for s in ("cli", "plugin", "fuzz") if s in row.shells)
         meaning = help_for(row, shell, fill) + (f" ({GROUPS[row.group]})"

@@ -40,13 +40,10 @@ from typing import Any
 from conformance.report.formats import FORMATS
 from conformance.usage import UsageError
 
-__all__ = ["GROUPS", "OPTIONS", "ROLES", "RULES", "SHELLS", "Clash", "Option", "argument", "check_values",
-           "for_shell", "help_for", "option", "parse_jobs", "parse_repeat", "role_of",
-           "spelling"]
+__all__ = ["GROUPS", "OPTIONS", "RULES", "SHELLS", "Clash", "Option", "argument", "check_values",
+           "for_shell", "help_for", "option", "parse_jobs", "parse_repeat", "spelling"]
 
-ROLES = ("agent", "client", "proxy")
 SHELLS = ("cli", "fuzz", "plugin", "action")  # fuzz: the command line's fuzz subcommand
-ALL = frozenset(ROLES)
 CLI, PLUGIN = frozenset({"cli"}), frozenset({"cli", "plugin"})
 ACTION, CLI_ACTION = frozenset({"cli", "plugin", "action"}), frozenset({"cli", "action"})
 FUZZ = frozenset({"fuzz"})
@@ -122,7 +119,9 @@ class Option:
     choices: tuple[str, ...] = ()
     parse: Callable[[str], Any] | None = None  # a value's form, when not the kind's
     check: Callable[[Any], str | None] | None = None  # a parsed value's problem ({option})
-    roles: frozenset[str] = ALL  # the roles it applies to; given with another, refused
+    # the roles it applies to (entries of conformance.roles.ROLES; None: every role); given
+    # with another, refused (conformance.roles.check_options)
+    roles: frozenset[str] | None = None
     shells: frozenset[str] = CLI  # cli, fuzz, plugin, action
     group: str = "target"  # the command line's --help group (the fuzz subcommand's, in fuzz)
     short: str | None = None  # "-j"
@@ -468,18 +467,6 @@ RULES: tuple[Clash, ...] = (
           "{fresh-process} and {runs-per-process} N > 1 contradict each other"),
 )
 
-#: The options that choose the role, in the order that decides it (a proxy's --agent is
-#: the agent behind it).
-TESTED = {"proxy": ("proxy",), "client": ("client", "client-adapter"), "agent": ("agent",)}
-
-
-def role_of(values: Mapping[str, Any]) -> str | None:
-    """The role the values test: proxy, client or agent (None: no target given)."""
-    for role, names in TESTED.items():
-        if any(values.get(n) for n in names):
-            return role
-    return None
-
 
 def _given(row: Option, value: Any) -> bool:
     return bool(value) and value != row.default
@@ -491,14 +478,12 @@ def _format(message: str, spell: Callable[[str], str]) -> str:
                   message)
 
 
-def check_values(values: Mapping[str, Any], shell: str, *, role: str | None = None,
-                 roles: bool = True) -> None:
+def check_values(values: Mapping[str, Any], shell: str) -> None:
     """Raise :class:`UsageError` (one line, options spelled as ``shell`` spells them) for
     the first problem of ``values`` (table name -> parsed value; a name missing is an
     option this command does not have): a value's own check, a rule of two options, an
-    option that needs another (when the shell has it), an option of another role
-    (``roles``; ``role`` defaults to
-    :func:`role_of`, and no role given refuses a role's options as needing their target)."""
+    option that needs another. An option given with a role it does not apply to is the
+    roles table's to refuse (:func:`conformance.roles.check_options`)."""
     spell = spelling(shell)
     have = {n: v for n, v in values.items() if n in _BY_NAME}
     for name, value in have.items():
@@ -512,17 +497,3 @@ def check_values(values: Mapping[str, Any], shell: str, *, role: str | None = No
     for rule in RULES:
         if rule.applies({n: have.get(n) for n in rule.names}):  # missing: not given
             raise UsageError(_format(rule.message, spell))
-    if not roles:
-        return
-    role = role or role_of(have)
-    for name, value in have.items():
-        row = _BY_NAME[name]
-        if row.roles == ALL or not _given(row, value):
-            continue
-        if role is None:
-            wanted = [spell(n) for r in ROLES if r in row.roles for n in TESTED[r][:1]]
-            raise UsageError(f"{spell(name)} needs {' or '.join(wanted)}")
-        if role not in row.roles:
-            tested = "/".join(spell(n) for n in TESTED[role])
-            raise UsageError(f"{spell(name)} does not apply to the {role} role ({tested}): "
-                             "leave it out")
