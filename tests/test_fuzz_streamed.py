@@ -60,9 +60,10 @@ def test_streamed_look_equals_grading_the_whole_run(tmp_path: Path, name: str, s
                              generate_only=True)
     run_agent_fuzz(config, get_effort("ci", max_examples=12), seed=5)
     assert len(looks) >= 12, looks
-    # the broken fixtures are found (the comparison covers looks that say yes), the
-    # reference agent is not
-    assert any(whole for *_, whole in looks) is (name != "reference"), looks
+    # under strict every broken fixture is found (so the comparison covers looks that say
+    # yes; without strict a SHOULD breach is no violation), the reference agent never is
+    if strict or name == "reference":
+        assert any(whole for *_, whole in looks) is (name != "reference"), looks
     lost = [look for look in looks if look[3] and not look[1]]
     assert not lost, f"a violation the streamed look missed: {lost}"
     assert all(got == raw for _, got, raw, _ in looks), [
