@@ -46,7 +46,7 @@ from conformance.agent.player import perform
 from conformance.agent.steps import Step
 from conformance.checks import Options
 from conformance.fuzz import model_side, persistent
-from conformance.fuzz.grading import Failure, graded, merge_coverage, violations
+from conformance.fuzz.grading import Failure, Streamed, graded, merge_coverage, violations
 from conformance.fuzz.keeper import raise_pending
 from conformance.fuzz.player import (
     AgentTarget,
@@ -146,6 +146,7 @@ class AgentMachine(RuleBasedStateMachine):
         self.model: dict[str, Any] | None = None  # this run's model script
         self.kept: persistent.Kept | None = None  # the reused process this run started on
         self.history: list[list[Step]] = []  # the steps of the earlier runs on that process
+        self.streamed: Streamed | None = None  # the checkers kept between steps (_check)
 
     # -- helpers --------------------------------------------------------------
     @property
@@ -203,6 +204,13 @@ class AgentMachine(RuleBasedStateMachine):
             return False
         if sync and self.driver is not None:
             self.driver.sync()
+        if not schema and "ended" not in self.transcript.header:
+            # After a step: the checkers fed only its entries say whether grading the run
+            # so far could find a violation; only then is the whole run graded (Streamed).
+            if self.streamed is None or self.streamed.transcript is not self.transcript:
+                self.streamed = Streamed(self.transcript)
+            if not self.streamed.may_violate(self.config.strict):
+                return False
         self.last = self._grade(schema=schema)
         bad = violations(self.last, self.config.strict)
         if not bad:
