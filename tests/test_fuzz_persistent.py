@@ -46,7 +46,9 @@ def test_compose_plays_later_runs_on_the_same_process() -> None:
 
 def test_reference_agent_is_fuzzed_on_reused_processes(tmp_path: Path) -> None:
     effort = get_effort("ci", max_examples=30)
-    reused = run_agent_fuzz(AgentFuzzConfig(reference_target(tmp_path / "a"), strict=True),
+    # persistent on purpose, also where $ACP_FUZZ_FRESH_PROCESS makes fresh the default
+    reused = run_agent_fuzz(AgentFuzzConfig(reference_target(tmp_path / "a"), strict=True,
+                                            runs_per_process=persistent.DEFAULT_RUNS_PER_PROCESS),
                             effort, 20261129)
     fresh = run_agent_fuzz(AgentFuzzConfig(reference_target(tmp_path / "b"), strict=True,
                                            runs_per_process=1), effort, 20261129)
