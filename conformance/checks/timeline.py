@@ -119,6 +119,9 @@ class Carried:
     rebuilt: set[tuple[str, str]] = field(default_factory=set)
     replayed: set[tuple[str, str]] = field(default_factory=set)  # read as replay in the window
     ended: bool = False
+    # A resume without replay (v2 without replayFrom, v1 resume): no new epoch, so the
+    # carried turn is the session's own open turn and ends when it does.
+    same_epoch: bool = False
 
     def live(self, kind: str, form: str, mid: str | None, update: dict[str, Any],
              window: bool, seq: int, fresh: bool = True) -> bool:
@@ -369,6 +372,10 @@ class Timeline:
             else:
                 s = self._session(sid, entry.conn, entry.seq, "resume")
                 s.replay, s.replay_requested = method, False
+                if s.turn_open and (s.carried is None or s.carried.ended):
+                    # a turn streams: it goes on beside the window, which replays nothing
+                    s.carried = Carried(s.epoch, self._writing(s, conn), entry.conn,
+                                        entry.seq, dict(s.streamed), same_epoch=True)
             yield ReplayStart(entry.seq, entry.conn, sid, s.epoch, method, s.replay_requested,
                               conn.protocol)
 
@@ -415,8 +422,8 @@ class Timeline:
             epoch, turn, inside = s.epoch, self._writing(s, conn), -1
             c = s.carried
             if c is not None and entry.conn == c.conn and not c.ended and (
-                    phase in (REPLAY, AFTER_REPLAY, NO_TURN) or phase == LIVE):
-                window = phase == REPLAY
+                    phase in (REPLAY, AFTER_REPLAY, NO_TURN, UNREQUESTED) or phase == LIVE):
+                window = phase in (REPLAY, UNREQUESTED)
                 # a prompt of the new epoch runs once accepted (its response or its echo)
                 fresh = phase != LIVE or not (s.accepted or s.echoed)
                 if kind == "user" and phase == LIVE:
@@ -548,6 +555,7 @@ class Timeline:
             cancelled, s.cancel_seq = s.cancel_seq, -1
             stop = result.get("stopReason") if isinstance(result, dict) else None
             s.last_stop = stop if ok else "error"
+            self._end_carried(s, s.turn)
             yield TurnEnd(entry.seq, entry.conn, pending.session, s.epoch, s.turn, stop,
                           conn.protocol, result if isinstance(result, dict) else None,
                           "response" if ok else "error", cancelled)
@@ -574,8 +582,15 @@ class Timeline:
             if not s.turn_open:
                 s.last_stop = stop
                 s.pending_idle.clear()
+            self._end_carried(s, turn)
             yield TurnEnd(entry.seq, entry.conn, sid, s.epoch, turn, stop, protocol, None,
                           "idle", cancelled)
+
+    @staticmethod
+    def _end_carried(s: _Session, turn: int) -> None:
+        """A turn carried beside a window that opened no epoch ends with the turn."""
+        if s.carried is not None and s.carried.same_epoch and s.carried.turn == turn:
+            s.carried.ended = True
 
     def _close_conn(self, entry: Entry) -> Iterator[Event]:
         for sid, s in self.sessions.items():

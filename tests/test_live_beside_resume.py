@@ -1,0 +1,81 @@
+"""MID-V2-06 on hand-written transcripts: a v2 session/resume without replayFrom arrives
+while a prompt's turn streams, and the agent answers it only after the turn ends (what a
+busy LLM agent does). The turn's own output in that window is live (info
+MID-V2-06/live-beside-resume, citing the request); real history replayed in the same
+window is still an unrequested replay (fail)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from wire import PREVIEW, Line, req, res, resume, start, text, transcript, upd
+
+from conformance.checks import Options, grade
+
+
+def found_rows(lines: list[Line], options: Options) -> list[Any]:
+    return [f for f in grade(transcript(2, lines).entries, protocol=2, options=options,
+                             select=["MID-V2-06", "MID-V2-13", "MID-V2-12", "MID-A-08"])]
+
+
+def chunk(mid: str, t: str) -> Line:
+    return upd("agent_message_chunk", mid, content=text(t))
+
+
+def streaming_then_resume(how: dict[str, Any], window: list[Line]) -> list[Line]:
+    return start(2) + [
+        req(2, "session/prompt", sessionId="s", prompt=[text("Hello")]),
+        res(2, {"messageId": "u2"}), upd("user_message", "u2", content=[text("Hello")]),
+        chunk("a", "Let me look "), chunk("a", "at the file."),
+        resume(5, **how),
+        # written before the agent read the resume: the rest of its turn, a new message too
+        chunk("a", " Done."), chunk("b", "Now the "), chunk("b", "tool."),
+        upd("state_update", state="idle", stopReason="end_turn"),
+        *window, res(5)]
+
+
+HOW = [{"omit": True}, {"replay": None}]
+OPTIONS = [Options(), PREVIEW]
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["default", "acp-schema-1.21"])
+@pytest.mark.parametrize("how", HOW, ids=["omitted", "null"])
+def test_the_turns_own_chunks_beside_the_resume_are_info(how: dict[str, Any],
+                                                          options: Options) -> None:
+    rows = found_rows(streaming_then_resume(how, []), options)
+    bad = [(f.requirement, f.outcome.value, f.message) for f in rows
+           if f.outcome.value in ("fail", "warn")]
+    assert not bad, bad
+    info = [f for f in rows if f.requirement == "MID-V2-06/live-beside-resume"
+            and f.outcome.value == "info"]
+    assert info, [(f.requirement, f.outcome.value) for f in rows]
+    assert "benefit of the doubt" in info[0].message
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["default", "acp-schema-1.21"])
+@pytest.mark.parametrize("how", HOW, ids=["omitted", "null"])
+def test_history_replayed_in_the_same_window_still_fails(how: dict[str, Any],
+                                                          options: Options) -> None:
+    history = [upd("user_message", "u2", content=[text("Hello")]),
+               upd("agent_message", "a", content=[text("Let me look at the file. Done.")])]
+    rows = found_rows(streaming_then_resume(how, history), options)
+    fails = {f.requirement for f in rows if f.outcome.value == "fail"}
+    assert "MID-V2-06/unrequested-replay" in fails, [(f.requirement, f.outcome.value)
+                                                     for f in rows]
+    assert any(f.requirement == "MID-V2-06/live-beside-resume" and f.outcome.value == "info"
+               for f in rows)
+
+
+def test_without_a_streaming_turn_a_replay_still_fails() -> None:
+    lines = start(2) + [
+        req(2, "session/prompt", sessionId="s", prompt=[text("Hello")]),
+        res(2, {"messageId": "u2"}), upd("user_message", "u2", content=[text("Hello")]),
+        chunk("a", "Hi."), upd("state_update", state="idle", stopReason="end_turn"),
+        resume(5, omit=True), upd("user_message", "u2", content=[text("Hello")]),
+        chunk("a", "Hi."), res(5)]
+    rows = found_rows(lines, Options())
+    assert "MID-V2-06/unrequested-replay" in {f.requirement for f in rows
+                                              if f.outcome.value == "fail"}
+    assert not [f for f in rows if f.requirement == "MID-V2-06/live-beside-resume"
+                and f.outcome.value == "info"]
