@@ -2,9 +2,10 @@
 and the target's output decides no fail or warn, in any run.
 
 Each conformant fixture that writes while the suite's ``session/resume`` arrives is run
-several times through ``replay-marker-while-streaming@v2`` under ``acp-schema-1.21``
-(the profile with the replay marker): clean every time. The reading itself is held on
-hand-written transcripts in test_reading.py.
+several times through the case that races it (``replay-marker-while-streaming@v2``, or
+``resume-without-replay-while-streaming@v2`` for a resume without replayFrom) under
+``acp-schema-1.21`` (the profile with the replay marker): clean every time. The reading
+itself is held on hand-written transcripts in test_reading.py.
 """
 
 from __future__ import annotations
@@ -16,17 +17,21 @@ import pytest
 from conftest import REPO_ROOT, load_json, outcomes, run_cli
 
 RUNS = 4
-RACERS = ["v2_new_message_before_replay", "v2_pause_before_tool"]
+MARKER = "replay-marker-while-streaming"
+#: (fixture, the case whose request races its output)
+RACERS = [("v2_new_message_before_replay", MARKER), ("v2_pause_before_tool", MARKER),
+          ("v2_busy_resume_without_replay", "resume-without-replay-while-streaming")]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", RACERS)
-def test_a_racing_conformant_agent_is_clean_in_every_run(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize("name,case", RACERS, ids=[n for n, _ in RACERS])
+def test_a_racing_conformant_agent_is_clean_in_every_run(tmp_path: Path, name: str,
+                                                         case: str) -> None:
     command = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'agents' / (name + '.py')}"
     for run in range(RUNS):
         report = tmp_path / f"run{run}.json"
         proc = run_cli("--agent", command, "--protocol", "2", "--profile", "acp-schema-1.21",
-                       "--case", "replay-marker-while-streaming", "--json", str(report),
+                       "--case", case, "--json", str(report),
                        "--transcripts", str(tmp_path / f"t{run}"), "-j", "1", timeout=240)
         assert report.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
         found = outcomes(load_json(report))
