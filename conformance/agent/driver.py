@@ -69,6 +69,7 @@ class ClientDriver(Handshake, Turns):
             raise NotTestable("the agent does not advertise loadSession", Reason.NO_CAPABILITY)
         self.request("session/load", {"sessionId": sid, "cwd": self.cwd, "mcpServers": []},
                      waiting_for="the session/load response")
+        self.finish_flight_v1()  # a prompt in flight: its turn ends before the next step
         self.settle(why="after session/load")  # a replay that trails the response
 
     def resume(self, replay: str | None, *, while_streaming: bool = False) -> None:

@@ -71,6 +71,8 @@ class Turns(Connection):
         # fresh key per prompt, repeated by retry_prompt.
         self.idempotency_keys = bool(profile and profile.idempotency_keys)
         self.last_prompt: dict[str, Any] | None = None
+        # v1: a prompt left in flight (see prompt): its request ID until its response came
+        self.flight_v1: int | None = None
 
     def prompt(self, text: str, *, legacy_message_id: str | None = None,
                meta_message_id: str | None = None, cancel: bool = False,
@@ -88,8 +90,13 @@ class Turns(Connection):
         prompt's turn to end: one idle each, or an idle after the echoes of all the IDs
         their responses named (an agent may queue them and end them with one idle).
 
+        v1 ``in_flight``: wait only for the turn's first agent message chunk (its answer
+        streams), so the next step's request (a ``load``) reaches the agent while the turn
+        runs; the next step waits for the prompt's response (:meth:`finish_flight_v1`).
+
         ``invalid_key`` (``empty``, ``too-long``): under a profile with keys, send that
         ``idempotencyKey`` (outside 1 to 255 characters) instead of a fresh one."""
+        self.finish_flight_v1()
         sid = self._sid()
         params: dict[str, Any] = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
         fuzz = False
@@ -104,6 +111,8 @@ class Turns(Connection):
                                                         f"key-{secrets.token_hex(12)}")
         self.last_prompt = params
         rid = self._send_request("session/prompt", params, fuzz=fuzz)
+        if in_flight and self.protocol < 2 and not (cancel or cancel_after is not None):
+            return self._in_flight_v1(rid)
         cancel_at = time.monotonic() + CANCEL_SHARE * self.timeout
         cancelling = cancel or cancel_after is not None
         in_flight = in_flight and self.protocol >= 2
@@ -229,6 +238,33 @@ class Turns(Connection):
         if cancelling:
             self.settle(why="after a cancelled turn")
         return error
+
+    def _in_flight_v1(self, rid: int) -> Any:
+        """v1 ``in_flight`` (see prompt): the error the agent answered with when the response
+        came before any agent message chunk, else None with the prompt left in flight."""
+        streamed = [False]
+
+        def on_update(entry: Entry, update: dict[str, Any]) -> None:
+            if update.get("sessionUpdate") == "agent_message_chunk":
+                streamed[0] = True  # its answer streams (a thought may come first)
+
+        self.pump(lambda: streamed[0] or rid in self.responses, on_update=on_update,
+                  waiting_for="an agent_message_chunk of the prompt in flight")
+        if rid not in self.responses:
+            self.flight_v1 = rid
+            return None
+        msg = self.responses.pop(rid).msg
+        return msg.get("error") if isinstance(msg, dict) and "error" in msg else None
+
+    def finish_flight_v1(self) -> None:
+        """v1: wait for the response of a prompt left in flight (its turn's end), so no step
+        after it leaves the turn open."""
+        rid, self.flight_v1 = self.flight_v1, None
+        if rid is None or self.proc is None:
+            return
+        self.pump(lambda: rid in self.responses,
+                  waiting_for="the session/prompt response of the prompt in flight")
+        self.responses.pop(rid)
 
     def retry_prompt(self) -> Any:
         """v2: send the last prompt again, same content and same ``idempotencyKey`` (a client

@@ -218,6 +218,7 @@ class Replay(Checker):
         Rule("MID-V2-06/after-response"),
         Rule("MID-V2-06/unrequested-replay"),
         Rule("MID-V2-06/live-beside-resume"),
+        Rule("MID-A-07/live-beside-load"),
         Rule("MID-V2-11/kept-id"),
         Rule("MID-V2-11/not-retained"),
         Rule("MID-V2-12"),
@@ -243,6 +244,7 @@ class Replay(Checker):
         # the profiles that grade them, and the grader says why the others do not
         self.draft = Rule("MID-V2-12").record.applies_under(self.profile.name)
         self.no_replay: set[int] = set()  # entries of v2 resumes without replayFrom
+        self.loads: set[int] = set()  # entries of v1 session/load requests
 
     def on_turn_start(self, ev: TurnStart) -> None:
         if ev.protocol < 2 or not self.draft:
@@ -279,6 +281,8 @@ class Replay(Checker):
     def on_replay_start(self, ev: ReplayStart) -> None:
         if not ev.requested and ev.protocol >= 2:
             self.no_replay.add(ev.seq)
+        if ev.method == "session/load":
+            self.loads.add(ev.seq)
         if not ev.requested:
             self.exercised("MID-V2-06/unrequested-replay" if ev.protocol >= 2
                            else "MID-A-07/resume-replay")
@@ -301,6 +305,21 @@ class Replay(Checker):
                    "as a replay (the agent may have written it before it read the request; "
                    "benefit of the doubt)", key=(ev.session, ev.inside),
                    entries=[ev.inside, ev.seq], expected="no replay; the turn goes on",
+                   actual=ev.update_type)
+
+    def _beside_load(self, ev: MessageEvent) -> None:
+        """The one reading put this update in the window of a v1 session/load (between the
+        request and its response) as the output of the turn that streamed when the suite wrote the
+        request (``timeline.Carried``): the turn's, not the replay's (MID-A-07). Recorded
+        once per request, with the evidence that decided it."""
+        self.exercised("MID-A-07/live-beside-load")
+        self.found("MID-A-07/live-beside-load",
+                   f"{with_article(ev.update_type)} of {short(ev.mid)!r} arrives after a "
+                   f"session/load (entry {ev.inside}) and before its response, while a "
+                   "prompt's turn streams: read as that turn's output, not as a replayed "
+                   "message (the agent may have written it before it read the request; "
+                   "benefit of the doubt)", key=(ev.session, ev.inside),
+                   entries=[ev.inside, ev.seq], expected="the replay, then the response",
                    actual=ev.update_type)
 
     def on_replay_end(self, ev: ReplayEnd) -> None:
@@ -332,6 +351,8 @@ class Replay(Checker):
             tail.fold()  # its run ended: one string, not one a chunk
         if ev.phase == LIVE and ev.inside in self.no_replay:
             self._beside_resume(ev)
+        elif ev.phase == LIVE and ev.inside in self.loads:
+            self._beside_load(ev)
         if ev.phase == LIVE:
             key = (ev.session, ev.epoch.index, ev.turn)
             turn = self.live.get(key)

@@ -122,6 +122,11 @@ class Carried:
     # A resume without replay (v2 without replayFrom, v1 resume): no new epoch, so the
     # carried turn is the session's own open turn and ends when it does.
     same_epoch: bool = False
+    # v1: the carried turn's prompt request, (conn, id): its response, which may come after
+    # the window opened (an agent that reads the load only once the turn is done), ends the
+    # turn in its own epoch (MID-A-09: a v1 turn ends with its prompt response)
+    request: Any = None
+    cancel_seq: int = -1  # the session/cancel written while the carried turn ran (-1: none)
 
     def live(self, kind: str, form: str, mid: str | None, update: dict[str, Any],
              window: bool, seq: int, fresh: bool = True) -> bool:
@@ -384,7 +389,8 @@ class Timeline:
         """A replay window opened while a turn of the session streams: the turn goes on
         beside it (``Carried``)."""
         if old is not None and old.turn_open:
-            s.carried = Carried(old.epoch, old.turn, entry.conn, entry.seq, dict(old.streamed))
+            s.carried = Carried(old.epoch, old.turn, entry.conn, entry.seq, dict(old.streamed),
+                                request=old.turn_request, cancel_seq=old.cancel_seq)
 
     # -- agent -> client ---------------------------------------------------
     def _from_agent(self, entry: Entry, conn: _Conn, msg: dict[str, Any],
@@ -549,6 +555,7 @@ class Timeline:
                               conn.protocol, None, "error")
                 return
             if s.turn_request != request:
+                yield from self._carried_response(s, entry, pending, msg, request)
                 return
             s.turn_open = False
             s.turn_request = None
@@ -585,6 +592,22 @@ class Timeline:
             self._end_carried(s, turn)
             yield TurnEnd(entry.seq, entry.conn, sid, s.epoch, turn, stop, protocol, None,
                           "idle", cancelled)
+
+    @staticmethod
+    def _carried_response(s: _Session, entry: Entry, pending: _Pending, msg: dict[str, Any],
+                          request: Any) -> Iterator[Event]:
+        """v1: the response of the prompt whose turn streamed when a load opened a new epoch
+        ends that turn in its epoch: later updates are no longer its output (a new prompt's
+        chunks are the new turn's, not the carried one's)."""
+        c = s.carried
+        if c is None or c.ended or c.same_epoch or c.request != request:
+            return
+        c.ended = True
+        result, ok = msg.get("result"), "result" in msg
+        stop = result.get("stopReason") if isinstance(result, dict) else None
+        yield TurnEnd(entry.seq, entry.conn, pending.session or "", c.epoch, c.turn, stop, 1,
+                      result if isinstance(result, dict) else None,
+                      "response" if ok else "error", c.cancel_seq)
 
     @staticmethod
     def _end_carried(s: _Session, turn: int) -> None:
