@@ -2,7 +2,8 @@
 while a prompt's turn streams, and the agent answers it only after the turn ends (what a
 busy LLM agent does). The turn's own output in that window is live (info
 MID-V2-06/live-beside-resume, citing the request); real history replayed in the same
-window is still an unrequested replay (fail)."""
+window is still an unrequested replay (fail). A queued prompt's echo and turn, which the
+agent started before it read the resume, are live too (not replay)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 from wire import PREVIEW, Line, req, res, resume, start, text, transcript, upd
 
 from conformance.checks import Options, grade
+from conformance.checks.events import LIVE, MessageEvent
+from conformance.checks.timeline import Timeline
 
 
 def found_rows(lines: list[Line], options: Options) -> list[Any]:
@@ -79,3 +82,55 @@ def test_without_a_streaming_turn_a_replay_still_fails() -> None:
                                               if f.outcome.value == "fail"}
     assert not [f for f in rows if f.requirement == "MID-V2-06/live-beside-resume"
                 and f.outcome.value == "info"]
+
+
+# A second prompt queued behind the streaming one: its echo, then its turn, land in the
+# window too (the agent finished the first turn and started the next before it read the
+# resume). The echo may come as a whole user_message or v1-style as user_message_chunk.
+def queued_then_resume(echo: Line, window_tail: list[Line]) -> list[Line]:
+    idle = upd("state_update", state="idle", stopReason="end_turn")
+    return start(2) + [
+        req(2, "session/prompt", sessionId="s", prompt=[text("Story")]),
+        res(2, {"messageId": "u2"}), upd("user_message", "u2", content=[text("Story")]),
+        chunk("a", "Part 1; "),
+        req(3, "session/prompt", sessionId="s", prompt=[text("Next")]),
+        res(3, {"messageId": "u3"}),
+        chunk("a", "Part 2; "),
+        resume(5, omit=True),
+        chunk("a", "end."), idle,
+        echo, chunk("b", "Next answer."), *window_tail, idle, res(5)]
+
+
+ECHOES = {"chunk": upd("user_message_chunk", "u3", content=text("Next")),
+          "whole": upd("user_message", "u3", content=[text("Next")])}
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["default", "acp-schema-1.21"])
+@pytest.mark.parametrize("form", sorted(ECHOES))
+def test_a_queued_prompts_echo_in_the_window_is_live(form: str, options: Options) -> None:
+    lines = queued_then_resume(ECHOES[form], [])
+    rows = grade(transcript(2, lines).entries, protocol=2, options=options)
+    bad = [(f.requirement, f.outcome.value, f.message) for f in rows
+           if f.outcome.value in ("fail", "warn")]
+    assert not bad, bad
+    info = [f for f in rows if f.requirement == "MID-V2-06/live-beside-resume"
+            and f.outcome.value == "info"]
+    assert info, [(f.requirement, f.outcome.value) for f in rows]
+    tl = Timeline(2)
+    evs = [ev for e in transcript(2, lines).entries for ev in tl.feed(e)
+           if isinstance(ev, MessageEvent) and ev.mid in ("u3", "b")]
+    resume_seq = 11
+    assert [(ev.mid, ev.phase, ev.turn, ev.inside) for ev in evs] == [
+        ("u3", LIVE, 1, resume_seq), ("b", LIVE, 1, resume_seq)], evs
+
+
+@pytest.mark.parametrize("form", sorted(ECHOES))
+@pytest.mark.parametrize("history", [
+    upd("user_message", "u2", content=[text("Story")]),  # a user message shown before
+    upd("user_message", "u9", content=[text("Story")]),  # an ID no prompt response named
+], ids=["shown-before", "not-named"])
+def test_history_after_a_queued_echo_still_fails(form: str, history: Line) -> None:
+    rows = found_rows(queued_then_resume(ECHOES[form], [history]), Options())
+    assert "MID-V2-06/unrequested-replay" in {f.requirement for f in rows
+                                              if f.outcome.value == "fail"}, \
+        [(f.requirement, f.outcome.value) for f in rows]

@@ -124,3 +124,45 @@ def test_a_replay_after_the_load_response_still_fails(at: int) -> None:
 def test_a_next_turn_that_reuses_a_replayed_id_still_fails() -> None:
     found = by_outcome(busy(2, replay(), next_id="a1"))
     assert "MID-A-02/cross-turn-reuse" in found.get("fail", set()), found
+
+
+def _idless(lines: list[Line], keep: str = "") -> list[Line]:
+    """The same lines with no messageId on any chunk but ``keep``'s (a v1 agent without IDs,
+    allowed: MID-A-05)."""
+    out = []
+    for src, msg in lines:
+        update = msg.get("params", {}).get("update") if isinstance(msg.get("params"), dict) else None
+        if isinstance(update, dict) and update.get("messageId") not in (None, keep):
+            update = {k: v for k, v in update.items() if k != "messageId"}
+            msg = {**msg, "params": {**msg["params"], "update": update}}
+        out.append((src, msg))
+    return out
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_chunks_without_ids_beside_the_load_are_the_turns(at: int) -> None:
+    """No ID to match: a chunk of the turn before the replay begins is its output, never
+    a replayed message (a replay of the story whose first part came before the request
+    would otherwise shift every later replayed message onto a different live one)."""
+    lines = _idless(busy(at, replay()))
+    found = rows(lines)
+    bad = [(f.requirement, f.outcome.value, f.message) for f in found
+           if f.outcome.value in ("fail", "warn")]
+    assert not bad, bad
+    info = [f.message for f in found if f.requirement == "MID-A-07/live-beside-load"
+            and f.outcome.value == "info"]
+    assert len(info) == 1 and "without an ID" in info[0], info
+
+
+def test_an_id_gap_beside_the_load_is_one_gap_and_no_collision() -> None:
+    """One chunk of the story without its ID after the request (MID-A-03/gap, warn): the
+    gap is graded, and no replayed message is taken for a different live one."""
+    story = [chunk("b", w) for w in STORY]
+    story[2] = _idless([story[2]])[0]
+    lines = start(1) + FIRST + [
+        req(3, "session/prompt", sessionId="s", prompt=[text("Story")]),
+        *story[:1], LOAD, *story[1:], res(3, {"stopReason": "end_turn"}),
+        *replay(), res(5)]
+    found = by_outcome(lines)
+    assert "MID-A-08/collides-other-epoch" not in found.get("warn", set()), found
+    assert not found.get("fail"), found

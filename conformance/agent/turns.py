@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from conformance.agent.faults import (
     DriveAborted,
     DriveTimeout,
     NegotiationFailed,
+    NotTestable,
     SameForEveryCase,
 )
 from conformance.profiles import Profile
@@ -26,6 +28,11 @@ from conformance.transcript import Entry
 # cancelled and graded, not failed as a hang. Half the silence a wait allows: late enough
 # that a busy machine's slow first chunk is not overtaken, early enough to be answered.
 CANCEL_SHARE = 0.5
+# A request a case races with a turn's output (a load or resume while a prompt streams) is
+# sent at the turn's first agent message chunk; a turn that writes none for this share of
+# --timeout (one silent until it is cancelled) gives no race to play: the case is not
+# testable, said on its clock, rather than a hang (the silence a wait allows is --timeout).
+STREAM_SHARE = 0.8
 
 
 #: What a prompt step's ``invalid_key`` sends as ``idempotencyKey`` (outside 1 to 255).
@@ -239,17 +246,38 @@ class Turns(Connection):
             self.settle(why="after a cancelled turn")
         return error
 
+    def wait_for_stream(self, over: Callable[[], bool],
+                        on_update: Callable[[Entry, dict[str, Any]], None] | None = None
+                        ) -> None:
+        """Wait for an ``agent_message_chunk`` of the prompt in flight (its answer streams;
+        a thought may come first), or until ``over()`` (its turn ended), so the next request
+        reaches the agent while it writes. None within ``STREAM_SHARE`` of --timeout:
+        NotTestable, with the timer recorded."""
+        streamed = [False]
+
+        def seen(entry: Entry, update: dict[str, Any]) -> None:
+            if on_update is not None:
+                on_update(entry, update)
+            if update.get("sessionUpdate") == "agent_message_chunk":
+                streamed[0] = True
+
+        limit = STREAM_SHARE * self.timeout
+        give_up = time.monotonic() + limit
+        self.pump(lambda: streamed[0] or over() or time.monotonic() >= give_up, on_update=seen,
+                  waiting_for="an agent_message_chunk of the prompt in flight")
+        if streamed[0] or over():
+            return
+        self._clock("stream wait", limit, "--timeout",
+                    "no agent message chunk of the prompt in flight to race the request with")
+        raise NotTestable(f"the prompt in flight wrote no agent_message_chunk within {limit:g} s "
+                          f"({STREAM_SHARE:g} of --timeout): the request this case races with "
+                          "a streaming turn could not be sent while it streams (a turn silent "
+                          "until cancelled?); a longer --timeout waits longer")
+
     def _in_flight_v1(self, rid: int) -> Any:
         """v1 ``in_flight`` (see prompt): the error the agent answered with when the response
         came before any agent message chunk, else None with the prompt left in flight."""
-        streamed = [False]
-
-        def on_update(entry: Entry, update: dict[str, Any]) -> None:
-            if update.get("sessionUpdate") == "agent_message_chunk":
-                streamed[0] = True  # its answer streams (a thought may come first)
-
-        self.pump(lambda: streamed[0] or rid in self.responses, on_update=on_update,
-                  waiting_for="an agent_message_chunk of the prompt in flight")
+        self.wait_for_stream(lambda: rid in self.responses)
         if rid not in self.responses:
             self.flight_v1 = rid
             return None

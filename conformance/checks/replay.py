@@ -313,8 +313,9 @@ class Replay(Checker):
         request (``timeline.Carried``): the turn's, not the replay's (MID-A-07). Recorded
         once per request, with the evidence that decided it."""
         self.exercised("MID-A-07/live-beside-load")
+        of = f"of {short(ev.mid)!r}" if ev.mid is not None else "without an ID"
         self.found("MID-A-07/live-beside-load",
-                   f"{with_article(ev.update_type)} of {short(ev.mid)!r} arrives after a "
+                   f"{with_article(ev.update_type)} {of} arrives after a "
                    f"session/load (entry {ev.inside}) and before its response, while a "
                    "prompt's turn streams: read as that turn's output, not as a replayed "
                    "message (the agent may have written it before it read the request; "

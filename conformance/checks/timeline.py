@@ -81,6 +81,10 @@ class _Session:
     # turn's updates after it may have been written before the target read it
     cancel_seq: int = -1
     window_messages: int = 0  # message updates read as replay in the open replay window
+    # the user-message IDs the session showed live (one a prompt): an echo with a new one
+    # in a window that replays nothing is a queued prompt's, not history (``Carried``)
+    echo_ids: set[str] = field(default_factory=set)
+    named: set[str] = field(default_factory=set)  # v2: the IDs its prompt responses named
 
 
 @dataclass
@@ -102,7 +106,10 @@ class Carried:
       messages, and agent or thought messages the replay did not show, are its output;
       so are they after a new prompt of the session until that prompt is accepted (the
       target could have written them before it read the prompt);
-    - a user message is never the turn's; once the turn reports idle, nothing more is.
+    - a chunk without an ID is the turn's before the replay begins, and after the window
+      as a new message is;
+    - a user message is never the turn's; once the turn ends (its idle, or in v1 its
+      prompt response), nothing more is.
 
     A live update in the window carries the request's entry (``MessageEvent.inside``), so
     a rule that records it names its evidence. The turn keeps its epoch and turn index.
@@ -127,6 +134,25 @@ class Carried:
     # turn in its own epoch (MID-A-09: a v1 turn ends with its prompt response)
     request: Any = None
     cancel_seq: int = -1  # the session/cancel written while the carried turn ran (-1: none)
+    echoed: bool = False  # same_epoch: the carried turn's echo came in the window
+
+    def echo(self, mid: str | None, window: bool, shown: set[str], named: set[str]) -> bool:
+        """Same epoch (a window that replays nothing): whether this user update is the
+        carried turn's echo, a queued prompt's turn that started after the one the request
+        met (its turn runs on beside the window): a user-message ID the session never
+        showed (one a prompt response named, where responses name them), before any other
+        echo of that turn, or a later chunk of that echo."""
+        if self.ended or mid is None or not window:
+            self.begun = self.begun or window
+            return False
+        if ("user", mid) in self.ids:
+            return True
+        if self.echoed or mid in shown or (named and mid not in named):
+            self.begun = True
+            return False  # history: a message the session showed, shown again
+        self.echoed = True
+        self.ids[("user", mid)] = ""
+        return True
 
     def live(self, kind: str, form: str, mid: str | None, update: dict[str, Any],
              window: bool, seq: int, fresh: bool = True) -> bool:
@@ -135,10 +161,12 @@ class Carried:
         ``window``: it arrived in the replay window; ``fresh``: outside it, a message the
         session has not shown yet may be the turn's (no prompt the target could have read
         since is known to be running)."""
-        if self.ended or mid is None or kind == "user":
+        if self.ended or kind == "user":
             if window:
                 self.begun = True
             return False
+        if mid is None:  # no ID to match (v1 allows that): where it falls decides, once
+            return not self.begun if window else fresh
         key = (kind, mid)
         if not window:  # after the window: the turn goes on until its idle
             if key in self.ids:
@@ -434,7 +462,10 @@ class Timeline:
                 fresh = phase != LIVE or not (s.accepted or s.echoed)
                 if kind == "user" and phase == LIVE:
                     s.echoed = True
-                if c.live(kind, form, mid, update, window, entry.seq, fresh):
+                if (c.echo(mid, window, s.echo_ids, s.named) if kind == "user" and c.same_epoch
+                        else c.live(kind, form, mid, update, window, entry.seq, fresh)):
+                    if kind == "user" and mid is not None:
+                        s.echo_ids.add(mid)
                     phase, epoch, turn = LIVE, c.epoch, c.turn
                     inside = c.request_seq if window else -1
                     yield MessageEvent(
@@ -444,6 +475,8 @@ class Timeline:
                     return
             if s.turn_open:
                 s.running = True
+            if phase == LIVE and kind == "user" and mid is not None:
+                s.echo_ids.add(mid)
             if phase == LIVE and form == "chunk" and mid is not None:
                 s.streamed.setdefault((kind, mid), model.block_text(update.get("content")))
             if phase == REPLAY:
@@ -541,6 +574,9 @@ class Timeline:
                 if ok:
                     s.accepted.add(turn)
                     s.running = True
+                    named = result.get("messageId") if isinstance(result, dict) else None
+                    if isinstance(named, str):
+                        s.named.add(named)
                     yield PromptAccepted(entry.seq, entry.conn, pending.session, s.epoch, turn,
                                          result, conn.protocol)
                     yield from self._idle_ends(s, entry, pending.session, conn.protocol)
@@ -611,9 +647,15 @@ class Timeline:
 
     @staticmethod
     def _end_carried(s: _Session, turn: int) -> None:
-        """A turn carried beside a window that opened no epoch ends with the turn."""
-        if s.carried is not None and s.carried.same_epoch and s.carried.turn == turn:
-            s.carried.ended = True
+        """A turn carried beside a window that opened no epoch ends with the turn; while
+        the window is open, a queued prompt's turn that runs next is carried on beside it
+        (the agent may have started it before it read the request)."""
+        c = s.carried
+        if c is None or not c.same_epoch or c.turn != turn:
+            return
+        c.ended = True
+        if s.replay is not None and not s.replay_requested and s.open:
+            s.carried = Carried(s.epoch, s.open[0], c.conn, c.request_seq, {}, same_epoch=True)
 
     def _close_conn(self, entry: Entry) -> Iterator[Event]:
         for sid, s in self.sessions.items():
