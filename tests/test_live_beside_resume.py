@@ -134,3 +134,24 @@ def test_history_after_a_queued_echo_still_fails(form: str, history: Line) -> No
     assert "MID-V2-06/unrequested-replay" in {f.requirement for f in rows
                                               if f.outcome.value == "fail"}, \
         [(f.requirement, f.outcome.value) for f in rows]
+
+
+def test_a_queued_echo_under_a_reused_id_is_its_own_fault_only() -> None:
+    """An agent whose ID counter restarts every prompt names msg_1 for both prompts and
+    echoes the queued one under it in the window: the echo is the queued prompt's (its
+    response named that ID), so the one fault is the reuse (MID-A-02), not a replay and
+    not a missing echo."""
+    idle = upd("state_update", state="idle", stopReason="end_turn")
+    lines = start(2) + [
+        req(2, "session/prompt", sessionId="s", prompt=[text("Story")]),
+        res(2, {"messageId": "msg_1"}), upd("user_message", "msg_1", content=[text("Story")]),
+        chunk("msg_2", "Part 1; "),
+        req(3, "session/prompt", sessionId="s", prompt=[text("Next")]),
+        res(3, {"messageId": "msg_1"}),
+        resume(5, omit=True), chunk("msg_2", "end."), idle,
+        upd("user_message", "msg_1", content=[text("Next")]), chunk("msg_2", "Next."), idle,
+        res(5)]
+    rows = grade(transcript(2, lines).entries, protocol=2, options=Options())
+    fails = {f.requirement for f in rows if f.outcome.value == "fail"}
+    assert "MID-A-02/user-message-reuse" in fails, fails
+    assert not fails & {"MID-V2-06/unrequested-replay", "MID-V2-05/no-echo"}, fails

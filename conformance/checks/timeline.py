@@ -84,7 +84,10 @@ class _Session:
     # the user-message IDs the session showed live (one a prompt): an echo with a new one
     # in a window that replays nothing is a queued prompt's, not history (``Carried``)
     echo_ids: set[str] = field(default_factory=set)
-    named: set[str] = field(default_factory=set)  # v2: the IDs its prompt responses named
+    # v2: the IDs its prompt responses named -> the turns that named them; the turns that
+    # echoed their prompt live
+    named: dict[str, set[int]] = field(default_factory=dict)
+    echoed_turns: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -136,22 +139,29 @@ class Carried:
     cancel_seq: int = -1  # the session/cancel written while the carried turn ran (-1: none)
     echoed: bool = False  # same_epoch: the carried turn's echo came in the window
 
-    def echo(self, mid: str | None, window: bool, shown: set[str], named: set[str]) -> bool:
+    def echo(self, mid: str | None, window: bool, shown: set[str],
+             named: dict[str, set[int]]) -> bool:
         """Same epoch (a window that replays nothing): whether this user update is the
-        carried turn's echo, a queued prompt's turn that started after the one the request
-        met (its turn runs on beside the window): a user-message ID the session never
-        showed (one a prompt response named, where responses name them), before any other
-        echo of that turn, or a later chunk of that echo."""
-        if self.ended or mid is None or not window:
+        carried turn's echo (a queued prompt's turn may start before the agent reads the
+        request, and runs on beside the window): the first echo of a turn that has shown
+        none, under the ID that turn's prompt response named (where responses name them;
+        a reused one is MID-A-02's to grade), else under an ID the session never showed;
+        or a later chunk of that echo. Otherwise it is history shown again."""
+        if self.ended or not window:
             self.begun = self.begun or window
             return False
-        if ("user", mid) in self.ids:
+        if mid is not None and ("user", mid) in self.ids:
             return True
-        if self.echoed or mid in shown or (named and mid not in named):
+        if mid is None:  # no ID to match (MID-V2-05 grades that): its place decides
+            ours = True
+        else:
+            ours = self.turn in named.get(mid, ()) if named else mid not in shown
+        if self.echoed or not ours:
             self.begun = True
-            return False  # history: a message the session showed, shown again
+            return False
         self.echoed = True
-        self.ids[("user", mid)] = ""
+        if mid is not None:
+            self.ids[("user", mid)] = ""
         return True
 
     def live(self, kind: str, form: str, mid: str | None, update: dict[str, Any],
@@ -407,8 +417,9 @@ class Timeline:
                 s.replay, s.replay_requested = method, False
                 if s.turn_open and (s.carried is None or s.carried.ended):
                     # a turn streams: it goes on beside the window, which replays nothing
-                    s.carried = Carried(s.epoch, self._writing(s, conn), entry.conn,
-                                        entry.seq, dict(s.streamed), same_epoch=True)
+                    turn = self._writing(s, conn)
+                    s.carried = Carried(s.epoch, turn, entry.conn, entry.seq, dict(s.streamed),
+                                        same_epoch=True, echoed=turn in s.echoed_turns)
             yield ReplayStart(entry.seq, entry.conn, sid, s.epoch, method, s.replay_requested,
                               conn.protocol)
 
@@ -466,6 +477,7 @@ class Timeline:
                         else c.live(kind, form, mid, update, window, entry.seq, fresh)):
                     if kind == "user" and mid is not None:
                         s.echo_ids.add(mid)
+                        s.echoed_turns.add(c.turn)
                     phase, epoch, turn = LIVE, c.epoch, c.turn
                     inside = c.request_seq if window else -1
                     yield MessageEvent(
@@ -477,6 +489,7 @@ class Timeline:
                 s.running = True
             if phase == LIVE and kind == "user" and mid is not None:
                 s.echo_ids.add(mid)
+                s.echoed_turns.add(turn)
             if phase == LIVE and form == "chunk" and mid is not None:
                 s.streamed.setdefault((kind, mid), model.block_text(update.get("content")))
             if phase == REPLAY:
@@ -576,7 +589,7 @@ class Timeline:
                     s.running = True
                     named = result.get("messageId") if isinstance(result, dict) else None
                     if isinstance(named, str):
-                        s.named.add(named)
+                        s.named.setdefault(named, set()).add(turn)
                     yield PromptAccepted(entry.seq, entry.conn, pending.session, s.epoch, turn,
                                          result, conn.protocol)
                     yield from self._idle_ends(s, entry, pending.session, conn.protocol)
@@ -655,7 +668,8 @@ class Timeline:
             return
         c.ended = True
         if s.replay is not None and not s.replay_requested and s.open:
-            s.carried = Carried(s.epoch, s.open[0], c.conn, c.request_seq, {}, same_epoch=True)
+            s.carried = Carried(s.epoch, s.open[0], c.conn, c.request_seq, {}, same_epoch=True,
+                                echoed=s.open[0] in s.echoed_turns)
 
     def _close_conn(self, entry: Entry) -> Iterator[Event]:
         for sid, s in self.sessions.items():
