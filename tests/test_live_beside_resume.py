@@ -127,13 +127,26 @@ def test_a_queued_prompts_echo_in_the_window_is_live(form: str, options: Options
 @pytest.mark.parametrize("form", sorted(ECHOES))
 @pytest.mark.parametrize("history", [
     upd("user_message", "u2", content=[text("Story")]),  # a user message shown before
-    upd("user_message", "u9", content=[text("Story")]),  # an ID no prompt response named
-], ids=["shown-before", "not-named"])
+    upd("agent_message", "a", content=[text("Part 1; Part 2; end.")]),  # an agent one
+], ids=["user", "agent"])
 def test_history_after_a_queued_echo_still_fails(form: str, history: Line) -> None:
     rows = found_rows(queued_then_resume(ECHOES[form], [history]), Options())
     assert "MID-V2-06/unrequested-replay" in {f.requirement for f in rows
                                               if f.outcome.value == "fail"}, \
         [(f.requirement, f.outcome.value) for f in rows]
+
+
+@pytest.mark.parametrize("form", sorted(ECHOES))
+def test_a_second_echo_under_a_new_id_is_an_unmatched_echo_not_a_replay(form: str) -> None:
+    """A user message under an ID the session never showed and no response named, in the
+    queued turn (an agent that echoes each prompt twice): nothing shown before is shown
+    again, so no replay; MID-V2-05 warns of the prompt shown twice."""
+    extra = upd("user_message", "u9", content=[text("Next")])
+    rows = grade(transcript(2, queued_then_resume(ECHOES[form], [extra])).entries,
+                 protocol=2, options=Options())
+    graded = {(f.requirement, f.outcome.value) for f in rows}
+    assert ("MID-V2-06/unrequested-replay", "fail") not in graded, graded
+    assert ("MID-V2-05/unmatched-echo", "warn") in graded, graded
 
 
 def test_a_queued_echo_under_a_reused_id_is_its_own_fault_only() -> None:
@@ -155,3 +168,17 @@ def test_a_queued_echo_under_a_reused_id_is_its_own_fault_only() -> None:
     fails = {f.requirement for f in rows if f.outcome.value == "fail"}
     assert "MID-A-02/user-message-reuse" in fails, fails
     assert not fails & {"MID-V2-06/unrequested-replay", "MID-V2-05/no-echo"}, fails
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["default", "acp-schema-1.21"])
+def test_the_turn_restating_its_own_message_in_the_window_is_live(options: Options) -> None:
+    """A v2 agent restates its last streamed message as a whole upsert under the same ID
+    (catalogue K.6) before its idle, after the resume came: nothing replays in this window,
+    so that upsert of a live ID is the turn's, not history."""
+    lines = streaming_then_resume({"omit": True}, [])
+    at = next(i for i, (_, m) in enumerate(lines)
+              if m.get("params", {}).get("update", {}).get("state") == "idle")
+    lines.insert(at, upd("agent_message", "b", content=[text("Now the tool.")]))
+    rows = found_rows(lines, options)
+    bad = [(f.requirement, f.outcome.value) for f in rows if f.outcome.value in ("fail", "warn")]
+    assert not bad, bad

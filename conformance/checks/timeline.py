@@ -111,6 +111,9 @@ class Carried:
       target could have written them before it read the prompt);
     - a chunk without an ID is the turn's before the replay begins, and after the window
       as a new message is;
+    - in a window that replays nothing (same epoch), a whole-message upsert of a message
+      the turn streamed is its restatement (a v2 upsert of a live ID), and a queued
+      prompt's turn that runs next is carried too (``echo``);
     - a user message is never the turn's; once the turn ends (its idle, or in v1 its
       prompt response), nothing more is.
 
@@ -143,20 +146,22 @@ class Carried:
              named: dict[str, set[int]]) -> bool:
         """Same epoch (a window that replays nothing): whether this user update is the
         carried turn's echo (a queued prompt's turn may start before the agent reads the
-        request, and runs on beside the window): the first echo of a turn that has shown
-        none, under the ID that turn's prompt response named (where responses name them;
-        a reused one is MID-A-02's to grade), else under an ID the session never showed;
-        or a later chunk of that echo. Otherwise it is history shown again."""
+        request, and runs on beside the window): a user message under an ID the session
+        never showed, the first echo of a turn that has shown none under a shown ID its
+        prompt response named (a reused one is MID-A-02's to grade), an ID-less first
+        echo, or a later chunk of one of them. Otherwise it is history shown again."""
         if self.ended or not window:
             self.begun = self.begun or window
             return False
         if mid is not None and ("user", mid) in self.ids:
             return True
-        if mid is None:  # no ID to match (MID-V2-05 grades that): its place decides
-            ours = True
-        else:
-            ours = self.turn in named.get(mid, ()) if named else mid not in shown
-        if self.echoed or not ours:
+        if mid is None or mid not in shown:
+            # no ID to match, or one the session never showed: no history shown again (an
+            # echo under an ID no response named is MID-V2-05's to grade)
+            ours = mid is not None or not self.echoed
+        else:  # shown before: the turn's own first echo under a reused ID, else history
+            ours = not self.echoed and self.turn in named.get(mid, ())
+        if not ours:
             self.begun = True
             return False
         self.echoed = True
@@ -186,6 +191,8 @@ class Carried:
                 return True
             return False
         if form != "chunk":
+            if self.same_epoch and key in self.ids:
+                return True  # nothing replays here: the turn restates its own message
             self.begun = True
             self.replayed.add(key)
             if "content" in update:
