@@ -182,3 +182,13 @@ def test_the_turn_restating_its_own_message_in_the_window_is_live(options: Optio
     rows = found_rows(lines, options)
     bad = [(f.requirement, f.outcome.value) for f in rows if f.outcome.value in ("fail", "warn")]
     assert not bad, bad
+
+
+def test_a_queued_echo_under_the_previous_prompts_id_is_its_fault_only() -> None:
+    """The queued prompt echoed under the ID the first prompt's response named (a wrong
+    echo): MID-V2-05/response-id, wherever the resume falls; never a replay."""
+    lines = queued_then_resume(upd("user_message", "u2", content=[text("Next")]), [])
+    rows = grade(transcript(2, lines).entries, protocol=2, options=Options())
+    fails = {f.requirement for f in rows if f.outcome.value == "fail"}
+    assert "MID-V2-05/response-id" in fails, fails
+    assert "MID-V2-06/unrequested-replay" not in fails, fails

@@ -311,9 +311,13 @@ class Turns(Connection):
     def _flight_update(self, entry: Entry, update: dict[str, Any]) -> None:
         """While prompts are in flight and another request waits: their echoes and idles
         count for the next prompt, which waits for their turns to end."""
-        if update.get("sessionUpdate") in ("user_message", "user_message_chunk"):
+        kind = update.get("sessionUpdate")
+        if kind in ("user_message", "user_message_chunk"):
             self.echoed.add(update.get("messageId"))
-        if (update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
+        if kind in model.WITH_SESSION_KINDS or kind in ("tool_call", "tool_call_update") or (
+                kind == "state_update" and update.get("state") == "running"):
+            self.turn_running = True  # the next turn in flight runs: its idle counts too
+        if (kind == "state_update" and update.get("state") == "idle"
                 and self.turn_running):  # an idle with no turn running is a state report
             self.turn_running = False
             self.idles += 1

@@ -147,9 +147,10 @@ class Carried:
         """Same epoch (a window that replays nothing): whether this user update is the
         carried turn's echo (a queued prompt's turn may start before the agent reads the
         request, and runs on beside the window): a user message under an ID the session
-        never showed, the first echo of a turn that has shown none under a shown ID its
-        prompt response named (a reused one is MID-A-02's to grade), an ID-less first
-        echo, or a later chunk of one of them. Otherwise it is history shown again."""
+        never showed, the first echo of a turn that has shown none under a shown ID a
+        prompt response named (a reused or wrong one is MID-A-02's and MID-V2-05's to
+        grade), an ID-less first echo, or a later chunk of one of them. Otherwise it is
+        history shown again."""
         if self.ended or not window:
             self.begun = self.begun or window
             return False
@@ -159,8 +160,9 @@ class Carried:
             # no ID to match, or one the session never showed: no history shown again (an
             # echo under an ID no response named is MID-V2-05's to grade)
             ours = mid is not None or not self.echoed
-        else:  # shown before: the turn's own first echo under a reused ID, else history
-            ours = not self.echoed and self.turn in named.get(mid, ())
+        else:  # shown before: a turn's first echo under a named ID (a reused or another
+            # prompt's one is MID-A-02's and MID-V2-05's to grade), else history
+            ours = not self.echoed and mid in named
         if not ours:
             self.begun = True
             return False
