@@ -8,6 +8,8 @@ Most of the suite's waits end on a message (a response, an idle). A few end on a
   read as part of the next step;
 * the cancel timer (half of ``--timeout``): a turn cancelled "at its first output" that
   shows none by then is cancelled on the clock;
+* the stream wait (0.8 of ``--timeout``): a case that sends a load or resume while a
+  prompt streams, whose turn writes no agent message chunk by then, is not testable;
 * the silence of ``--timeout`` and the whole wait of ``--turn-timeout``: a target that
   says nothing for that long is graded as hung (the ``timeout`` event already records it).
 

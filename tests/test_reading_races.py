@@ -1,10 +1,12 @@
 """The benefit of the doubt against running agents: the race between the suite's request
 and the target's output decides no fail or warn, in any run.
 
-Each conformant fixture that writes while the suite's ``session/resume`` arrives is run
-several times through ``replay-marker-while-streaming@v2`` under ``acp-schema-1.21``
-(the profile with the replay marker): clean every time. The reading itself is held on
-hand-written transcripts in test_reading.py.
+Each conformant fixture that writes while the suite's resume or load arrives is run
+several times through the case that races it (``replay-marker-while-streaming@v2``, or
+``resume-without-replay-while-streaming@v2`` and ``-while-queued@v2`` for a resume
+without replayFrom, ``load-while-streaming@v1`` for a v1 load), v2 under
+``acp-schema-1.21`` (the profile with the replay marker): clean every time. The reading
+itself is held on hand-written transcripts in test_reading.py.
 """
 
 from __future__ import annotations
@@ -16,17 +18,25 @@ import pytest
 from conftest import REPO_ROOT, load_json, outcomes, run_cli
 
 RUNS = 4
-RACERS = ["v2_new_message_before_replay", "v2_pause_before_tool"]
+MARKER = "replay-marker-while-streaming"
+#: (fixture, the case whose request races its output, the protocol version)
+RACERS = [("v2_new_message_before_replay", MARKER, 2), ("v2_pause_before_tool", MARKER, 2),
+          ("v2_busy_resume_without_replay", "resume-without-replay-while-streaming", 2),
+          ("v2_busy_queued_echo", "resume-without-replay-while-queued", 2),
+          ("busy_load_while_streaming", "load-while-streaming", 1)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", RACERS)
-def test_a_racing_conformant_agent_is_clean_in_every_run(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize("name,case,protocol", RACERS, ids=[n for n, *_ in RACERS])
+def test_a_racing_conformant_agent_is_clean_in_every_run(tmp_path: Path, name: str,
+                                                         case: str, protocol: int) -> None:
     command = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'agents' / (name + '.py')}"
     for run in range(RUNS):
         report = tmp_path / f"run{run}.json"
-        proc = run_cli("--agent", command, "--protocol", "2", "--profile", "acp-schema-1.21",
-                       "--case", "replay-marker-while-streaming", "--json", str(report),
+        # v2 under the profile with the replay marker
+        profile = ["--profile", "acp-schema-1.21"] if protocol == 2 else []
+        proc = run_cli("--agent", command, "--protocol", str(protocol), *profile,
+                       "--case", case, "--json", str(report),
                        "--transcripts", str(tmp_path / f"t{run}"), "-j", "1", timeout=240)
         assert report.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
         found = outcomes(load_json(report))

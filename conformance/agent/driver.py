@@ -20,7 +20,7 @@ from conformance.agent.turns import Turns
 from conformance.lifecycle import Cutoff
 from conformance.profiles import Profile
 from conformance.results import Reason
-from conformance.transcript import Entry, Transcript
+from conformance.transcript import Transcript
 
 NO_SESSION_CAPABILITY = ("the agent negotiated v2 but does not advertise capabilities.session "
                          "(the v2 session methods are opt-in): its session cases do not apply")
@@ -69,6 +69,7 @@ class ClientDriver(Handshake, Turns):
             raise NotTestable("the agent does not advertise loadSession", Reason.NO_CAPABILITY)
         self.request("session/load", {"sessionId": sid, "cwd": self.cwd, "mcpServers": []},
                      waiting_for="the session/load response")
+        self.finish_flight_v1()  # a prompt in flight: its turn ends before the next step
         self.settle(why="after session/load")  # a replay that trails the response
 
     def resume(self, replay: str | None, *, while_streaming: bool = False) -> None:
@@ -88,15 +89,7 @@ class ClientDriver(Handshake, Turns):
             params["replayFrom"] = None
         flight = self._flight_update if self.flight else None
         if while_streaming and self.flight:
-            streamed = [False]
-
-            def on_update(entry: Entry, update: dict[str, Any]) -> None:
-                self._flight_update(entry, update)
-                if update.get("sessionUpdate") == "agent_message_chunk":
-                    streamed[0] = True  # its answer streams (a thought may come first)
-
-            self.pump(lambda: streamed[0] or self.idles > 0, on_update=on_update,
-                      waiting_for="an agent_message_chunk of the prompt in flight")
+            self.wait_for_stream(lambda: self.idles > 0, self._flight_update)
         rid = self._send_request("session/resume", params)
         self.pump(lambda: rid in self.responses, on_update=flight,
                   waiting_for="the session/resume response")

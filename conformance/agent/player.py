@@ -112,6 +112,8 @@ def perform(driver: StepDriver, step: Step, *, strict: bool = True) -> None:
     name = str(step)
     try:
         name, args = split(step)
+        if name not in ("load", "prompt"):
+            driver.finish_flight_v1()  # (a load waits for it after its own response)
         if name in ("start", "restart"):
             if name == "restart":
                 driver.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from conformance.agent.faults import (
     DriveAborted,
     DriveTimeout,
     NegotiationFailed,
+    NotTestable,
     SameForEveryCase,
 )
 from conformance.profiles import Profile
@@ -26,6 +28,11 @@ from conformance.transcript import Entry
 # cancelled and graded, not failed as a hang. Half the silence a wait allows: late enough
 # that a busy machine's slow first chunk is not overtaken, early enough to be answered.
 CANCEL_SHARE = 0.5
+# A request a case races with a turn's output (a load or resume while a prompt streams) is
+# sent at the turn's first agent message chunk; a turn that writes none for this share of
+# --timeout (one silent until it is cancelled) gives no race to play: the case is not
+# testable, said on its clock, rather than a hang (the silence a wait allows is --timeout).
+STREAM_SHARE = 0.8
 
 
 #: What a prompt step's ``invalid_key`` sends as ``idempotencyKey`` (outside 1 to 255).
@@ -71,6 +78,8 @@ class Turns(Connection):
         # fresh key per prompt, repeated by retry_prompt.
         self.idempotency_keys = bool(profile and profile.idempotency_keys)
         self.last_prompt: dict[str, Any] | None = None
+        # v1: a prompt left in flight (see prompt): its request ID until its response came
+        self.flight_v1: int | None = None
 
     def prompt(self, text: str, *, legacy_message_id: str | None = None,
                meta_message_id: str | None = None, cancel: bool = False,
@@ -88,8 +97,13 @@ class Turns(Connection):
         prompt's turn to end: one idle each, or an idle after the echoes of all the IDs
         their responses named (an agent may queue them and end them with one idle).
 
+        v1 ``in_flight``: wait only for the turn's first agent message chunk (its answer
+        streams), so the next step's request (a ``load``) reaches the agent while the turn
+        runs; the next step waits for the prompt's response (:meth:`finish_flight_v1`).
+
         ``invalid_key`` (``empty``, ``too-long``): under a profile with keys, send that
         ``idempotencyKey`` (outside 1 to 255 characters) instead of a fresh one."""
+        self.finish_flight_v1()
         sid = self._sid()
         params: dict[str, Any] = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
         fuzz = False
@@ -104,6 +118,8 @@ class Turns(Connection):
                                                         f"key-{secrets.token_hex(12)}")
         self.last_prompt = params
         rid = self._send_request("session/prompt", params, fuzz=fuzz)
+        if in_flight and self.protocol < 2 and not (cancel or cancel_after is not None):
+            return self._in_flight_v1(rid)
         cancel_at = time.monotonic() + CANCEL_SHARE * self.timeout
         cancelling = cancel or cancel_after is not None
         in_flight = in_flight and self.protocol >= 2
@@ -230,6 +246,54 @@ class Turns(Connection):
             self.settle(why="after a cancelled turn")
         return error
 
+    def wait_for_stream(self, over: Callable[[], bool],
+                        on_update: Callable[[Entry, dict[str, Any]], None] | None = None
+                        ) -> None:
+        """Wait for an ``agent_message_chunk`` of the prompt in flight (its answer streams;
+        a thought may come first), or until ``over()`` (its turn ended), so the next request
+        reaches the agent while it writes. None within ``STREAM_SHARE`` of --timeout:
+        NotTestable, with the timer recorded."""
+        streamed = [False]
+
+        def seen(entry: Entry, update: dict[str, Any]) -> None:
+            if on_update is not None:
+                on_update(entry, update)
+            if update.get("sessionUpdate") == "agent_message_chunk":
+                streamed[0] = True
+
+        limit = STREAM_SHARE * self.timeout
+        give_up = time.monotonic() + limit
+        self.pump(lambda: streamed[0] or over() or time.monotonic() >= give_up, on_update=seen,
+                  waiting_for="an agent_message_chunk of the prompt in flight")
+        if streamed[0] or over():
+            return
+        self._clock("stream wait", limit, "--timeout",
+                    "no agent message chunk of the prompt in flight to race the request with")
+        raise NotTestable(f"the prompt in flight wrote no agent_message_chunk within {limit:g} s "
+                          f"({STREAM_SHARE:g} of --timeout): the request this case races with "
+                          "a streaming turn could not be sent while it streams (a turn silent "
+                          "until cancelled?); a longer --timeout waits longer")
+
+    def _in_flight_v1(self, rid: int) -> Any:
+        """v1 ``in_flight`` (see prompt): the error the agent answered with when the response
+        came before any agent message chunk, else None with the prompt left in flight."""
+        self.wait_for_stream(lambda: rid in self.responses)
+        if rid not in self.responses:
+            self.flight_v1 = rid
+            return None
+        msg = self.responses.pop(rid).msg
+        return msg.get("error") if isinstance(msg, dict) and "error" in msg else None
+
+    def finish_flight_v1(self) -> None:
+        """v1: wait for the response of a prompt left in flight (its turn's end), so no step
+        after it leaves the turn open."""
+        rid, self.flight_v1 = self.flight_v1, None
+        if rid is None or self.proc is None:
+            return
+        self.pump(lambda: rid in self.responses,
+                  waiting_for="the session/prompt response of the prompt in flight")
+        self.responses.pop(rid)
+
     def retry_prompt(self) -> Any:
         """v2: send the last prompt again, same content and same ``idempotencyKey`` (a client
         whose response was lost), and wait for its response only: a retry starts no turn.
@@ -247,9 +311,13 @@ class Turns(Connection):
     def _flight_update(self, entry: Entry, update: dict[str, Any]) -> None:
         """While prompts are in flight and another request waits: their echoes and idles
         count for the next prompt, which waits for their turns to end."""
-        if update.get("sessionUpdate") in ("user_message", "user_message_chunk"):
+        kind = update.get("sessionUpdate")
+        if kind in ("user_message", "user_message_chunk"):
             self.echoed.add(update.get("messageId"))
-        if (update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
+        if kind in model.WITH_SESSION_KINDS or kind in ("tool_call", "tool_call_update") or (
+                kind == "state_update" and update.get("state") == "running"):
+            self.turn_running = True  # the next turn in flight runs: its idle counts too
+        if (kind == "state_update" and update.get("state") == "idle"
                 and self.turn_running):  # an idle with no turn running is a state report
             self.turn_running = False
             self.idles += 1

@@ -128,8 +128,9 @@ class ReplayMarker(FrameChecker):
         if not self.on or ev.protocol < 2 or ev.mid is None:
             return
         rep = self._in_flight(ev.conn, ev.session)
-        if rep is None or rep.session != ev.session or rep.markers.get(ev.session):
-            return
+        if (rep is None or not rep.requested or rep.session != ev.session
+                or rep.markers.get(ev.session)):
+            return  # (a resume without replay has no window: MID-V2-06/live-beside-resume)
         if ev.phase == REPLAY:
             rep.replayed = True
             return

@@ -217,6 +217,8 @@ class Replay(Checker):
         Rule("MID-V2-06/replay-duplicate"),
         Rule("MID-V2-06/after-response"),
         Rule("MID-V2-06/unrequested-replay"),
+        Rule("MID-V2-06/live-beside-resume"),
+        Rule("MID-A-07/live-beside-load"),
         Rule("MID-V2-11/kept-id"),
         Rule("MID-V2-11/not-retained"),
         Rule("MID-V2-12"),
@@ -241,6 +243,8 @@ class Replay(Checker):
         # the draft rules of catalogue Appendix I (MID-V2-11, MID-V2-12): the register names
         # the profiles that grade them, and the grader says why the others do not
         self.draft = Rule("MID-V2-12").record.applies_under(self.profile.name)
+        self.no_replay: set[int] = set()  # entries of v2 resumes without replayFrom
+        self.loads: set[int] = set()  # entries of v1 session/load requests
 
     def on_turn_start(self, ev: TurnStart) -> None:
         if ev.protocol < 2 or not self.draft:
@@ -275,6 +279,10 @@ class Replay(Checker):
         return "MID-V2-06/replay-duplicate" if protocol >= 2 else "MID-A-07/replay-duplicate"
 
     def on_replay_start(self, ev: ReplayStart) -> None:
+        if not ev.requested and ev.protocol >= 2:
+            self.no_replay.add(ev.seq)
+        if ev.method == "session/load":
+            self.loads.add(ev.seq)
         if not ev.requested:
             self.exercised("MID-V2-06/unrequested-replay" if ev.protocol >= 2
                            else "MID-A-07/resume-replay")
@@ -284,6 +292,36 @@ class Replay(Checker):
             self.replays[ev.session] = _Replay(ev.session, ev.protocol, ev.seq,
                                                list(self.history.get(ev.session, [])),
                                                prompts=list(self.prompts.get(ev.session, [])))
+
+    def _beside_resume(self, ev: MessageEvent) -> None:
+        """The one reading put this update of a turn in flight between a v2 resume without
+        replayFrom and its response (``timeline.Carried``): the turn's output, not a replay.
+        Recorded once per request, with the evidence that decided it."""
+        self.exercised("MID-V2-06/live-beside-resume")
+        self.found("MID-V2-06/live-beside-resume",
+                   f"{with_article(ev.update_type)} of {short(ev.mid)!r} arrives after a "
+                   f"session/resume without replayFrom (entry {ev.inside}) and before its "
+                   "response, while a prompt's turn streams: read as that turn's output, not "
+                   "as a replay (the agent may have written it before it read the request; "
+                   "benefit of the doubt)", key=(ev.session, ev.inside),
+                   entries=[ev.inside, ev.seq], expected="no replay; the turn goes on",
+                   actual=ev.update_type)
+
+    def _beside_load(self, ev: MessageEvent) -> None:
+        """The one reading put this update in the window of a v1 session/load (between the
+        request and its response) as the output of the turn that streamed when the suite wrote the
+        request (``timeline.Carried``): the turn's, not the replay's (MID-A-07). Recorded
+        once per request, with the evidence that decided it."""
+        self.exercised("MID-A-07/live-beside-load")
+        of = f"of {short(ev.mid)!r}" if ev.mid is not None else "without an ID"
+        self.found("MID-A-07/live-beside-load",
+                   f"{with_article(ev.update_type)} {of} arrives after a "
+                   f"session/load (entry {ev.inside}) and before its response, while a "
+                   "prompt's turn streams: read as that turn's output, not as a replayed "
+                   "message (the agent may have written it before it read the request; "
+                   "benefit of the doubt)", key=(ev.session, ev.inside),
+                   entries=[ev.inside, ev.seq], expected="the replay, then the response",
+                   actual=ev.update_type)
 
     def on_replay_end(self, ev: ReplayEnd) -> None:
         rep = self.replays.pop(ev.session, None)
@@ -312,6 +350,10 @@ class Replay(Checker):
             return
         if tail is not None and tail.parts is not None:
             tail.fold()  # its run ended: one string, not one a chunk
+        if ev.phase == LIVE and ev.inside in self.no_replay:
+            self._beside_resume(ev)
+        elif ev.phase == LIVE and ev.inside in self.loads:
+            self._beside_load(ev)
         if ev.phase == LIVE:
             key = (ev.session, ev.epoch.index, ev.turn)
             turn = self.live.get(key)

@@ -81,6 +81,13 @@ class _Session:
     # turn's updates after it may have been written before the target read it
     cancel_seq: int = -1
     window_messages: int = 0  # message updates read as replay in the open replay window
+    # the user-message IDs the session showed live (one a prompt): an echo with a new one
+    # in a window that replays nothing is a queued prompt's, not history (``Carried``)
+    echo_ids: set[str] = field(default_factory=set)
+    # v2: the IDs its prompt responses named -> the turns that named them; the turns that
+    # echoed their prompt live
+    named: dict[str, set[int]] = field(default_factory=dict)
+    echoed_turns: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -102,7 +109,13 @@ class Carried:
       messages, and agent or thought messages the replay did not show, are its output;
       so are they after a new prompt of the session until that prompt is accepted (the
       target could have written them before it read the prompt);
-    - a user message is never the turn's; once the turn reports idle, nothing more is.
+    - a chunk without an ID is the turn's before the replay begins, and after the window
+      as a new message is;
+    - in a window that replays nothing (same epoch), a whole-message upsert of a message
+      the turn streamed is its restatement (a v2 upsert of a live ID), and a queued
+      prompt's turn that runs next is carried too (``echo``);
+    - a user message is never the turn's; once the turn ends (its idle, or in v1 its
+      prompt response), nothing more is.
 
     A live update in the window carries the request's entry (``MessageEvent.inside``), so
     a rule that records it names its evidence. The turn keeps its epoch and turn index.
@@ -119,6 +132,44 @@ class Carried:
     rebuilt: set[tuple[str, str]] = field(default_factory=set)
     replayed: set[tuple[str, str]] = field(default_factory=set)  # read as replay in the window
     ended: bool = False
+    # A resume without replay (v2 without replayFrom, v1 resume): no new epoch, so the
+    # carried turn is the session's own open turn and ends when it does.
+    same_epoch: bool = False
+    # v1: the carried turn's prompt request, (conn, id): its response, which may come after
+    # the window opened (an agent that reads the load only once the turn is done), ends the
+    # turn in its own epoch (MID-A-09: a v1 turn ends with its prompt response)
+    request: Any = None
+    cancel_seq: int = -1  # the session/cancel written while the carried turn ran (-1: none)
+    echoed: bool = False  # same_epoch: the carried turn's echo came in the window
+
+    def echo(self, mid: str | None, window: bool, shown: set[str],
+             named: dict[str, set[int]]) -> bool:
+        """Same epoch (a window that replays nothing): whether this user update is the
+        carried turn's echo (a queued prompt's turn may start before the agent reads the
+        request, and runs on beside the window): a user message under an ID the session
+        never showed, the first echo of a turn that has shown none under a shown ID a
+        prompt response named (a reused or wrong one is MID-A-02's and MID-V2-05's to
+        grade), an ID-less first echo, or a later chunk of one of them. Otherwise it is
+        history shown again."""
+        if self.ended or not window:
+            self.begun = self.begun or window
+            return False
+        if mid is not None and ("user", mid) in self.ids:
+            return True
+        if mid is None or mid not in shown:
+            # no ID to match, or one the session never showed: no history shown again (an
+            # echo under an ID no response named is MID-V2-05's to grade)
+            ours = mid is not None or not self.echoed
+        else:  # shown before: a turn's first echo under a named ID (a reused or another
+            # prompt's one is MID-A-02's and MID-V2-05's to grade), else history
+            ours = not self.echoed and mid in named
+        if not ours:
+            self.begun = True
+            return False
+        self.echoed = True
+        if mid is not None:
+            self.ids[("user", mid)] = ""
+        return True
 
     def live(self, kind: str, form: str, mid: str | None, update: dict[str, Any],
              window: bool, seq: int, fresh: bool = True) -> bool:
@@ -127,10 +178,12 @@ class Carried:
         ``window``: it arrived in the replay window; ``fresh``: outside it, a message the
         session has not shown yet may be the turn's (no prompt the target could have read
         since is known to be running)."""
-        if self.ended or mid is None or kind == "user":
+        if self.ended or kind == "user":
             if window:
                 self.begun = True
             return False
+        if mid is None:  # no ID to match (v1 allows that): where it falls decides, once
+            return not self.begun if window else fresh
         key = (kind, mid)
         if not window:  # after the window: the turn goes on until its idle
             if key in self.ids:
@@ -140,6 +193,8 @@ class Carried:
                 return True
             return False
         if form != "chunk":
+            if self.same_epoch and key in self.ids:
+                return True  # nothing replays here: the turn restates its own message
             self.begun = True
             self.replayed.add(key)
             if "content" in update:
@@ -369,6 +424,11 @@ class Timeline:
             else:
                 s = self._session(sid, entry.conn, entry.seq, "resume")
                 s.replay, s.replay_requested = method, False
+                if s.turn_open and (s.carried is None or s.carried.ended):
+                    # a turn streams: it goes on beside the window, which replays nothing
+                    turn = self._writing(s, conn)
+                    s.carried = Carried(s.epoch, turn, entry.conn, entry.seq, dict(s.streamed),
+                                        same_epoch=True, echoed=turn in s.echoed_turns)
             yield ReplayStart(entry.seq, entry.conn, sid, s.epoch, method, s.replay_requested,
                               conn.protocol)
 
@@ -377,7 +437,8 @@ class Timeline:
         """A replay window opened while a turn of the session streams: the turn goes on
         beside it (``Carried``)."""
         if old is not None and old.turn_open:
-            s.carried = Carried(old.epoch, old.turn, entry.conn, entry.seq, dict(old.streamed))
+            s.carried = Carried(old.epoch, old.turn, entry.conn, entry.seq, dict(old.streamed),
+                                request=old.turn_request, cancel_seq=old.cancel_seq)
 
     # -- agent -> client ---------------------------------------------------
     def _from_agent(self, entry: Entry, conn: _Conn, msg: dict[str, Any],
@@ -415,13 +476,17 @@ class Timeline:
             epoch, turn, inside = s.epoch, self._writing(s, conn), -1
             c = s.carried
             if c is not None and entry.conn == c.conn and not c.ended and (
-                    phase in (REPLAY, AFTER_REPLAY, NO_TURN) or phase == LIVE):
-                window = phase == REPLAY
+                    phase in (REPLAY, AFTER_REPLAY, NO_TURN, UNREQUESTED) or phase == LIVE):
+                window = phase in (REPLAY, UNREQUESTED)
                 # a prompt of the new epoch runs once accepted (its response or its echo)
                 fresh = phase != LIVE or not (s.accepted or s.echoed)
                 if kind == "user" and phase == LIVE:
                     s.echoed = True
-                if c.live(kind, form, mid, update, window, entry.seq, fresh):
+                if (c.echo(mid, window, s.echo_ids, s.named) if kind == "user" and c.same_epoch
+                        else c.live(kind, form, mid, update, window, entry.seq, fresh)):
+                    if kind == "user" and mid is not None:
+                        s.echo_ids.add(mid)
+                        s.echoed_turns.add(c.turn)
                     phase, epoch, turn = LIVE, c.epoch, c.turn
                     inside = c.request_seq if window else -1
                     yield MessageEvent(
@@ -431,6 +496,9 @@ class Timeline:
                     return
             if s.turn_open:
                 s.running = True
+            if phase == LIVE and kind == "user" and mid is not None:
+                s.echo_ids.add(mid)
+                s.echoed_turns.add(turn)
             if phase == LIVE and form == "chunk" and mid is not None:
                 s.streamed.setdefault((kind, mid), model.block_text(update.get("content")))
             if phase == REPLAY:
@@ -528,6 +596,9 @@ class Timeline:
                 if ok:
                     s.accepted.add(turn)
                     s.running = True
+                    named = result.get("messageId") if isinstance(result, dict) else None
+                    if isinstance(named, str):
+                        s.named.setdefault(named, set()).add(turn)
                     yield PromptAccepted(entry.seq, entry.conn, pending.session, s.epoch, turn,
                                          result, conn.protocol)
                     yield from self._idle_ends(s, entry, pending.session, conn.protocol)
@@ -542,12 +613,14 @@ class Timeline:
                               conn.protocol, None, "error")
                 return
             if s.turn_request != request:
+                yield from self._carried_response(s, entry, pending, msg, request)
                 return
             s.turn_open = False
             s.turn_request = None
             cancelled, s.cancel_seq = s.cancel_seq, -1
             stop = result.get("stopReason") if isinstance(result, dict) else None
             s.last_stop = stop if ok else "error"
+            self._end_carried(s, s.turn)
             yield TurnEnd(entry.seq, entry.conn, pending.session, s.epoch, s.turn, stop,
                           conn.protocol, result if isinstance(result, dict) else None,
                           "response" if ok else "error", cancelled)
@@ -574,8 +647,38 @@ class Timeline:
             if not s.turn_open:
                 s.last_stop = stop
                 s.pending_idle.clear()
+            self._end_carried(s, turn)
             yield TurnEnd(entry.seq, entry.conn, sid, s.epoch, turn, stop, protocol, None,
                           "idle", cancelled)
+
+    @staticmethod
+    def _carried_response(s: _Session, entry: Entry, pending: _Pending, msg: dict[str, Any],
+                          request: Any) -> Iterator[Event]:
+        """v1: the response of the prompt whose turn streamed when a load opened a new epoch
+        ends that turn in its epoch: later updates are no longer its output (a new prompt's
+        chunks are the new turn's, not the carried one's)."""
+        c = s.carried
+        if c is None or c.ended or c.same_epoch or c.request != request:
+            return
+        c.ended = True
+        result, ok = msg.get("result"), "result" in msg
+        stop = result.get("stopReason") if isinstance(result, dict) else None
+        yield TurnEnd(entry.seq, entry.conn, pending.session or "", c.epoch, c.turn, stop, 1,
+                      result if isinstance(result, dict) else None,
+                      "response" if ok else "error", c.cancel_seq)
+
+    @staticmethod
+    def _end_carried(s: _Session, turn: int) -> None:
+        """A turn carried beside a window that opened no epoch ends with the turn; while
+        the window is open, a queued prompt's turn that runs next is carried on beside it
+        (the agent may have started it before it read the request)."""
+        c = s.carried
+        if c is None or not c.same_epoch or c.turn != turn:
+            return
+        c.ended = True
+        if s.replay is not None and not s.replay_requested and s.open:
+            s.carried = Carried(s.epoch, s.open[0], c.conn, c.request_seq, {}, same_epoch=True,
+                                echoed=s.open[0] in s.echoed_turns)
 
     def _close_conn(self, entry: Entry) -> Iterator[Event]:
         for sid, s in self.sessions.items():
