@@ -87,6 +87,10 @@ def test_a_restatement_is_warned(protocol: int, body: list[Line], rule: str) -> 
          upd("agent_message", "c0", content=[text(WHOLE)])]),
     # a different text under a new ID
     (2, [*chunks("a"), upd("agent_message", "b", content=[text("Something else entirely.")])]),
+    # chunks whose ID is a number, then the whole message under a string ID: the number is
+    # no ID to compare (MID-S-01/type's fault, one finding); with a string ID it is new-id
+    (2, [*[upd("agent_message_chunk", 43936602022156, content=text(p)) for p in PARTS],
+         upd("agent_message", "b", content=[text(WHOLE)])]),
 ])
 def test_no_restatement_passes(protocol: int, body: list[Line]) -> None:
     turn = v2_turn(2, body) if protocol == 2 else v1_turn(2, body)

@@ -46,6 +46,7 @@ class _Run:
     parts: list[str] = field(default_factory=list)  # one-id, no-id: the texts
     chunks: list[tuple[str, str, int]] = field(default_factory=list)  # id-each: (ID, text, seq)
     ids: set[str] = field(default_factory=set)  # id-each: the IDs seen
+    mistyped: bool = False  # a chunk carried an ID that is not a string (MID-S-01/type's)
 
     def text(self) -> str:
         return "".join(self.parts)
@@ -120,6 +121,12 @@ class _Run:
             if n >= MIN_CHUNKS and acc.strip() == text:
                 return seq, n, {m for m, _, _ in self.chunks[-n:]}
         return None
+
+
+def _mistyped(ev: MessageEvent) -> bool:
+    """The update carried a ``messageId`` that is neither a string nor null."""
+    raw = ev.update.get("messageId")
+    return raw is not None and not isinstance(raw, str)
 
 
 @register
@@ -222,6 +229,8 @@ class Restatement(Checker):
         elif run.count >= MIN_CHUNKS:
             self._judge(ev, seq, run, text.strip())
         run.add(ev.mid, text, seq)
+        if _mistyped(ev):
+            run.mistyped = True
         if not self.streamed and run.count >= MIN_CHUNKS and run.length >= MIN_TEXT:
             self.streamed = True  # a message was streamed: a restatement could follow
             for rule in ("MID-A-10/new-id", "MID-A-10/id-flip", "MID-A-10/same-id-chunk"):
@@ -231,6 +240,8 @@ class Restatement(Checker):
         """``text`` (of ``ev``'s kind, ID and form, at ``seq``) against the run before it."""
         if run.count < MIN_CHUNKS or len(text) < MIN_TEXT:
             return
+        if run.mistyped or _mistyped(ev):
+            return  # an ID that is not a string is no ID to compare: MID-S-01/type's fault
         got = run.match(text)
         if got is None:
             return
