@@ -272,7 +272,7 @@ def test_the_project_files_a_user_looks_for() -> None:
     assert "END OF TERMS AND CONDITIONS" in licence  # the full text, not a pointer
     assert 'license = { text = "Apache-2.0" }' in (REPO_ROOT / "pyproject.toml").read_text()
     contributing = (REPO_ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
-    checklist = contributing.split("## Adding a requirement", 1)[1]
+    checklist = contributing.split("## Adding a requirement", 1)[1].split("\n## ", 1)[0]
     steps = re.findall(r"^\d+\. \*\*(\w+)\*\*", checklist, re.MULTILINE)
     assert steps == ["Register", "Sources", "Rule", "Case", "Fixture", "Manifest", "Docs"]
     assert "lint-cases --requirement" in checklist
