@@ -45,6 +45,10 @@ class Framing(Checker):
         super().__init__(*a)
         self.framed = self.parsed = False  # rules exercised already
 
+    def on_update_frame(self, ev: Frame) -> None:
+        if not self.parsed:  # a JSON-RPC 2.0 notification: only the exercised marks
+            self.on_frame(ev)
+
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
         if e.src not in ("agent",) or e.stream != "stdout":
@@ -247,6 +251,8 @@ class ClientIds(Checker):
         Rule("MID-V2-09/client-batch"),
     )
 
+    on_update_frame = None  # the client's lines only
+
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
         if e.src != "client" or e.stream != "stdin" or e.fuzz or e.error is not None:
@@ -333,6 +339,8 @@ class ClientLiveness(Checker):
         self.pending: dict[tuple[int, str], tuple[str, int, Any]] = {}
         self.reported: set[tuple[int, str]] = set()
         self.cut = False  # the case was cut from outside: what it left pending is not graded
+
+    on_update_frame = None  # a notification is no request of the agent's
 
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
