@@ -38,27 +38,45 @@ SENTENCE_END = (".", "!", "?", "\n", ":", ";")
 ID_PER_CHUNK_RUN = 4
 
 
-@dataclass(slots=True)
-class _Seen:
-    turn: Any  # turn key where the ID was first used
-    seq: int
-    kind: str
-    # first used after the suite's session/cancel of its turn: the target may have written
-    # it before it read the cancel, so whether it was written at all is the suite's race
-    raced: bool = False
+# The first use of an ID is one int (a Python object per message and epoch costs about
+# three times as much): bit 0 says it was raced (first used after the suite's
+# session/cancel of its turn: the target may have written it before it read the cancel, so
+# whether it was written at all is the suite's race), bits 1 to 3 its kind (KIND_CODES),
+# bits 4 to 43 its entry, the rest its turn (a number of Uniqueness.turn_keys).
+KIND_CODES = {"user": 0, "agent": 1, "thought": 2, "session": 3}
+KIND_NAMES = {code: kind for kind, code in KIND_CODES.items()}
+SEQ_BITS = 40  # 2**40 entries: a transcript of a thousand billion lines
+TURN_TUPLE = 8  # a turn's chunk IDs of a kind are a tuple up to this many, then a set
+
+
+def _seen(turn: int, seq: int, kind: str, raced: bool) -> int:
+    return ((turn << SEQ_BITS | seq) << 3 | KIND_CODES[kind]) << 1 | raced
+
+
+def _seen_turn(seen: int) -> int:
+    return seen >> (SEQ_BITS + 4)
+
+
+def _seen_seq(seen: int) -> int:
+    return (seen >> 4) & ((1 << SEQ_BITS) - 1)
+
+
+def _seen_kind(seen: int) -> str:
+    return KIND_NAMES[(seen >> 1) & 7]
 
 
 @dataclass
 class _EpochState:
     # The first use of each ID (any kind), and the first use per kind: the first use of an
     # ID by a kind is ``by_id[id]`` when that is of the kind (nearly always: one entry, not
-    # two, per message), else ``kinds[(kind, id)]``.
-    by_id: dict[str, _Seen] = field(default_factory=dict)
-    kinds: dict[tuple[str, str], _Seen] = field(default_factory=dict)
+    # two, per message), else ``kinds[(kind, id)]``. Each is a packed int (``_seen``).
+    by_id: dict[str, int] = field(default_factory=dict)
+    kinds: dict[tuple[str, str], int] = field(default_factory=dict)
     replay_turn: int = 0
     last_kind: str | None = None
     turns: set[Any] = field(default_factory=set)  # turn keys that carried an ID
     tk: Any = None  # the last turn key: one tuple per turn, not one per message
+    tn: int = -1  # its number (Uniqueness.turn_keys)
 
 
 def turn_key(ev: MessageEvent, st: _EpochState) -> Any:
@@ -68,6 +86,7 @@ def turn_key(ev: MessageEvent, st: _EpochState) -> Any:
     if tk is not None and tk[1] == n and tk[2] == ev.epoch.index and (tk[0] == "replay") == replay:
         return tk
     tk = st.tk = ("replay" if replay else "live", n, ev.epoch.index)
+    st.tn = -1  # Uniqueness._turn_number gives it its number
     return tk
 
 
@@ -85,10 +104,15 @@ class Uniqueness(Checker):
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
         self.epochs: dict[tuple[str, int], _EpochState] = {}
-        # the last ID of a turn's chunks per kind, once they had two IDs (see turn_ids)
-        self.turn_last: dict[tuple[str, int, Any, str], str] = {}
+        # the turn keys of each session that carried an ID, numbered: a first use keeps
+        # the number, and a turn's tables below are keyed by it (with the kind's code)
+        self.turn_keys: list[Any] = []
+        self.turn_numbers: dict[tuple[str, Any], int] = {}
+        # the last ID of a turn's chunks per kind, once they had more than TURN_TUPLE IDs
+        self.turn_last: dict[int, str] = {}
         # the IDs of each turn's chunks, per kind: None before any, one ID, then a set
-        self.turn_ids: dict[tuple[str, int, Any, str], str | set[str] | None] = {}
+        # (a tuple of them, the last one used last, until more than TURN_TUPLE)
+        self.turn_ids: dict[int, str | tuple[str, ...] | set[str] | None] = {}
         self.session_of_id: dict[str, str] = {}
         self.cross_session_reported = False
         self.response_ids: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
@@ -128,64 +152,70 @@ class Uniqueness(Checker):
         tk = turn_key(ev, st)
         if tk not in st.turns:
             st.turns.add(tk)
+        tn = st.tn
+        if tn < 0:
+            tn = st.tn = self._turn_number(ev.session, tk)
         v2 = ev.protocol >= 2
         self._cross_session(ev, mid)
         by_id, kinds = st.by_id, st.kinds
         first = by_id.get(mid)
-        prev: _Seen | None
-        if first is not None and first.kind == ev.kind:
+        code = KIND_CODES[ev.kind]
+        prev: int | None
+        own = first is not None and (first >> 1) & 7 == code
+        if own:
             prev = first  # this kind's first use is the ID's
         else:
             prev = kinds.get((ev.kind, mid)) if kinds else None
-        if prev is not None and prev.raced and prev.turn != tk:
+        if prev is not None and prev & 1 and _seen_turn(prev) != tn:
             # The benefit of the doubt: an ID first used only in a cancelled turn's tail (after
             # the suite's session/cancel) exists there by the suite's race with the target, so
             # no reuse is graded against it; this use is the first that counts.
-            new = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)
-            if prev is first:  # raced: the ID's first use and this kind's are the new one
+            new = _seen(tn, ev.seq, ev.kind, ev.cancelled >= 0)
+            if own:  # raced: the ID's first use and this kind's are the new one
                 by_id[mid] = new
-            elif first is not None and first.raced:  # the ID's first use becomes this one
-                kinds[(first.kind, mid)] = first  # still the first of its own kind
+            elif first is not None and first & 1:  # the ID's first use becomes this one
+                kinds[(_seen_kind(first), mid)] = first  # still the first of its own kind
                 kinds.pop((ev.kind, mid), None)
                 by_id[mid] = new
             else:
                 kinds[(ev.kind, mid)] = new
             prev = None
+        prev_turn = self.turn_keys[_seen_turn(prev)] if prev is not None else None
         # Rule 1: user-message reuse.
         if ev.kind == "user":
             self.exercised("MID-A-02/user-message-reuse")
-            first_of_turn = (ev.session, ev.epoch.index, tk, "user") not in self.turn_ids
+            first_of_turn = (tn << 3 | code) not in self.turn_ids  # code: the user kind's
             judge = (not v2) or first_of_turn or ev.phase == REPLAY
-            if prev is not None and prev.turn != tk and judge:
+            if prev is not None and prev_turn != tk and judge:
                 self.found("MID-A-02/user-message-reuse",
                            f"user message of {_turn_name(tk, ev.epoch.index)} reuses ID {short(mid)!r} of the "
-                           f"user message of {_turn_name(prev.turn, ev.epoch.index)}",
-                           key=(ev.session, mid), entries=[prev.seq, ev.seq],
+                           f"user message of {_turn_name(prev_turn, ev.epoch.index)}",
+                           key=(ev.session, mid), entries=[_seen_seq(prev), ev.seq],
                            expected="a fresh ID per user message",
                            actual=short(mid))
         # Rule 2: cross-turn reuse (v1; replay pseudo-turns count too).
         elif not v2:
             if len(st.turns) > 1:
                 self.exercised("MID-A-02/cross-turn-reuse")
-            cancelled_prior = (prev is not None and prev.turn != tk
-                               and (ev.session, prev.turn) in self.cancelled_turns)
+            cancelled_prior = (prev is not None and prev_turn != tk
+                               and (ev.session, prev_turn) in self.cancelled_turns)
             if prev is not None and cancelled_prior:
                 # The benefit of the doubt: how many of the cancelled turn's IDs the target
                 # wrote before it read the cancel is the race, so the reuse is one finding
                 # per pair of turns (its first reuse, which the untimed head decides).
-                pair = (ev.session, prev.turn, tk)
+                pair = (ev.session, prev_turn, tk)
                 if pair not in self.cancelled_pairs:
                     self.cancelled_pairs.add(pair)
                     self.found("MID-A-02/cross-turn-reuse",
-                               f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn, ev.epoch.index)} "
+                               f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev_turn, ev.epoch.index)} "
                                f"reappears in {_turn_name(tk, ev.epoch.index)}",
-                               key=pair, entries=[prev.seq, ev.seq],
+                               key=pair, entries=[_seen_seq(prev), ev.seq],
                                expected="a fresh ID per message", actual=short(mid))
-            elif prev is not None and prev.turn != tk:
+            elif prev is not None and prev_turn != tk:
                 self.found("MID-A-02/cross-turn-reuse",
-                           f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn, ev.epoch.index)} reappears in "
+                           f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev_turn, ev.epoch.index)} reappears in "
                            f"{_turn_name(tk, ev.epoch.index)}",
-                           key=(ev.session, ev.kind, mid), entries=[prev.seq, ev.seq],
+                           key=(ev.session, ev.kind, mid), entries=[_seen_seq(prev), ev.seq],
                            expected="a fresh ID per message",
                            actual=short(mid))
         # Rule 3: cross-kind reuse.
@@ -197,14 +227,14 @@ class Uniqueness(Checker):
                                 Reason.ALLOWED_BY_PROFILE)
         else:
             self.exercised("MID-A-02/cross-kind-reuse")
-            if other is not None and other.kind != ev.kind:
+            if other is not None and (other >> 1) & 7 != code:
                 self.found("MID-A-02/cross-kind-reuse",
-                           f"ID {short(mid)!r} names {with_article(other.kind)} message and "
-                           f"{with_article(ev.kind)} message", key=(ev.session, mid),
-                           entries=[other.seq, ev.seq],
+                           f"ID {short(mid)!r} names {with_article(_seen_kind(other))} message "
+                           f"and {with_article(ev.kind)} message", key=(ev.session, mid),
+                           entries=[_seen_seq(other), ev.seq],
                            expected="one ID per message across kinds", actual=short(mid))
         # Rule 4: A..B..A within one turn.
-        tkey = (ev.session, ev.epoch.index, tk, ev.kind)
+        tkey = tn << 3 | code  # the turn (of this session and epoch) and the kind
         turn_ids = self.turn_ids
         ids = turn_ids.get(tkey, _NONE)
         if ids is _NONE:
@@ -213,9 +243,11 @@ class Uniqueness(Checker):
             if ids is not None:
                 self.exercised("MID-A-02/interleave")
             # The last ID of the turn's chunks is the one ID while there is one (no return
-            # to an ID is possible then); turn_last holds it once there are two.
-            last = self.turn_last[tkey] if type(ids) is set else ids
-            if last is not None and last != mid and type(ids) is set and mid in ids:
+            # to an ID is possible then), the last of a tuple, turn_last's past TURN_TUPLE.
+            many = type(ids)
+            last = (ids[-1] if many is tuple else self.turn_last[tkey] if many is set
+                    else ids)
+            if last is not None and last != mid and many is not str and mid in ids:
                 self.found("MID-A-02/interleave",
                            f"{ev.kind} chunks return to ID {short(mid)!r} after {short(last)!r} "
                            f"in {_turn_name(tk, ev.epoch.index)} (interleaving or a reused ID)",
@@ -225,19 +257,34 @@ class Uniqueness(Checker):
             # a run of chunks: an upsert starts none (its chunks may follow it)
             if ids is None:
                 turn_ids[tkey] = mid
-            elif type(ids) is str:
+            elif many is str:
                 if ids != mid:
-                    turn_ids[tkey] = {ids, mid}
-                    self.turn_last[tkey] = mid
+                    turn_ids[tkey] = (ids, mid)
+            elif many is tuple:
+                if last != mid:
+                    if mid in ids:
+                        turn_ids[tkey] = (*[i for i in ids if i != mid], mid)
+                    elif len(ids) < TURN_TUPLE:
+                        turn_ids[tkey] = (*ids, mid)
+                    else:
+                        turn_ids[tkey] = {*ids, mid}
+                        self.turn_last[tkey] = mid
             else:
                 ids.add(mid)
                 self.turn_last[tkey] = mid
         if prev is None or other is None:
-            seen = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)  # the first use of both
-            if other is None or other.kind == ev.kind:
+            seen = _seen(tn, ev.seq, ev.kind, ev.cancelled >= 0)  # the first use of both
+            if other is None or (other >> 1) & 7 == code:
                 by_id[mid] = seen  # (for a raced one: the same values as ``other``)
             else:
                 kinds[(ev.kind, mid)] = seen
+
+    def _turn_number(self, session: str, tk: Any) -> int:
+        n = self.turn_numbers.get((session, tk))
+        if n is None:
+            n = self.turn_numbers[session, tk] = len(self.turn_keys)
+            self.turn_keys.append(tk)
+        return n
 
     def on_turn_end(self, ev: TurnEnd) -> None:
         if ev.cancelled >= 0:
