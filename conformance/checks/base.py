@@ -107,6 +107,9 @@ class Checker:
         self.profile = options.profile
         self._sink = sink
         self._seen = sink.seen
+        # rules exercised (protocol 0) already: a hot path asks ``rule not in self.marked``
+        # and calls ``mark`` only then, not ``exercised`` on every event
+        self.marked: set[str] = set()
 
     def found(self, rule: str, message: str, *, key: Hashable = None,
               entries: Iterable[int] = (), expected: Any = None, actual: Any = None,
@@ -126,6 +129,11 @@ class Checker:
 
     def exercised(self, rule: str, protocol: int | None = None) -> None:
         self._seen[rule].add(protocol or 0)  # Sink.exercised, one call less (a hot path)
+
+    def mark(self, rule: str) -> None:
+        """``exercised(rule)``, remembered in ``marked``."""
+        self.marked.add(rule)
+        self._seen[rule].add(0)
 
     def not_applicable(self, rule: str, reason: str, code: Reason) -> None:
         """The rule does not apply to this traffic (e.g. a profile allows it): say why, in

@@ -183,7 +183,8 @@ class Uniqueness(Checker):
         prev_turn = self.turn_keys[_seen_turn(prev)] if prev is not None else None
         # Rule 1: user-message reuse.
         if ev.kind == "user":
-            self.exercised("MID-A-02/user-message-reuse")
+            if "MID-A-02/user-message-reuse" not in self.marked:
+                self.mark("MID-A-02/user-message-reuse")
             first_of_turn = (tn << 3 | code) not in self.turn_ids  # code: the user kind's
             judge = (not v2) or first_of_turn or ev.phase == REPLAY
             if prev is not None and prev_turn != tk and judge:
@@ -196,7 +197,8 @@ class Uniqueness(Checker):
         # Rule 2: cross-turn reuse (v1; replay pseudo-turns count too).
         elif not v2:
             if len(st.turns) > 1:
-                self.exercised("MID-A-02/cross-turn-reuse")
+                if "MID-A-02/cross-turn-reuse" not in self.marked:
+                    self.mark("MID-A-02/cross-turn-reuse")
             cancelled_prior = (prev is not None and prev_turn != tk
                                and (ev.session, prev_turn) in self.cancelled_turns)
             if prev is not None and cancelled_prior:
@@ -226,7 +228,8 @@ class Uniqueness(Checker):
                                 f"profile {self.profile.name} gives each kind its own ID space",
                                 Reason.ALLOWED_BY_PROFILE)
         else:
-            self.exercised("MID-A-02/cross-kind-reuse")
+            if "MID-A-02/cross-kind-reuse" not in self.marked:
+                self.mark("MID-A-02/cross-kind-reuse")
             if other is not None and (other >> 1) & 7 != code:
                 self.found("MID-A-02/cross-kind-reuse",
                            f"ID {short(mid)!r} names {with_article(_seen_kind(other))} message "
@@ -241,7 +244,8 @@ class Uniqueness(Checker):
             ids = turn_ids[tkey] = None
         if ev.form == "chunk":
             if ids is not None:
-                self.exercised("MID-A-02/interleave")
+                if "MID-A-02/interleave" not in self.marked:
+                    self.mark("MID-A-02/interleave")
             # The last ID of the turn's chunks is the one ID while there is one (no return
             # to an ID is possible then), the last of a tuple, turn_last's past TURN_TUPLE.
             many = type(ids)
@@ -310,7 +314,8 @@ class Uniqueness(Checker):
     def _cross_session(self, ev: MessageEvent, mid: str) -> None:
         owner = self.session_of_id.setdefault(mid, ev.session)
         if len(self.epochs) > 1:
-            self.exercised("MID-A-02/cross-session")
+            if "MID-A-02/cross-session" not in self.marked:
+                self.mark("MID-A-02/cross-session")
         if owner != ev.session and not self.cross_session_reported:
             self.cross_session_reported = True
             self.found("MID-A-02/cross-session",
@@ -353,6 +358,7 @@ class Stability(Checker):
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
         self.id_mode: set[str] = set()
+        self.no_ids_marked: set[int] = set()  # the protocols MID-A-05/no-ids was marked with
         self.sessions: set[str] = set()
         self.first_chunk: dict[str, int] = {}
         self.run: _Run | None = None
@@ -388,7 +394,9 @@ class Stability(Checker):
             return
         self.sessions.add(ev.session)
         self.first_chunk.setdefault(ev.session, ev.seq)
-        self.exercised("MID-A-05/no-ids", ev.protocol)
+        if ev.protocol not in self.no_ids_marked:
+            self.no_ids_marked.add(ev.protocol)
+            self.exercised("MID-A-05/no-ids", ev.protocol)
         if ev.mid is not None:
             self.id_mode.add(ev.session)
         key = (ev.session, ev.epoch.index, ev.turn, ev.kind)
@@ -406,8 +414,10 @@ class Stability(Checker):
             window.pop(0)
         self.tail = (pres, window)
         if ev.session in self.id_mode:
-            self.exercised("MID-A-03/gap")
-            self.exercised("MID-A-03/mixed-presence")
+            if "MID-A-03/gap" not in self.marked:
+                self.mark("MID-A-03/gap")
+            if "MID-A-03/mixed-presence" not in self.marked:
+                self.mark("MID-A-03/mixed-presence")
             if (len(window) == 3 and window[1][0] == "\0absent" and window[0][0] == window[2][0]
                     and window[0][0] != "\0absent"):
                 self.gap_reported.add(key)
@@ -515,7 +525,8 @@ class Stability(Checker):
             if ev.mid is None:
                 return
             run = self.run = _Run(ev.kind, ev.session)
-        self.exercised("MID-A-03/id-per-chunk")
+        if "MID-A-03/id-per-chunk" not in self.marked:
+            self.mark("MID-A-03/id-per-chunk")
         text = model.block_text(ev.update.get("content"))
         if run.ids and run.ids[-1] == "\0continued" and ev.mid == run.ids[-2]:
             run.seqs[0] = ev.seq  # a third (fourth, ...) chunk of one message: it goes on
