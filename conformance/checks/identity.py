@@ -104,6 +104,10 @@ class Uniqueness(Checker):
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
         self.epochs: dict[tuple[str, int], _EpochState] = {}
+        # the Epoch (its index does not change) and session of the last message, its state
+        self.last_epoch: Any = None
+        self.last_session = ""
+        self.last_state: _EpochState | None = None
         # the turn keys of each session that carried an ID, numbered: a first use keeps
         # the number, and a turn's tables below are keyed by it (with the kind's code)
         self.turn_keys: list[Any] = []
@@ -123,6 +127,13 @@ class Uniqueness(Checker):
         self.cancelled_pairs: set[tuple[str, Any, Any]] = set()
 
     def _state(self, ev: MessageEvent) -> _EpochState:
+        if ev.epoch is self.last_epoch and ev.session == self.last_session:
+            return self.last_state  # type: ignore[return-value]  # set with last_epoch
+        st = self._epoch_state(ev)
+        self.last_epoch, self.last_session, self.last_state = ev.epoch, ev.session, st
+        return st
+
+    def _epoch_state(self, ev: MessageEvent) -> _EpochState:
         key = (ev.session, ev.epoch.index)
         st = self.epochs.get(key)
         if st is None:
