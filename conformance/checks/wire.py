@@ -1,3 +1,4 @@
+# long: reports name each checker by its module (wire.ClientIds), so the client half stays here until reports may change
 """Schema and wire rules: MID-S-01, -02, -04, -05, -06, MID-V2-01, -02, -09; client side MID-C-01, MID-C-08.
 
 Over 400 lines, kept whole on purpose: its seam is the agent's lines (``Framing``
