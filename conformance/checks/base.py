@@ -335,11 +335,18 @@ class _UpdateFrame:
 def is_update_frame(entry: Entry, ev: Any) -> bool:
     """Whether ``entry``, whose first event after its Frame is ``ev``, is an update line:
     the agent's one JSON-RPC 2.0 notification on stdout, method session/update, params an
-    object with an update object and a string sessionId (the timeline made ``ev``, an
-    update event of no batch, only for such params). Every repeat line is one."""
+    object with an update object and a string sessionId (the timeline makes ``ev``, an
+    update event of no batch, only for such a line; asked here all the same, so that no
+    change of the timeline's can send another line to ``on_update_frame``). Every repeat
+    line is one."""
     msg = entry.msg
-    return (entry.src == "agent" and entry.stream == "stdout" and ev.batch is None
-            and msg.get("jsonrpc") == "2.0" and "id" not in msg)
+    if (entry.src != "agent" or entry.stream != "stdout" or ev.batch is not None
+            or type(msg) is not dict or msg.get("method") != "session/update"
+            or msg.get("jsonrpc") != "2.0" or "id" in msg):
+        return False
+    params = msg.get("params")
+    return (type(params) is dict and type(params.get("update")) is dict
+            and type(params.get("sessionId")) is str)
 
 
 def _dispatch(entries: Iterable[Entry], timeline: Any,
