@@ -45,6 +45,12 @@ class AddressedMethods(Checker):
         # an addressed call naming an ID the agent never sent -> (method, ID, session, seq)
         self.calls: dict[tuple[int, str], tuple[str, str, str, int]] = {}
 
+    def on_update_frame(self, ev: Frame) -> None:
+        params = ev.entry.msg["params"]  # what on_frame does for such a line
+        mid = params["update"].get("messageId")
+        if isinstance(mid, str):
+            self.emitted.setdefault(params["sessionId"], set()).add(mid)
+
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
         msg = e.msg

@@ -97,12 +97,19 @@ class Checker:
     # A checker may also define ``on_repeats(run: timeline.RepeatRun)``: the grader then
     # hands it the rest of a settled run in bulk, and it must do exactly what
     # ``on_message`` would do for each of ``run.events()`` in order.
+    # And ``on_update_frame(ev: Frame)``: the grader calls it instead of ``on_frame`` for
+    # the Frame of an update line (``is_update_frame``: the agent's plain session/update
+    # notification, most of a transcript), and it must do exactly what ``on_frame`` would
+    # do for that line; ``on_update_frame = None`` says ``on_frame`` does nothing there.
 
     def __init__(self, options: Options, sink: Sink) -> None:
         self.options = options
         self.profile = options.profile
         self._sink = sink
         self._seen = sink.seen
+        # rules exercised (protocol 0) already: a hot path asks ``rule not in self.marked``
+        # and calls ``mark`` only then, not ``exercised`` on every event
+        self.marked: set[str] = set()
 
     def found(self, rule: str, message: str, *, key: Hashable = None,
               entries: Iterable[int] = (), expected: Any = None, actual: Any = None,
@@ -122,6 +129,11 @@ class Checker:
 
     def exercised(self, rule: str, protocol: int | None = None) -> None:
         self._seen[rule].add(protocol or 0)  # Sink.exercised, one call less (a hot path)
+
+    def mark(self, rule: str) -> None:
+        """``exercised(rule)``, remembered in ``marked``."""
+        self.marked.add(rule)
+        self._seen[rule].add(0)
 
     def not_applicable(self, rule: str, reason: str, code: Reason) -> None:
         """The rule does not apply to this traffic (e.g. a profile allows it): say why, in
@@ -284,6 +296,10 @@ def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = 
     for ch in checkers:
         for name, etype in _handler_names(type(ch)):
             handlers[etype].append((getattr(ch, name), ch.quiet_on))
+            if name == "on_frame":
+                on_update = getattr(ch, "on_update_frame", ch.on_frame)
+                if on_update is not None:
+                    handlers[_UpdateFrame].append((on_update, ch.quiet_on))
     timeline = Timeline(protocol, repeats=repeats,
                         session_messages=options.profile.session_messages,
                         replay_marker=options.profile.replay_marker,
@@ -312,6 +328,27 @@ def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = 
 RUN_BATCH = 64  # settled repeat lines held for on_repeats at most (more costs cache misses)
 
 
+class _UpdateFrame:
+    """The key of the handlers of an update line's Frame (``Checker.on_update_frame``)."""
+
+
+def is_update_frame(entry: Entry, ev: Any) -> bool:
+    """Whether ``entry``, whose first event after its Frame is ``ev``, is an update line:
+    the agent's one JSON-RPC 2.0 notification on stdout, method session/update, params an
+    object with an update object and a string sessionId (the timeline makes ``ev``, an
+    update event of no batch, only for such a line; asked here all the same, so that no
+    change of the timeline's can send another line to ``on_update_frame``). Every repeat
+    line is one."""
+    msg = entry.msg
+    if (entry.src != "agent" or entry.stream != "stdout" or ev.batch is not None
+            or type(msg) is not dict or msg.get("method") != "session/update"
+            or msg.get("jsonrpc") != "2.0" or "id" in msg):
+        return False
+    params = msg.get("params")
+    return (type(params) is dict and type(params.get("update")) is dict
+            and type(params.get("sessionId")) is str)
+
+
 def _dispatch(entries: Iterable[Entry], timeline: Any,
               handlers: dict[type, list[tuple[EventHandler, Callable[[Any], bool]]]],
               sink: Sink) -> None:
@@ -324,9 +361,11 @@ def _dispatch(entries: Iterable[Entry], timeline: Any,
     repeat: for the others they would be no-ops. When every one of those has an
     ``on_repeats``, the lines go to them in bulk, without an event per line.
     """
-    from conformance.checks.events import Frame, MessageEvent, RepeatRun
+    from conformance.checks.events import Frame, MessageEvent, OtherUpdate, RepeatRun
 
-    frame_all = handlers.get(Frame, [])
+    frame_all = handlers.get(_UpdateFrame, [])  # a repeat line's Frame is an update line's
+    update_frame = [h for h, _ in frame_all]
+    update_events = (MessageEvent, OtherUpdate)
     message_all = handlers.get(MessageEvent, [])
     bulk_of = {h: getattr(getattr(h, "__self__", None), "on_repeats", None)
                for h, _ in message_all}
@@ -361,7 +400,17 @@ def _dispatch(entries: Iterable[Entry], timeline: Any,
                         fn(run)
                 run = None
             settled = False
-            for ev in feed_new(entry):
+            events = feed_new(entry)
+            if len(events) > 1 and type(events[1]) in update_events and is_update_frame(
+                    entry, events[1]):
+                frame = events[0]
+                for h in update_frame:
+                    h(frame)
+                for ev in events[1:]:
+                    for h in get(type(ev), ()):
+                        h(ev)
+                continue
+            for ev in events:
                 for h in get(type(ev), ()):
                     h(ev)
             continue

@@ -14,6 +14,11 @@ class FrameChecker(Checker):
 
     on = True
 
+    def on_update_frame(self, ev: Frame) -> None:
+        if self.on and ev.protocol >= 2:
+            e = ev.entry
+            self._update(e.conn, e.seq, e.msg)
+
     def on_frame(self, ev: Frame) -> None:
         if not self.on or ev.protocol < 2:
             return

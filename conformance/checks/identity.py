@@ -38,27 +38,45 @@ SENTENCE_END = (".", "!", "?", "\n", ":", ";")
 ID_PER_CHUNK_RUN = 4
 
 
-@dataclass(slots=True)
-class _Seen:
-    turn: Any  # turn key where the ID was first used
-    seq: int
-    kind: str
-    # first used after the suite's session/cancel of its turn: the target may have written
-    # it before it read the cancel, so whether it was written at all is the suite's race
-    raced: bool = False
+# The first use of an ID is one int (a Python object per message and epoch costs about
+# three times as much): bit 0 says it was raced (first used after the suite's
+# session/cancel of its turn: the target may have written it before it read the cancel, so
+# whether it was written at all is the suite's race), bits 1 to 3 its kind (KIND_CODES),
+# bits 4 to 43 its entry, the rest its turn (a number of Uniqueness.turn_keys).
+KIND_CODES = {"user": 0, "agent": 1, "thought": 2, "session": 3}
+KIND_NAMES = {code: kind for kind, code in KIND_CODES.items()}
+SEQ_BITS = 40  # 2**40 entries: a transcript of a thousand billion lines
+TURN_TUPLE = 8  # a turn's chunk IDs of a kind are a tuple up to this many, then a set
+
+
+def _seen(turn: int, seq: int, kind: str, raced: bool) -> int:
+    return ((turn << SEQ_BITS | seq) << 3 | KIND_CODES[kind]) << 1 | raced
+
+
+def _seen_turn(seen: int) -> int:
+    return seen >> (SEQ_BITS + 4)
+
+
+def _seen_seq(seen: int) -> int:
+    return (seen >> 4) & ((1 << SEQ_BITS) - 1)
+
+
+def _seen_kind(seen: int) -> str:
+    return KIND_NAMES[(seen >> 1) & 7]
 
 
 @dataclass
 class _EpochState:
     # The first use of each ID (any kind), and the first use per kind: the first use of an
     # ID by a kind is ``by_id[id]`` when that is of the kind (nearly always: one entry, not
-    # two, per message), else ``kinds[(kind, id)]``.
-    by_id: dict[str, _Seen] = field(default_factory=dict)
-    kinds: dict[tuple[str, str], _Seen] = field(default_factory=dict)
+    # two, per message), else ``kinds[(kind, id)]``. Each is a packed int (``_seen``).
+    by_id: dict[str, int] = field(default_factory=dict)
+    kinds: dict[tuple[str, str], int] = field(default_factory=dict)
     replay_turn: int = 0
     last_kind: str | None = None
     turns: set[Any] = field(default_factory=set)  # turn keys that carried an ID
     tk: Any = None  # the last turn key: one tuple per turn, not one per message
+    tn: int = -1  # its number (Uniqueness.turn_keys)
 
 
 def turn_key(ev: MessageEvent, st: _EpochState) -> Any:
@@ -68,6 +86,7 @@ def turn_key(ev: MessageEvent, st: _EpochState) -> Any:
     if tk is not None and tk[1] == n and tk[2] == ev.epoch.index and (tk[0] == "replay") == replay:
         return tk
     tk = st.tk = ("replay" if replay else "live", n, ev.epoch.index)
+    st.tn = -1  # Uniqueness._turn_number gives it its number
     return tk
 
 
@@ -85,10 +104,19 @@ class Uniqueness(Checker):
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
         self.epochs: dict[tuple[str, int], _EpochState] = {}
-        # the last ID of a turn's chunks per kind, once they had two IDs (see turn_ids)
-        self.turn_last: dict[tuple[str, int, Any, str], str] = {}
+        # the Epoch (its index does not change) and session of the last message, its state
+        self.last_epoch: Any = None
+        self.last_session = ""
+        self.last_state: _EpochState | None = None
+        # the turn keys of each session that carried an ID, numbered: a first use keeps
+        # the number, and a turn's tables below are keyed by it (with the kind's code)
+        self.turn_keys: list[Any] = []
+        self.turn_numbers: dict[tuple[str, Any], int] = {}
+        # the last ID of a turn's chunks per kind, once they had more than TURN_TUPLE IDs
+        self.turn_last: dict[int, str] = {}
         # the IDs of each turn's chunks, per kind: None before any, one ID, then a set
-        self.turn_ids: dict[tuple[str, int, Any, str], str | set[str] | None] = {}
+        # (a tuple of them, the last one used last, until more than TURN_TUPLE)
+        self.turn_ids: dict[int, str | tuple[str, ...] | set[str] | None] = {}
         self.session_of_id: dict[str, str] = {}
         self.cross_session_reported = False
         self.response_ids: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
@@ -99,6 +127,13 @@ class Uniqueness(Checker):
         self.cancelled_pairs: set[tuple[str, Any, Any]] = set()
 
     def _state(self, ev: MessageEvent) -> _EpochState:
+        if ev.epoch is self.last_epoch and ev.session == self.last_session:
+            return self.last_state  # type: ignore[return-value]  # set with last_epoch
+        st = self._epoch_state(ev)
+        self.last_epoch, self.last_session, self.last_state = ev.epoch, ev.session, st
+        return st
+
+    def _epoch_state(self, ev: MessageEvent) -> _EpochState:
         key = (ev.session, ev.epoch.index)
         st = self.epochs.get(key)
         if st is None:
@@ -128,64 +163,72 @@ class Uniqueness(Checker):
         tk = turn_key(ev, st)
         if tk not in st.turns:
             st.turns.add(tk)
+        tn = st.tn
+        if tn < 0:
+            tn = st.tn = self._turn_number(ev.session, tk)
         v2 = ev.protocol >= 2
         self._cross_session(ev, mid)
         by_id, kinds = st.by_id, st.kinds
         first = by_id.get(mid)
-        prev: _Seen | None
-        if first is not None and first.kind == ev.kind:
+        code = KIND_CODES[ev.kind]
+        prev: int | None
+        own = first is not None and (first >> 1) & 7 == code
+        if own:
             prev = first  # this kind's first use is the ID's
         else:
             prev = kinds.get((ev.kind, mid)) if kinds else None
-        if prev is not None and prev.raced and prev.turn != tk:
+        if prev is not None and prev & 1 and _seen_turn(prev) != tn:
             # The benefit of the doubt: an ID first used only in a cancelled turn's tail (after
             # the suite's session/cancel) exists there by the suite's race with the target, so
             # no reuse is graded against it; this use is the first that counts.
-            new = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)
-            if prev is first:  # raced: the ID's first use and this kind's are the new one
+            new = _seen(tn, ev.seq, ev.kind, ev.cancelled >= 0)
+            if own:  # raced: the ID's first use and this kind's are the new one
                 by_id[mid] = new
-            elif first is not None and first.raced:  # the ID's first use becomes this one
-                kinds[(first.kind, mid)] = first  # still the first of its own kind
+            elif first is not None and first & 1:  # the ID's first use becomes this one
+                kinds[(_seen_kind(first), mid)] = first  # still the first of its own kind
                 kinds.pop((ev.kind, mid), None)
                 by_id[mid] = new
             else:
                 kinds[(ev.kind, mid)] = new
             prev = None
+        prev_turn = self.turn_keys[_seen_turn(prev)] if prev is not None else None
         # Rule 1: user-message reuse.
         if ev.kind == "user":
-            self.exercised("MID-A-02/user-message-reuse")
-            first_of_turn = (ev.session, ev.epoch.index, tk, "user") not in self.turn_ids
+            if "MID-A-02/user-message-reuse" not in self.marked:
+                self.mark("MID-A-02/user-message-reuse")
+            first_of_turn = (tn << 3 | code) not in self.turn_ids  # code: the user kind's
             judge = (not v2) or first_of_turn or ev.phase == REPLAY
-            if prev is not None and prev.turn != tk and judge:
+            if prev is not None and prev_turn != tk and judge:
                 self.found("MID-A-02/user-message-reuse",
                            f"user message of {_turn_name(tk, ev.epoch.index)} reuses ID {short(mid)!r} of the "
-                           f"user message of {_turn_name(prev.turn, ev.epoch.index)}",
-                           key=(ev.session, mid), entries=[prev.seq, ev.seq],
+                           f"user message of {_turn_name(prev_turn, ev.epoch.index)}",
+                           key=(ev.session, mid), entries=[_seen_seq(prev), ev.seq],
                            expected="a fresh ID per user message",
                            actual=short(mid))
         # Rule 2: cross-turn reuse (v1; replay pseudo-turns count too).
         elif not v2:
             if len(st.turns) > 1:
-                self.exercised("MID-A-02/cross-turn-reuse")
-            cancelled_prior = (prev is not None and prev.turn != tk
-                               and (ev.session, prev.turn) in self.cancelled_turns)
+                if "MID-A-02/cross-turn-reuse" not in self.marked:
+                    self.mark("MID-A-02/cross-turn-reuse")
+            cancelled_prior = (prev is not None and prev_turn != tk
+                               and (ev.session, prev_turn) in self.cancelled_turns)
             if prev is not None and cancelled_prior:
                 # The benefit of the doubt: how many of the cancelled turn's IDs the target
                 # wrote before it read the cancel is the race, so the reuse is one finding
                 # per pair of turns (its first reuse, which the untimed head decides).
-                pair = (ev.session, prev.turn, tk)
+                pair = (ev.session, prev_turn, tk)
                 if pair not in self.cancelled_pairs:
                     self.cancelled_pairs.add(pair)
                     self.found("MID-A-02/cross-turn-reuse",
-                               f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn, ev.epoch.index)} "
+                               f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev_turn, ev.epoch.index)} "
                                f"reappears in {_turn_name(tk, ev.epoch.index)}",
-                               key=pair, entries=[prev.seq, ev.seq],
+                               key=pair, entries=[_seen_seq(prev), ev.seq],
                                expected="a fresh ID per message", actual=short(mid))
-            elif prev is not None and prev.turn != tk:
+            elif prev is not None and prev_turn != tk:
                 self.found("MID-A-02/cross-turn-reuse",
-                           f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev.turn, ev.epoch.index)} reappears in "
+                           f"{ev.kind} ID {short(mid)!r} of {_turn_name(prev_turn, ev.epoch.index)} reappears in "
                            f"{_turn_name(tk, ev.epoch.index)}",
-                           key=(ev.session, ev.kind, mid), entries=[prev.seq, ev.seq],
+                           key=(ev.session, ev.kind, mid), entries=[_seen_seq(prev), ev.seq],
                            expected="a fresh ID per message",
                            actual=short(mid))
         # Rule 3: cross-kind reuse.
@@ -196,26 +239,30 @@ class Uniqueness(Checker):
                                 f"profile {self.profile.name} gives each kind its own ID space",
                                 Reason.ALLOWED_BY_PROFILE)
         else:
-            self.exercised("MID-A-02/cross-kind-reuse")
-            if other is not None and other.kind != ev.kind:
+            if "MID-A-02/cross-kind-reuse" not in self.marked:
+                self.mark("MID-A-02/cross-kind-reuse")
+            if other is not None and (other >> 1) & 7 != code:
                 self.found("MID-A-02/cross-kind-reuse",
-                           f"ID {short(mid)!r} names {with_article(other.kind)} message and "
-                           f"{with_article(ev.kind)} message", key=(ev.session, mid),
-                           entries=[other.seq, ev.seq],
+                           f"ID {short(mid)!r} names {with_article(_seen_kind(other))} message "
+                           f"and {with_article(ev.kind)} message", key=(ev.session, mid),
+                           entries=[_seen_seq(other), ev.seq],
                            expected="one ID per message across kinds", actual=short(mid))
         # Rule 4: A..B..A within one turn.
-        tkey = (ev.session, ev.epoch.index, tk, ev.kind)
+        tkey = tn << 3 | code  # the turn (of this session and epoch) and the kind
         turn_ids = self.turn_ids
         ids = turn_ids.get(tkey, _NONE)
         if ids is _NONE:
             ids = turn_ids[tkey] = None
         if ev.form == "chunk":
             if ids is not None:
-                self.exercised("MID-A-02/interleave")
+                if "MID-A-02/interleave" not in self.marked:
+                    self.mark("MID-A-02/interleave")
             # The last ID of the turn's chunks is the one ID while there is one (no return
-            # to an ID is possible then); turn_last holds it once there are two.
-            last = self.turn_last[tkey] if type(ids) is set else ids
-            if last is not None and last != mid and type(ids) is set and mid in ids:
+            # to an ID is possible then), the last of a tuple, turn_last's past TURN_TUPLE.
+            many = type(ids)
+            last = (ids[-1] if many is tuple else self.turn_last[tkey] if many is set
+                    else ids)
+            if last is not None and last != mid and many is not str and mid in ids:
                 self.found("MID-A-02/interleave",
                            f"{ev.kind} chunks return to ID {short(mid)!r} after {short(last)!r} "
                            f"in {_turn_name(tk, ev.epoch.index)} (interleaving or a reused ID)",
@@ -225,19 +272,34 @@ class Uniqueness(Checker):
             # a run of chunks: an upsert starts none (its chunks may follow it)
             if ids is None:
                 turn_ids[tkey] = mid
-            elif type(ids) is str:
+            elif many is str:
                 if ids != mid:
-                    turn_ids[tkey] = {ids, mid}
-                    self.turn_last[tkey] = mid
+                    turn_ids[tkey] = (ids, mid)
+            elif many is tuple:
+                if last != mid:
+                    if mid in ids:
+                        turn_ids[tkey] = (*[i for i in ids if i != mid], mid)
+                    elif len(ids) < TURN_TUPLE:
+                        turn_ids[tkey] = (*ids, mid)
+                    else:
+                        turn_ids[tkey] = {*ids, mid}
+                        self.turn_last[tkey] = mid
             else:
                 ids.add(mid)
                 self.turn_last[tkey] = mid
         if prev is None or other is None:
-            seen = _Seen(tk, ev.seq, ev.kind, ev.cancelled >= 0)  # the first use of both
-            if other is None or other.kind == ev.kind:
+            seen = _seen(tn, ev.seq, ev.kind, ev.cancelled >= 0)  # the first use of both
+            if other is None or (other >> 1) & 7 == code:
                 by_id[mid] = seen  # (for a raced one: the same values as ``other``)
             else:
                 kinds[(ev.kind, mid)] = seen
+
+    def _turn_number(self, session: str, tk: Any) -> int:
+        n = self.turn_numbers.get((session, tk))
+        if n is None:
+            n = self.turn_numbers[session, tk] = len(self.turn_keys)
+            self.turn_keys.append(tk)
+        return n
 
     def on_turn_end(self, ev: TurnEnd) -> None:
         if ev.cancelled >= 0:
@@ -263,7 +325,8 @@ class Uniqueness(Checker):
     def _cross_session(self, ev: MessageEvent, mid: str) -> None:
         owner = self.session_of_id.setdefault(mid, ev.session)
         if len(self.epochs) > 1:
-            self.exercised("MID-A-02/cross-session")
+            if "MID-A-02/cross-session" not in self.marked:
+                self.mark("MID-A-02/cross-session")
         if owner != ev.session and not self.cross_session_reported:
             self.cross_session_reported = True
             self.found("MID-A-02/cross-session",
@@ -306,6 +369,7 @@ class Stability(Checker):
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
         self.id_mode: set[str] = set()
+        self.no_ids_marked: set[int] = set()  # the protocols MID-A-05/no-ids was marked with
         self.sessions: set[str] = set()
         self.first_chunk: dict[str, int] = {}
         self.run: _Run | None = None
@@ -341,7 +405,9 @@ class Stability(Checker):
             return
         self.sessions.add(ev.session)
         self.first_chunk.setdefault(ev.session, ev.seq)
-        self.exercised("MID-A-05/no-ids", ev.protocol)
+        if ev.protocol not in self.no_ids_marked:
+            self.no_ids_marked.add(ev.protocol)
+            self.exercised("MID-A-05/no-ids", ev.protocol)
         if ev.mid is not None:
             self.id_mode.add(ev.session)
         key = (ev.session, ev.epoch.index, ev.turn, ev.kind)
@@ -359,8 +425,10 @@ class Stability(Checker):
             window.pop(0)
         self.tail = (pres, window)
         if ev.session in self.id_mode:
-            self.exercised("MID-A-03/gap")
-            self.exercised("MID-A-03/mixed-presence")
+            if "MID-A-03/gap" not in self.marked:
+                self.mark("MID-A-03/gap")
+            if "MID-A-03/mixed-presence" not in self.marked:
+                self.mark("MID-A-03/mixed-presence")
             if (len(window) == 3 and window[1][0] == "\0absent" and window[0][0] == window[2][0]
                     and window[0][0] != "\0absent"):
                 self.gap_reported.add(key)
@@ -468,7 +536,8 @@ class Stability(Checker):
             if ev.mid is None:
                 return
             run = self.run = _Run(ev.kind, ev.session)
-        self.exercised("MID-A-03/id-per-chunk")
+        if "MID-A-03/id-per-chunk" not in self.marked:
+            self.mark("MID-A-03/id-per-chunk")
         text = model.block_text(ev.update.get("content"))
         if run.ids and run.ids[-1] == "\0continued" and ev.mid == run.ids[-2]:
             run.seqs[0] = ev.seq  # a third (fourth, ...) chunk of one message: it goes on

@@ -125,6 +125,8 @@ class ShownMessages(Checker):
         if text:
             self._reducer(ev.conn).prompts.add(text)
 
+    on_update_frame = None  # harness events only
+
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
         if e.stream != "harness" or e.event != OBSERVED or not isinstance(e.data, dict):

@@ -60,6 +60,8 @@ class LiveReplayParity(Checker):
         if text:
             self.live_texts.add(text)
 
+    on_update_frame = None  # harness events only
+
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
         data = e.data

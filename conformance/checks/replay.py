@@ -418,7 +418,8 @@ class Replay(Checker):
                 self.tail = msg
             return  # an ID-less chunk is a gap (MID-A-03), not another message
         dup_rule = self._dup_rule(ev.protocol)
-        self.exercised(dup_rule)
+        if dup_rule not in self.marked:
+            self.mark(dup_rule)
         mkey: tuple[str, str] = (ev.kind, ev.mid)
         if ev.kind == "user" and v2:
             rep.users.setdefault(ev.mid, msg)

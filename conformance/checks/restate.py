@@ -141,6 +141,7 @@ class Restatement(Checker):
         super().__init__(*a)
         # (conn, session, epoch, turn, phase) -> kind -> its run of chunks
         self.runs: dict[tuple[Any, ...], dict[str, _Run]] = {}
+        self.last: tuple[Any, ...] | None = None  # the scope _runs gave last, with its runs
         self.streamed = False  # a run long enough to be restated was seen (exercised)
         # A message of another kind came after the scope's user run: outside a live turn
         # (a replay holds many turns under one turn index) the next user message is then
@@ -150,14 +151,20 @@ class Restatement(Checker):
     def on_replay_start(self, ev: ReplayStart) -> None:
         for key in [k for k in self.runs if k[1] == ev.session]:
             del self.runs[key]
+        self.last = None
 
     def _runs(self, ev: MessageEvent) -> dict[str, _Run]:
+        last = self.last  # the last event's scope (an Epoch's index does not change)
+        if (last is not None and ev.epoch is last[0] and ev.turn == last[1]
+                and ev.phase == last[2] and ev.conn == last[3] and ev.session == last[4]):
+            return last[5]
         scope = (ev.conn, ev.session, ev.epoch.index, ev.turn, ev.phase)
         runs = self.runs.get(scope)
         if runs is None:
             self.runs.clear()  # one scope at a time: a new turn or phase ends the old runs
             runs = self.runs[scope] = {}
             self.answered = False
+        self.last = (ev.epoch, ev.turn, ev.phase, ev.conn, ev.session, runs)
         return runs
 
     def _next_turn(self, runs: dict[str, _Run], ev: MessageEvent) -> None:

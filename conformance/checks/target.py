@@ -46,6 +46,9 @@ class Liveness(Checker):
         self.capped: dict[int, int] = {}  # conn -> seq of the "recording capped" note
         self.spoke: set[int] = set()  # connections on which the target wrote a line
 
+    def on_update_frame(self, ev: Frame) -> None:
+        self.spoke.add(ev.entry.conn)
+
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
         if e.stream != "harness":
@@ -161,6 +164,8 @@ class ResponseIds(Checker):
         super().__init__(*a)
         self.pending: dict[int, set[tuple[str, Any]]] = {}
 
+    on_update_frame = None  # a notification is neither request nor response
+
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
         if e.stream not in ("stdin", "stdout") or e.error is not None or e.msg is None:
@@ -223,6 +228,8 @@ class Negotiation(Checker):
         self.mismatch: dict[int, tuple[int, dict[str, Any]]] = {}  # conn -> (seq, data)
         self.reported = False
 
+    on_update_frame = None  # reads the handshake note and the client's requests only
+
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
         data = _data(e)
@@ -271,6 +278,14 @@ class AgentNegotiation(Checker):
         self.state_seen: set[int] = set()  # conns with a state_update since the last prompt
         self.reported = False
 
+    def on_update_frame(self, ev: Frame) -> None:
+        e = ev.entry
+        if self.reported or e.conn not in self.answered:
+            return
+        kind = e.msg["params"]["update"].get("sessionUpdate")
+        if isinstance(kind, str):
+            self._update(e, kind)
+
     def on_frame(self, ev: Frame) -> None:
         e = ev.entry
         if self.reported or e.stream not in ("stdin", "stdout") or e.error is not None:
@@ -311,9 +326,9 @@ class AgentNegotiation(Checker):
         answered = self.answered.get(e.conn)
         if answered is None:
             return
-        seq, pv, requested = answered
-        echo = " (the version asked for)" if pv == requested else ""
         if model.is_response(m):
+            seq, pv, requested = answered
+            echo = " (the version asked for)" if pv == requested else ""
             opened = self.prompts.get(e.conn, {}).pop(_key(m["id"]), None)
             result = m.get("result")
             if opened is None or not isinstance(result, dict):
@@ -329,6 +344,12 @@ class AgentNegotiation(Checker):
         kind = update.get("sessionUpdate") if isinstance(update, dict) else None
         if m.get("method") != "session/update" or not isinstance(kind, str):
             return
+        self._update(e, kind)
+
+    def _update(self, e: Any, kind: str) -> None:
+        """A session/update of ``kind`` after the agent answered initialize."""
+        seq, pv, requested = self.answered[e.conn]
+        echo = " (the version asked for)" if pv == requested else ""
         if kind == "state_update":
             self.state_seen.add(e.conn)
         if pv < 2 and kind in model.V2_ONLY_UPDATES:

@@ -1,0 +1,149 @@
+"""What the grader keeps per message got smaller and its dispatch shorter; no finding
+changed.
+
+An update line's Frame goes only to ``on_update_frame`` (or to no handler where
+a checker says ``on_frame`` does nothing there): grading with every Frame sent
+to ``on_frame`` gives the same findings. ``Uniqueness`` keeps the first use of
+an ID as one packed int and a turn's few chunk IDs as a tuple (a set past
+``TURN_TUPLE``): a return to an earlier ID is found in either form, with the ID
+it returned after, and the entries a reuse cites are the right ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import GRADING_OPTION_SETS, text, transcript, update
+from test_grading_repeats import random_entries
+
+from conformance import transcript as tmod
+from conformance.checks import base, grade
+from conformance.checks.identity import TURN_TUPLE
+from conformance.results import Outcome
+from conformance.transcript import Entry, Transcript
+
+
+def _init(version: int, capabilities: dict[str, Any] | None = None) -> list[Any]:
+    return [("client", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                        "params": {"protocolVersion": version}}),
+            ("agent", {"jsonrpc": "2.0", "id": 0, "result": {
+                "protocolVersion": version, **({"capabilities": capabilities}
+                                               if capabilities else {})}})]
+
+
+def _updates_only() -> Transcript:
+    """The agent's only stdout lines are session/update notifications (Framing, Liveness
+    see that it spoke only through them), then it exits."""
+    t = Transcript({"protocol": 1})
+    t.add(0, "harness", "harness", event="start", data={"pid_role": "agent"})
+    for src, msg in [_prompt(1), _chunk("m1", "hello"), _chunk("m1", " there")]:
+        t.add(0, src, "stdin" if src == "client" else "stdout", json.dumps(msg).encode())
+    t.add(0, "harness", "harness", event="exit", data={"returncode": 0, "ended_by": "stdin-eof"})
+    return t
+
+
+def _v2_kind_in_v1() -> Transcript:
+    """Answered 1, then a v2 upsert (TARGET/negotiation/agent reads the update line)."""
+    return transcript(1, [*_init(1), _prompt(1),
+                          update("agent_message", "m1", content=[text("hi")]), _done(1)])
+
+
+def _rewind_of_a_sent_id() -> Transcript:
+    """v2, session.rewind advertised: a rewind to an ID the agent sent (AddressedMethods
+    learns it from the update line) that succeeds is no fault."""
+    return transcript(2, [*_init(2, {"session": {"rewind": {}}}), _prompt(1),
+                          _chunk("m1", "hello"),
+                          ("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
+                              "sessionId": "s", "update": {"sessionUpdate": "state_update",
+                                                           "state": "idle"}}}),
+                          ("client", {"jsonrpc": "2.0", "id": 9, "method": "session/rewind",
+                                      "params": {"sessionId": "s", "toMessageId": "m1"}}),
+                          ("agent", {"jsonrpc": "2.0", "id": 9, "result": {}})])
+
+
+def _fixtures() -> list[Path]:
+    return sorted((Path(__file__).resolve().parents[1] / "fixtures").rglob("*.jsonl"))
+
+
+def _cases() -> list[tuple[str, list[Entry], int, str]]:
+    cases = [(f"random-{p}-{seed}", random_entries(seed, p), p, "agent")
+             for p in (1, 2) for seed in range(8)]
+    cases += [(f.__name__, f().entries, f().header.get("protocol", 1), "agent")
+              for f in (_updates_only, _v2_kind_in_v1, _rewind_of_a_sent_id)]
+    for path in _fixtures():
+        header, read = tmod.iter_entries(path)
+        cases.append((path.name, list(read), int(header.get("protocol") or 1),
+                      str(header.get("role") or "agent")))
+    return cases
+
+
+def test_update_frames_grade_as_they_would_through_on_frame(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = _cases()
+    graded = {(name, n): grade(entries, protocol=p, options=o, role=role)
+              for name, entries, p, role in cases for n, o in enumerate(GRADING_OPTION_SETS)}
+    # the crafted transcripts hang on an update line's Frame (each checker's on_update_frame)
+    rows = {name: {f.requirement: f.outcome for f in graded[name, 0]}
+            for name in ("_updates_only", "_v2_kind_in_v1", "_rewind_of_a_sent_id")}
+    assert rows["_updates_only"]["MID-S-06/framing"] is Outcome.PASS
+    assert rows["_updates_only"]["TARGET/exit"] is Outcome.PASS
+    assert rows["_v2_kind_in_v1"]["TARGET/negotiation/agent"] is Outcome.FAIL
+    # (a success naming an ID the agent never sent would fail; this one names one it sent)
+    assert rows["_rewind_of_a_sent_id"]["MID-V2-16/unknown-id"] is Outcome.NOT_APPLICABLE
+    # every Frame through on_frame (no short path: a repeat line's Frame is an update line's)
+    monkeypatch.setattr(base, "is_update_frame", lambda entry, ev: False)
+    for name, entries, p, role in cases:
+        for n, o in enumerate(GRADING_OPTION_SETS):
+            assert grade(entries, protocol=p, options=o, role=role,
+                         repeats=False) == graded[name, n], (name, n)
+
+
+def _prompt(rid: int) -> tuple[str, dict[str, Any]]:
+    return ("client", {"jsonrpc": "2.0", "id": rid, "method": "session/prompt",
+                       "params": {"sessionId": "s", "prompt": [text("go")]}})
+
+
+def _done(rid: int) -> tuple[str, dict[str, Any]]:
+    return ("agent", {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
+
+
+def _chunk(mid: str, words: str = "x") -> tuple[str, dict[str, Any]]:
+    return update("agent_message_chunk", mid, content=text(words))
+
+
+@pytest.mark.parametrize("ids", [2, TURN_TUPLE, TURN_TUPLE + 3])
+def test_a_return_to_an_earlier_id_is_found_in_a_tuple_or_a_set(ids: int) -> None:
+    lines = [_prompt(1)]
+    for i in range(ids):
+        lines += [_chunk(f"m{i}"), _chunk(f"m{i}")]
+    lines += [_chunk("m0"), _done(1)]
+    found = [f for f in grade(transcript(1, lines).entries, protocol=1)
+             if f.requirement == "MID-A-02/interleave" and f.outcome is not Outcome.PASS]
+    assert len(found) == 1, found
+    assert f"after 'm{ids - 1}'" in found[0].message
+    assert found[0].entries == (len(lines) - 2,)
+
+
+def test_a_turn_returning_within_its_tuple_keeps_the_last_id() -> None:
+    """m0 m1 m0 m1: two returns, the second after m0 (the tuple keeps the last ID last)."""
+    lines = [_prompt(1), _chunk("m0"), _chunk("m1"), _chunk("m0"), _chunk("m1"), _done(1)]
+    found = [f for f in grade(transcript(1, lines).entries, protocol=1)
+             if f.requirement == "MID-A-02/interleave" and f.outcome is not Outcome.PASS]
+    assert sorted(f.message.split(" after ")[1][:4] for f in found) == ["'m0'", "'m1'"]
+
+
+def test_a_reuse_cites_the_first_use_across_turns_and_kinds() -> None:
+    lines = [_prompt(1), _chunk("a1"), _done(1),
+             _prompt(2), update("agent_thought_chunk", "a1", content=text("hm")),
+             _chunk("a1"), _done(2)]
+    t = transcript(1, lines)
+    seqs = [e.seq for e in t.entries]
+    rows = {f.requirement: f for f in grade(t.entries, protocol=1)
+            if f.outcome is not Outcome.PASS and f.requirement.startswith("MID-A-02/")}
+    assert rows["MID-A-02/cross-kind-reuse"].entries == (seqs[1], seqs[4])
+    assert "an agent message and a thought message" in rows["MID-A-02/cross-kind-reuse"].message
+    assert rows["MID-A-02/cross-turn-reuse"].entries == (seqs[1], seqs[5])
+    assert "of turn 1 reappears in turn 2" in rows["MID-A-02/cross-turn-reuse"].message
