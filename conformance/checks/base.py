@@ -297,7 +297,7 @@ def grade(entries: Iterable[Entry], *, protocol: int, options: Options | None = 
         for name, etype in _handler_names(type(ch)):
             handlers[etype].append((getattr(ch, name), ch.quiet_on))
             if name == "on_frame":
-                on_update = getattr(ch, "on_update_frame", ch.on_frame)
+                on_update = getattr(ch, "on_update_frame", getattr(ch, name))
                 if on_update is not None:
                     handlers[_UpdateFrame].append((on_update, ch.quiet_on))
     timeline = Timeline(protocol, repeats=repeats,

@@ -157,7 +157,8 @@ class Restatement(Checker):
         last = self.last  # the last event's scope (an Epoch's index does not change)
         if (last is not None and ev.epoch is last[0] and ev.turn == last[1]
                 and ev.phase == last[2] and ev.conn == last[3] and ev.session == last[4]):
-            return last[5]
+            kept: dict[str, _Run] = last[5]
+            return kept
         scope = (ev.conn, ev.session, ev.epoch.index, ev.turn, ev.phase)
         runs = self.runs.get(scope)
         if runs is None:
