@@ -267,3 +267,16 @@ def regrade_offline(reg: Any, *, strict: bool = False) -> list[Any]:
     from conformance.grading import grade_recorded
 
     return violations(grade_recorded(reg.header, reg.entries, strict=strict), strict)
+
+
+def saved_and_read(library: Path, failure: Any, found: str) -> Any:
+    """A fuzz failure saved to the regression library as the fuzzer saves it (strict,
+    default options), and read back."""
+    from conformance.checks import Options
+    from conformance.fuzz import regressions
+
+    saved = regressions.save(library, fingerprint_=regressions.failure_fingerprint(failure),
+                             header=regressions.regression_header(failure, found, Options(),
+                                                                  True),
+                             entries=failure.transcript.entries)
+    return regressions.read(saved.path)

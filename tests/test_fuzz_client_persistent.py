@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO_ROOT, run_cli
-from helpers import wait_for_line
+from helpers import saved_and_read, wait_for_line
 
 sys.path.insert(0, str(REPO_ROOT / "fixtures" / "hostile"))
 
@@ -121,12 +121,7 @@ def test_cross_turn_fault_needs_persistent_mode(tmp_path: Path) -> None:
     line = client_persistent.describe_history(failure)
     assert line is not None and f"seen after {n} earlier run(s) in the same process" in line
 
-    fp = regressions.failure_fingerprint(failure)
-    saved = regressions.save(tmp_path / "lib", fingerprint_=fp,
-                             header=regressions.regression_header(failure, found, Options(),
-                                                                  True),
-                             entries=failure.transcript.entries)
-    reg = regressions.read(saved.path)
+    reg = saved_and_read(tmp_path / "lib", failure, found)
     assert reg.stream == failure.stream and reg.stream["history"]
     choice = ClientChoice(fixture_command(CROSS), profile_path=PROFILE, timeout=10.0)
     still = replay_client(reg, choice, options=Options(), strict=True, attempts=2)
@@ -135,7 +130,7 @@ def test_cross_turn_fault_needs_persistent_mode(tmp_path: Path) -> None:
     fixed = replay_client(reg, ClientChoice(command, profile_path=PROFILE, timeout=10.0),
                           options=Options(), strict=True)
     assert fixed.status == regressions.FIXED, [f.message for f in fixed.findings]
-    checked = run_cli("check", str(saved.path), "--strict")
+    checked = run_cli("check", str(reg.path), "--strict")
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert failure.requirement in checked.stdout
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO_ROOT, run_cli
-from helpers import fixture_target, reference_target
+from helpers import fixture_target, reference_target, saved_and_read
 
 from conformance.checks import Options
 from conformance.fuzz import persistent, regressions
@@ -90,12 +90,7 @@ def test_cross_session_fault_needs_persistent_mode(tmp_path: Path) -> None:
     assert f"seen after {failure.earlier_sessions} earlier session(s)" in line
     assert failure.steps[0] == "start" and failure.steps.count("start") == 1
 
-    fp = regressions.failure_fingerprint(failure)
-    saved = regressions.save(tmp_path / "lib", fingerprint_=fp,
-                             header=regressions.regression_header(failure, found, Options(),
-                                                                  True),
-                             entries=failure.transcript.entries)
-    reg = regressions.read(saved.path)
+    reg = saved_and_read(tmp_path / "lib", failure, found)
     assert reg.steps == failure.steps
     assert reg.header["earlier_sessions"] == failure.earlier_sessions
     common = {"options": Options(), "strict": True, "cwd": str(tmp_path), "attempts": 2}
@@ -105,7 +100,7 @@ def test_cross_session_fault_needs_persistent_mode(tmp_path: Path) -> None:
     fixed = regressions.replay_agent(reg, reference_target(tmp_path / "ref"), **common)
     assert fixed.status == regressions.FIXED, [f.message for f in fixed.findings]
     # check grades the saved file as the fuzzer did
-    checked = run_cli("check", str(saved.path), "--strict")
+    checked = run_cli("check", str(reg.path), "--strict")
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert failure.requirement in checked.stdout
 

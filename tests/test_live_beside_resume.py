@@ -22,6 +22,17 @@ def found_rows(lines: list[Line], options: Options) -> list[Any]:
                              select=["MID-V2-06", "MID-V2-13", "MID-V2-12", "MID-A-08"])]
 
 
+def clean_but_beside(rows: list[Any]) -> list[Any]:
+    """No fail and no warn; the info rows of MID-V2-06/live-beside-resume (at least one)."""
+    bad = [(f.requirement, f.outcome.value, f.message) for f in rows
+           if f.outcome.value in ("fail", "warn")]
+    assert not bad, bad
+    info = [f for f in rows if f.requirement == "MID-V2-06/live-beside-resume"
+            and f.outcome.value == "info"]
+    assert info, [(f.requirement, f.outcome.value) for f in rows]
+    return info
+
+
 def chunk(mid: str, t: str) -> Line:
     return upd("agent_message_chunk", mid, content=text(t))
 
@@ -47,12 +58,7 @@ OPTIONS = [Options(), PREVIEW]
 def test_the_turns_own_chunks_beside_the_resume_are_info(how: dict[str, Any],
                                                           options: Options) -> None:
     rows = found_rows(streaming_then_resume(how, []), options)
-    bad = [(f.requirement, f.outcome.value, f.message) for f in rows
-           if f.outcome.value in ("fail", "warn")]
-    assert not bad, bad
-    info = [f for f in rows if f.requirement == "MID-V2-06/live-beside-resume"
-            and f.outcome.value == "info"]
-    assert info, [(f.requirement, f.outcome.value) for f in rows]
+    info = clean_but_beside(rows)
     assert "benefit of the doubt" in info[0].message
 
 
@@ -109,13 +115,7 @@ ECHOES = {"chunk": upd("user_message_chunk", "u3", content=text("Next")),
 @pytest.mark.parametrize("form", sorted(ECHOES))
 def test_a_queued_prompts_echo_in_the_window_is_live(form: str, options: Options) -> None:
     lines = queued_then_resume(ECHOES[form], [])
-    rows = grade(transcript(2, lines).entries, protocol=2, options=options)
-    bad = [(f.requirement, f.outcome.value, f.message) for f in rows
-           if f.outcome.value in ("fail", "warn")]
-    assert not bad, bad
-    info = [f for f in rows if f.requirement == "MID-V2-06/live-beside-resume"
-            and f.outcome.value == "info"]
-    assert info, [(f.requirement, f.outcome.value) for f in rows]
+    clean_but_beside(grade(transcript(2, lines).entries, protocol=2, options=options))
     tl = Timeline(2)
     evs = [ev for e in transcript(2, lines).entries for ev in tl.feed(e)
            if isinstance(ev, MessageEvent) and ev.mid in ("u3", "b")]

@@ -295,33 +295,29 @@ class Replay(Checker):
 
     def _beside_resume(self, ev: MessageEvent) -> None:
         """The one reading put this update of a turn in flight between a v2 resume without
-        replayFrom and its response (``timeline.Carried``): the turn's output, not a replay.
-        Recorded once per request, with the evidence that decided it."""
-        self.exercised("MID-V2-06/live-beside-resume")
-        self.found("MID-V2-06/live-beside-resume",
-                   f"{with_article(ev.update_type)} of {short(ev.mid)!r} arrives after a "
-                   f"session/resume without replayFrom (entry {ev.inside}) and before its "
-                   "response, while a prompt's turn streams: read as that turn's output, not "
-                   "as a replay (the agent may have written it before it read the request; "
-                   "benefit of the doubt)", key=(ev.session, ev.inside),
-                   entries=[ev.inside, ev.seq], expected="no replay; the turn goes on",
-                   actual=ev.update_type)
+        replayFrom and its response (``timeline.Carried``): the turn's output, not a replay."""
+        self._beside(ev, "MID-V2-06/live-beside-resume", "a session/resume without replayFrom",
+                     "as a replay", "no replay; the turn goes on")
 
     def _beside_load(self, ev: MessageEvent) -> None:
         """The one reading put this update in the window of a v1 session/load (between the
-        request and its response) as the output of the turn that streamed when the suite wrote the
-        request (``timeline.Carried``): the turn's, not the replay's (MID-A-07). Recorded
-        once per request, with the evidence that decided it."""
-        self.exercised("MID-A-07/live-beside-load")
+        request and its response) as the output of the turn that streamed when the suite
+        wrote the request (``timeline.Carried``): the turn's, not the replay's (MID-A-07)."""
+        self._beside(ev, "MID-A-07/live-beside-load", "a session/load", "as a replayed message",
+                     "the replay, then the response")
+
+    def _beside(self, ev: MessageEvent, rule: str, request: str, not_as: str,
+                expected: str) -> None:
+        """An update read as a streaming turn's output though it came inside a request's
+        window: recorded once per request (info), with the evidence that decided it."""
+        self.exercised(rule)
         of = f"of {short(ev.mid)!r}" if ev.mid is not None else "without an ID"
-        self.found("MID-A-07/live-beside-load",
-                   f"{with_article(ev.update_type)} {of} arrives after a "
-                   f"session/load (entry {ev.inside}) and before its response, while a "
-                   "prompt's turn streams: read as that turn's output, not as a replayed "
-                   "message (the agent may have written it before it read the request; "
-                   "benefit of the doubt)", key=(ev.session, ev.inside),
-                   entries=[ev.inside, ev.seq], expected="the replay, then the response",
-                   actual=ev.update_type)
+        self.found(rule, f"{with_article(ev.update_type)} {of} arrives after {request} "
+                   f"(entry {ev.inside}) and before its response, while a prompt's turn "
+                   f"streams: read as that turn's output, not {not_as} (the agent may have "
+                   "written it before it read the request; benefit of the doubt)",
+                   key=(ev.session, ev.inside), entries=[ev.inside, ev.seq],
+                   expected=expected, actual=ev.update_type)
 
     def on_replay_end(self, ev: ReplayEnd) -> None:
         rep = self.replays.pop(ev.session, None)
