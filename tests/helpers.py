@@ -11,6 +11,7 @@ import select
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +209,30 @@ def fixture_target(name: str, state: Path) -> AgentTarget:
 def reference_target(state: Path) -> AgentTarget:
     return AgentTarget(reference_agent_command(), "reference agent",
                        {"ACP_REFERENCE_STATE_DIR": str(state)})
+
+
+def counting_starts(command: str, starts: Path) -> str:
+    """``command`` (a target's command line) that first appends a line to ``starts`` each
+    time it is started, then execs the target in its place: how many runs a fuzzer has
+    driven (one target process per run), without waiting on its progress line's clock."""
+    count = f'echo >> {shlex.quote(str(starts))}; exec "$@"'
+    return f"sh -c {shlex.quote(count)} sh {command}"
+
+
+def wait_for_count(count: Callable[[], int], at_least: int, what: str,
+                   timeout: float = 90.0) -> None:
+    """Block until ``count()`` reaches ``at_least`` (or fail after ``timeout`` seconds:
+    long, so a busy machine only makes the wait longer, never the test fail)."""
+    end = time.monotonic() + timeout
+    while count() < at_least:
+        if time.monotonic() >= end:
+            raise AssertionError(f"{what}: {count()} after {timeout:.0f} s, {at_least} awaited")
+        time.sleep(0.1)
+
+
+def lines_in(path: Path) -> int:
+    """How many lines ``path`` holds (0 while it does not exist)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
 def wait_for_line(path: Path, text: str, timeout: float = 90.0) -> None:

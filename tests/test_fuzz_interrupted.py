@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
 from harness import cli_env, finish_cli, start_cli
-from helpers import wait_for_line
+from helpers import counting_starts, lines_in, wait_for_count, wait_for_line
 
 from conformance.cli.demo import reference_agent_command
 from conformance.client.runner import reference_client
@@ -31,12 +31,13 @@ from conformance.client.runner import reference_client
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_cancelled_client_fuzz_run_is_not_a_pass(tmp_path: Path, sig: signal.Signals) -> None:
     command, _ = reference_client()
-    args = ["fuzz", "--client", command, "--max-examples", "100000",
+    starts = tmp_path / "client-starts"  # one line per client process: one per run
+    args = ["fuzz", "--client", counting_starts(command, starts), "--max-examples", "100000",
             "--out", str(tmp_path / "out"), "--json", str(tmp_path / "report.json"),
             "--markdown", str(tmp_path / "report.md"), "--no-color"]
     proc = start_cli(args, tmp_path)
-    wait_for_line(tmp_path / "stderr.txt", "[fuzz client]")  # generating, runs driven
-    time.sleep(1.0)
+    # generating, runs driven: an event rather than the progress line (30 s into a log)
+    wait_for_count(lambda: lines_in(starts), 3, "client runs started")
     signalled = time.monotonic()
     proc.send_signal(sig)
     run = finish_cli(proc, tmp_path, signalled)

@@ -25,7 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
 from harness import REPO_ROOT, agent_command, cli_env, finish_cli, start_cli
-from helpers import wait_for_line
+from helpers import wait_for_count
 
 WAIT = 90.0  # how long a test waits for a run to reach the point it signals at
 
@@ -113,10 +113,11 @@ def test_cancelled_fuzz_run_is_not_a_pass(tmp_path: Path, sig: signal.Signals) -
     args = ["fuzz", "--agent", reference_agent(), "--max-examples", "100000",
             "--out", str(tmp_path / "out"), "--json", str(tmp_path / "report.json"),
             "--markdown", str(tmp_path / "report.md"), "--no-color"]
-    proc = start_cli(args, tmp_path)
-    # generating: the first runs have been driven (the progress line on stderr)
-    wait_for_line(tmp_path / "stderr.txt", "[fuzz agent]")
-    time.sleep(1.0)
+    sessions = tmp_path / "agent-state"  # the reference agent keeps one file per session
+    proc = start_cli(args, tmp_path, env={"ACP_REFERENCE_STATE_DIR": str(sessions)})
+    # generating: the first runs have been driven (each opens a session of its own), an
+    # event rather than the progress line, which a log gets only after 30 s
+    wait_for_count(lambda: len(list(sessions.glob("*.json"))), 10, "agent sessions opened")
     signalled = time.monotonic()
     proc.send_signal(sig)
     run = finish_cli(proc, tmp_path, signalled)
