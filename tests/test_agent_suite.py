@@ -5,12 +5,18 @@ which requirement the suite must report. The reference agent must pass with no
 fail and no warn, in v1 and v2, under every v2 profile. Under the default profile
 ``check`` then grades the run's transcripts to the same findings and exit status
 (offline.py), and where a fixture only warns, ``check --strict`` on the same transcripts
-fails it (``--strict`` changes no step, so no second live run is needed).
+fails it (``--strict`` changes no step, so no second live run is needed). A profile that
+changes no step of a run (the same cases, the same requests: ``same_steps``) is proven the
+same way: ``check --profile`` grades the default profile's recorded run, and
+``test_a_profile_that_changes_no_step_grades_the_recorded_run_as_it_grades_a_live_one``
+holds that such a re-grading is what a live run under that profile reports.
 """
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +55,73 @@ CASES = [(fx["name"], p, prof) for fx in MANIFEST["fixtures"] for p in fx["proto
                       else MANIFEST["profiles"])]
 
 
+def same_steps(profile: str, protocol: int) -> bool:
+    """Whether an agent run under ``profile`` plays exactly the steps of one under the
+    default profile: the same cases apply, and the driver sends the same requests (a
+    profile's idempotency keys go on v2 prompts only). A profile then changes only the
+    grades, and ``check --profile`` on the default profile's transcripts grades it."""
+    from conformance.cases import load_dir
+    from conformance.profiles import get
+
+    agent = [c for c in load_dir() if c.role == "agent"]
+    return ([c.id for c in agent if c.applies_to(protocol, profile)]
+            == [c.id for c in agent if c.applies_to(protocol, DEFAULT_PROFILE)]
+            and (protocol == 1 or get(profile).idempotency_keys
+                 == get(DEFAULT_PROFILE).idempotency_keys))
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A live run under the default profile: its arguments, exit status, JSON report and
+    transcripts."""
+
+    args: list[str]
+    proc: subprocess.CompletedProcess[str]
+    report: Path
+    transcripts: Path
+
+
+@pytest.fixture(scope="session")
+def recorded_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One live run under the default profile per (agent command, protocol) in this
+    process: the default profile's item makes it, and an item of a profile that changes no
+    step re-grades its transcripts (or makes it, when its item ran on another worker)."""
+    runs: dict[tuple[str, int], Recorded] = {}
+
+    def run(agent: str, protocol: int, *extra: str) -> Recorded:
+        if (agent, protocol) not in runs:
+            folder = tmp_path_factory.mktemp(f"default-v{protocol}")
+            args = ["--agent", agent, "--protocol", str(protocol), "--profile",
+                    DEFAULT_PROFILE, *extra]
+            proc = run_cli(*args, "--json", str(folder / "report.json"),
+                           "--transcripts", str(folder / "t"),
+                           "--junit", str(folder / "junit.xml"))
+            runs[agent, protocol] = Recorded(args, proc, folder / "report.json", folder / "t")
+        return runs[agent, protocol]
+    return run
+
+
+def regraded(recorded: Recorded, profile: str, tmp_path: Path,
+             *extra: str) -> subprocess.CompletedProcess[str]:
+    """``check --profile`` on a recorded run's transcripts, its JSON report in tmp_path."""
+    return run_cli("check", str(recorded.transcripts), "--profile", profile, *extra,
+                   "--json", str(tmp_path / "report.json"), "--no-color")
+
+
 @pytest.mark.parametrize("protocol", [1, 2])
 @pytest.mark.parametrize("profile", ["acp-sdk-2.4.0", "acp-repo-2026-08-22", "acp-schema-1.21"])
-def test_reference_agent_passes(tmp_path: Path, protocol: int, profile: str) -> None:
+def test_reference_agent_passes(tmp_path: Path, protocol: int, profile: str,
+                                recorded_runs: Any) -> None:
     report = tmp_path / "report.json"
-    proc = run_cli("--agent", REFERENCE, "--protocol", str(protocol), "--profile", profile,
-                   "--json", str(report), "--junit", str(tmp_path / "junit.xml"))
+    if profile == DEFAULT_PROFILE:
+        run = recorded_runs(REFERENCE, protocol)
+        proc, report = run.proc, run.report
+    elif same_steps(profile, protocol):  # graded from the default profile's run
+        proc = regraded(recorded_runs(REFERENCE, protocol), profile, tmp_path,
+                        "--junit", str(tmp_path / "junit.xml"))
+    else:
+        proc = run_cli("--agent", REFERENCE, "--protocol", str(protocol), "--profile", profile,
+                       "--json", str(report), "--junit", str(tmp_path / "junit.xml"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     found = outcomes(load_json(report))
     assert "fail" not in found, found.get("fail")
@@ -64,20 +131,30 @@ def test_reference_agent_passes(tmp_path: Path, protocol: int, profile: str) -> 
 
 @pytest.mark.parametrize("name,protocol,profile", CASES,
                          ids=[f"{n}-v{p}-{pr}" for n, p, pr in CASES])
-def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profile: str) -> None:
+def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profile: str,
+                                recorded_runs: Any) -> None:
     fx = next(f for f in MANIFEST["fixtures"] if f["name"] == name)
     exp = expectations(fx, protocol, profile)
-    report = tmp_path / "report.json"
+    report, transcripts = tmp_path / "report.json", tmp_path / "t"
     args = ["--agent", fixture_command(name), "--protocol", str(protocol), "--profile", profile,
             "--timeout", "5"]
-    proc = run_cli(*args, "--json", str(report), "--transcripts", str(tmp_path / "t"))
+    strict_extra: tuple[str, ...] = ()
+    if profile == DEFAULT_PROFILE:  # live (and kept for the profiles that change no step)
+        run = recorded_runs(fixture_command(name), protocol, "--timeout", "5")
+        proc, report, transcripts = run.proc, run.report, run.transcripts
+    elif same_steps(profile, protocol):  # the default profile's run, graded under this one
+        run = recorded_runs(fixture_command(name), protocol, "--timeout", "5")
+        proc, transcripts = regraded(run, profile, tmp_path), run.transcripts
+        strict_extra = ("--profile", profile)
+    else:
+        proc = run_cli(*args, "--json", str(report), "--transcripts", str(transcripts))
     assert report.exists(), proc.stderr
-    for path in sorted((tmp_path / "t").glob("*.jsonl")):  # the short path changes no finding
+    for path in sorted(transcripts.glob("*.jsonl")):  # the short path changes no finding
         assert_graded_the_same_both_ways(path)
     # one verdict: offline, the same findings and exit status (under the default profile,
     # and under acp-schema-1.21, whose marker and key rules only its transcripts show)
     if profile in (DEFAULT_PROFILE, "acp-schema-1.21"):
-        assert_check_agrees(report, tmp_path / "t", proc.returncode, args)
+        assert_check_agrees(report, transcripts, proc.returncode, args)
     found = outcomes(load_json(report))
     for outcome in ("fail", "warn", "info"):
         for req in exp.get(outcome, []):
@@ -92,7 +169,35 @@ def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profil
             r == x or r.startswith(x + "/") for x in listed)]
         assert not stray, f"{name} v{protocol}: unexpected {outcome}: {stray}"
     if (name, protocol, profile) in WARN_CASES:  # a warning only: it fails under --strict
-        assert_warnings_fail_under_strict(tmp_path / "t", exp["warn"], tmp_path)
+        assert_warnings_fail_under_strict(transcripts, exp["warn"], tmp_path, *strict_extra)
+
+
+def test_a_profile_that_changes_no_step_grades_the_recorded_run_as_it_grades_a_live_one(
+        tmp_path: Path, recorded_runs: Any) -> None:
+    """The shortcut above, held: the broken fixture whose grade the profile changes
+    (``cross_kind_reuse``: ``acp-repo-2026-08-22`` has one ID space, so a thought and a
+    message sharing an ID is a warning there, and fine in the default profile's per-kind
+    spaces) run live under that profile reports what ``check --profile`` reports of the
+    default profile's run: the same fail and warn rows, exit status and verdict."""
+    profile = "acp-repo-2026-08-22"
+    assert same_steps(profile, 1) and same_steps(profile, 2)
+    assert not same_steps("acp-schema-1.21", 2)  # its cases and idempotency keys are steps
+    assert same_steps("acp-schema-1.21", 1)
+    agent = fixture_command("cross_kind_reuse")
+    live = run_cli("--agent", agent, "--protocol", "2", "--profile", profile, "--timeout", "5",
+                   "--json", str(tmp_path / "live.json"))
+    again = regraded(recorded_runs(agent, 2, "--timeout", "5"), profile, tmp_path)
+    live_report, check_report = load_json(tmp_path / "live.json"), load_json(tmp_path / "report.json")
+
+    def faults(report: dict[str, Any]) -> set[tuple[str, str, str]]:
+        return {(r["case"], r["requirement"], r["outcome"]) for r in report["results"]
+                if r["outcome"] in ("fail", "warn")}
+
+    assert faults(live_report) == faults(check_report), faults(live_report) ^ faults(check_report)
+    assert any(r == "MID-A-02/cross-kind-reuse" for _, r, _ in faults(live_report))
+    assert live.returncode == again.returncode, live.stdout + again.stdout
+    assert live_report["summary"]["verdict"] == check_report["summary"]["verdict"]
+    assert live_report["profile"] == check_report["profile"] == profile
 
 
 WARN_CASES = [(n, p, pr) for n, p, pr in CASES
@@ -101,11 +206,13 @@ WARN_CASES = [(n, p, pr) for n, p, pr in CASES
                                                  if f["name"] == n), p, pr).get("warn")]
 
 
-def assert_warnings_fail_under_strict(transcripts: Path, warned: list[str], tmp_path: Path) -> None:
+def assert_warnings_fail_under_strict(transcripts: Path, warned: list[str], tmp_path: Path,
+                                     *extra: str) -> None:
     """``--strict`` changes no step, only the grades: ``check --strict`` on the transcripts a
     live run recorded fails the warned rules (exit 1), as a live ``--strict`` run would."""
     report = tmp_path / "strict.json"
-    proc = run_cli("check", str(transcripts), "--strict", "--json", str(report), "--no-color")
+    proc = run_cli("check", str(transcripts), "--strict", *extra, "--json", str(report),
+                   "--no-color")
     assert proc.returncode == 1, proc.stdout[-2000:]
     found = outcomes(load_json(report))
     for req in warned:
