@@ -14,9 +14,8 @@ holds that such a re-grading is what a live run under that profile reports.
 
 from __future__ import annotations
 
-import subprocess
+import functools
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +54,7 @@ CASES = [(fx["name"], p, prof) for fx in MANIFEST["fixtures"] for p in fx["proto
                       else MANIFEST["profiles"])]
 
 
+@functools.cache
 def same_steps(profile: str, protocol: int) -> bool:
     """Whether an agent run under ``profile`` plays exactly the steps of one under the
     default profile: the same cases apply, and the driver sends the same requests (a
@@ -70,84 +70,53 @@ def same_steps(profile: str, protocol: int) -> bool:
                  == get(DEFAULT_PROFILE).idempotency_keys))
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """A live run under the default profile: its arguments, exit status, JSON report and
-    transcripts."""
-
-    args: list[str]
-    proc: subprocess.CompletedProcess[str]
-    report: Path
-    transcripts: Path
-
-
-@pytest.fixture(scope="session")
-def recorded_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """One live run under the default profile per (agent command, protocol) in this
-    process: the default profile's item makes it, and an item of a profile that changes no
-    step re-grades its transcripts (or makes it, when its item ran on another worker)."""
-    runs: dict[tuple[str, int], Recorded] = {}
-
-    def run(agent: str, protocol: int, *extra: str) -> Recorded:
-        if (agent, protocol) not in runs:
-            folder = tmp_path_factory.mktemp(f"default-v{protocol}")
-            args = ["--agent", agent, "--protocol", str(protocol), "--profile",
-                    DEFAULT_PROFILE, *extra]
-            proc = run_cli(*args, "--json", str(folder / "report.json"),
-                           "--transcripts", str(folder / "t"),
-                           "--junit", str(folder / "junit.xml"))
-            runs[agent, protocol] = Recorded(args, proc, folder / "report.json", folder / "t")
-        return runs[agent, protocol]
-    return run
+def regraded_under(variants: list[tuple[Any, ...]], key: tuple[Any, ...], profile: str,
+                   protocol: int) -> list[str]:
+    """The profiles the default profile's item of ``key`` also grades (with ``check
+    --profile`` on its transcripts): those of ``variants`` that change no step. One item
+    does it, so the re-grading never depends on which worker ran the live run."""
+    if profile != DEFAULT_PROFILE:
+        return []
+    return [v[-1] for v in variants if v[:-1] == key and v[-1] != DEFAULT_PROFILE
+            and same_steps(v[-1], protocol)]
 
 
-def regraded(recorded: Recorded, profile: str, tmp_path: Path,
-             *extra: str) -> subprocess.CompletedProcess[str]:
-    """``check --profile`` on a recorded run's transcripts, its JSON report in tmp_path."""
-    return run_cli("check", str(recorded.transcripts), "--profile", profile, *extra,
-                   "--json", str(tmp_path / "report.json"), "--no-color")
+def live_items(variants: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The variants that get a live run: the default profile's, and those that change a step."""
+    return [v for v in variants if v[-1] == DEFAULT_PROFILE or not same_steps(v[-1], v[-2])]
 
 
-@pytest.mark.parametrize("protocol", [1, 2])
-@pytest.mark.parametrize("profile", ["acp-sdk-2.4.0", "acp-repo-2026-08-22", "acp-schema-1.21"])
-def test_reference_agent_passes(tmp_path: Path, protocol: int, profile: str,
-                                recorded_runs: Any) -> None:
+REFERENCE_VARIANTS = [(p, prof) for prof in MANIFEST["profiles"] for p in (1, 2)]
+
+
+@pytest.mark.parametrize("protocol,profile", live_items(REFERENCE_VARIANTS),
+                         ids=[f"{pr}-{p}" for p, pr in live_items(REFERENCE_VARIANTS)])
+def test_reference_agent_passes(tmp_path: Path, protocol: int, profile: str) -> None:
     report = tmp_path / "report.json"
-    if profile == DEFAULT_PROFILE:
-        run = recorded_runs(REFERENCE, protocol)
-        proc, report = run.proc, run.report
-    elif same_steps(profile, protocol):  # graded from the default profile's run
-        proc = regraded(recorded_runs(REFERENCE, protocol), profile, tmp_path,
-                        "--junit", str(tmp_path / "junit.xml"))
-    else:
-        proc = run_cli("--agent", REFERENCE, "--protocol", str(protocol), "--profile", profile,
-                       "--json", str(report), "--junit", str(tmp_path / "junit.xml"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    found = outcomes(load_json(report))
-    assert "fail" not in found, found.get("fail")
-    assert "warn" not in found, found.get("warn")
-    assert len(found.get("pass", ())) >= 20  # the suite really graded something
+    proc = run_cli("--agent", REFERENCE, "--protocol", str(protocol), "--profile", profile,
+                   "--json", str(report), "--junit", str(tmp_path / "junit.xml"),
+                   "--transcripts", str(tmp_path / "t"))
+    for under in (profile, *regraded_under(REFERENCE_VARIANTS, (protocol,), profile,
+                                           protocol)):
+        if under != profile:  # the default profile's run, graded under this one
+            report = tmp_path / f"{under}.json"
+            proc = run_cli("check", str(tmp_path / "t"), "--profile", under, "--json",
+                           str(report), "--junit", str(tmp_path / f"{under}.xml"), "--no-color")
+        assert proc.returncode == 0, (under, proc.stdout + proc.stderr)
+        found = outcomes(load_json(report))
+        assert "fail" not in found, found.get("fail")
+        assert "warn" not in found, found.get("warn")
+        assert len(found.get("pass", ())) >= 20  # the suite really graded something
 
 
-@pytest.mark.parametrize("name,protocol,profile", CASES,
-                         ids=[f"{n}-v{p}-{pr}" for n, p, pr in CASES])
-def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profile: str,
-                                recorded_runs: Any) -> None:
+@pytest.mark.parametrize("name,protocol,profile", live_items(CASES),
+                         ids=[f"{n}-v{p}-{pr}" for n, p, pr in live_items(CASES)])
+def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profile: str) -> None:
     fx = next(f for f in MANIFEST["fixtures"] if f["name"] == name)
-    exp = expectations(fx, protocol, profile)
     report, transcripts = tmp_path / "report.json", tmp_path / "t"
     args = ["--agent", fixture_command(name), "--protocol", str(protocol), "--profile", profile,
             "--timeout", "5"]
-    strict_extra: tuple[str, ...] = ()
-    if profile == DEFAULT_PROFILE:  # live (and kept for the profiles that change no step)
-        run = recorded_runs(fixture_command(name), protocol, "--timeout", "5")
-        proc, report, transcripts = run.proc, run.report, run.transcripts
-    elif same_steps(profile, protocol):  # the default profile's run, graded under this one
-        run = recorded_runs(fixture_command(name), protocol, "--timeout", "5")
-        proc, transcripts = regraded(run, profile, tmp_path), run.transcripts
-        strict_extra = ("--profile", profile)
-    else:
-        proc = run_cli(*args, "--json", str(report), "--transcripts", str(transcripts))
+    proc = run_cli(*args, "--json", str(report), "--transcripts", str(transcripts))
     assert report.exists(), proc.stderr
     for path in sorted(transcripts.glob("*.jsonl")):  # the short path changes no finding
         assert_graded_the_same_both_ways(path)
@@ -155,25 +124,35 @@ def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profil
     # and under acp-schema-1.21, whose marker and key rules only its transcripts show)
     if profile in (DEFAULT_PROFILE, "acp-schema-1.21"):
         assert_check_agrees(report, transcripts, proc.returncode, args)
-    found = outcomes(load_json(report))
-    for outcome in ("fail", "warn", "info"):
-        for req in exp.get(outcome, []):
-            assert matches(found.get(outcome, set()), req), (
-                f"{name} v{protocol}: expected {outcome} {req}; got {found}")
-    expected_exit = 1 if exp.get("fail") else 0
-    assert proc.returncode == expected_exit, proc.stdout[-3000:] + proc.stderr
-    # Exactly that rule: no fail or warn outside the expectation and its listed side effects.
-    listed = exp.get("fail", []) + exp.get("warn", []) + allowed_extra(fx, protocol)
-    for outcome in ("fail", "warn"):
-        stray = [r for r in found.get(outcome, set()) if not any(
-            r == x or r.startswith(x + "/") for x in listed)]
-        assert not stray, f"{name} v{protocol}: unexpected {outcome}: {stray}"
-    if (name, protocol, profile) in WARN_CASES:  # a warning only: it fails under --strict
-        assert_warnings_fail_under_strict(transcripts, exp["warn"], tmp_path, *strict_extra)
+    strict_extra: tuple[str, ...] = ()
+    # the profiles that change no step: the same run, graded by check --profile
+    for under in (profile, *regraded_under(CASES, (name, protocol), profile, protocol)):
+        if under != profile:
+            strict_extra = ("--profile", under)
+            report = tmp_path / f"{under}.json"
+            proc = run_cli("check", str(transcripts), *strict_extra, "--json", str(report),
+                           "--no-color")
+            assert report.exists(), proc.stderr
+        exp = expectations(fx, protocol, under)
+        found = outcomes(load_json(report))
+        for outcome in ("fail", "warn", "info"):
+            for req in exp.get(outcome, []):
+                assert matches(found.get(outcome, set()), req), (
+                    f"{name} v{protocol} {under}: expected {outcome} {req}; got {found}")
+        expected_exit = 1 if exp.get("fail") else 0
+        assert proc.returncode == expected_exit, (under, proc.stdout[-3000:] + proc.stderr)
+        # Exactly that rule: no fail or warn outside the expectation and its listed side effects.
+        listed = exp.get("fail", []) + exp.get("warn", []) + allowed_extra(fx, protocol)
+        for outcome in ("fail", "warn"):
+            stray = [r for r in found.get(outcome, set()) if not any(
+                r == x or r.startswith(x + "/") for x in listed)]
+            assert not stray, f"{name} v{protocol} {under}: unexpected {outcome}: {stray}"
+        if (name, protocol, under) in WARN_CASES:  # a warning only: it fails under --strict
+            assert_warnings_fail_under_strict(transcripts, exp["warn"], tmp_path, *strict_extra)
 
 
 def test_a_profile_that_changes_no_step_grades_the_recorded_run_as_it_grades_a_live_one(
-        tmp_path: Path, recorded_runs: Any) -> None:
+        tmp_path: Path) -> None:
     """The shortcut above, held: the broken fixture whose grade the profile changes
     (``cross_kind_reuse``: ``acp-repo-2026-08-22`` has one ID space, so a thought and a
     message sharing an ID is a warning there, and fine in the default profile's per-kind
@@ -186,7 +165,11 @@ def test_a_profile_that_changes_no_step_grades_the_recorded_run_as_it_grades_a_l
     agent = fixture_command("cross_kind_reuse")
     live = run_cli("--agent", agent, "--protocol", "2", "--profile", profile, "--timeout", "5",
                    "--json", str(tmp_path / "live.json"))
-    again = regraded(recorded_runs(agent, 2, "--timeout", "5"), profile, tmp_path)
+    default = run_cli("--agent", agent, "--protocol", "2", "--timeout", "5",
+                      "--transcripts", str(tmp_path / "t"))
+    assert default.returncode == 0, default.stdout + default.stderr  # no fault there
+    again = run_cli("check", str(tmp_path / "t"), "--profile", profile,
+                    "--json", str(tmp_path / "report.json"), "--no-color")
     live_report, check_report = load_json(tmp_path / "live.json"), load_json(tmp_path / "report.json")
 
     def faults(report: dict[str, Any]) -> set[tuple[str, str, str]]:
