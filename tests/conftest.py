@@ -45,8 +45,9 @@ def cli_env() -> dict[str, str]:
 #: signal. :func:`run_cli` runs them in this interpreter (a fresh one costs more than most of
 #: these commands). The entry point itself keeps real-process tests: ``--help`` and every
 #: live run go through :func:`run_cli_process`, and tests/test_bad_input.py runs pure commands'
-#: bad input in a real process too (one error line, exit 2, no traceback).
-IN_PROCESS_COMMANDS = frozenset({"check", "list", "lint-cases", "show", "report"})
+#: bad input in a real process too (one error line, exit 2, no traceback); ``verify``'s entry
+#: point is run in a real process by tests/test_certify.py.
+IN_PROCESS_COMMANDS = frozenset({"check", "list", "lint-cases", "show", "report", "verify"})
 
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

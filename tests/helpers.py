@@ -11,6 +11,7 @@ import select
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +211,30 @@ def reference_target(state: Path) -> AgentTarget:
                        {"ACP_REFERENCE_STATE_DIR": str(state)})
 
 
+def counting_starts(command: str, starts: Path) -> str:
+    """``command`` (a target's command line) that first appends a line to ``starts`` each
+    time it is started, then execs the target in its place: how many runs a fuzzer has
+    driven (one target process per run), without waiting on its progress line's clock."""
+    count = f'echo >> {shlex.quote(str(starts))}; exec "$@"'
+    return f"sh -c {shlex.quote(count)} sh {command}"
+
+
+def wait_for_count(count: Callable[[], int], at_least: int, what: str,
+                   timeout: float = 90.0) -> None:
+    """Block until ``count()`` reaches ``at_least`` (or fail after ``timeout`` seconds:
+    long, so a busy machine only makes the wait longer, never the test fail)."""
+    end = time.monotonic() + timeout
+    while count() < at_least:
+        if time.monotonic() >= end:
+            raise AssertionError(f"{what}: {count()} after {timeout:.0f} s, {at_least} awaited")
+        time.sleep(0.1)
+
+
+def lines_in(path: Path) -> int:
+    """How many lines ``path`` holds (0 while it does not exist)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
 def wait_for_line(path: Path, text: str, timeout: float = 90.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -222,10 +247,12 @@ def wait_for_line(path: Path, text: str, timeout: float = 90.0) -> None:
 HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile"
 
 
-def cancelled_fuzz_run(tmp_path: Path, target: list[str], progress: str, sig: int) -> Any:
+def cancelled_fuzz_run(tmp_path: Path, target: list[str], ready: Callable[[], bool], sig: int,
+                       env: dict[str, str] | None = None) -> Any:
     """``acp-conformance fuzz`` of ``target`` (``--agent CMD``, ``--client CMD``) with a JSON
-    and a Markdown report, sent ``sig`` a second after it is generating (``progress``, its
-    progress line, is on stderr): the finished run, as ``fixtures/hostile/harness.py``'s
+    and a Markdown report, sent ``sig`` once it is generating (``ready()``: an event of the
+    target's, e.g. the sessions or starts it counted, rather than the progress line, which
+    a log gets only after 30 s): the finished run, as ``fixtures/hostile/harness.py``'s
     ``finish_cli`` gives it."""
     if str(HOSTILE) not in sys.path:
         sys.path.insert(0, str(HOSTILE))
@@ -234,9 +261,8 @@ def cancelled_fuzz_run(tmp_path: Path, target: list[str], progress: str, sig: in
     args = ["fuzz", *target, "--max-examples", "100000",
             "--out", str(tmp_path / "out"), "--json", str(tmp_path / "report.json"),
             "--markdown", str(tmp_path / "report.md"), "--no-color"]
-    proc = start_cli(args, tmp_path)
-    wait_for_line(tmp_path / "stderr.txt", progress)  # generating: the first runs driven
-    time.sleep(1.0)
+    proc = start_cli(args, tmp_path, env=env)
+    wait_for_count(lambda: int(ready()), 1, "the fuzz run generating")
     signalled = time.monotonic()
     proc.send_signal(sig)
     return finish_cli(proc, tmp_path, signalled)

@@ -5,11 +5,16 @@ which requirement the suite must report. The reference agent must pass with no
 fail and no warn, in v1 and v2, under every v2 profile. Under the default profile
 ``check`` then grades the run's transcripts to the same findings and exit status
 (offline.py), and where a fixture only warns, ``check --strict`` on the same transcripts
-fails it (``--strict`` changes no step, so no second live run is needed).
+fails it (``--strict`` changes no step, so no second live run is needed). A profile that
+changes no step of a run (the same cases, the same requests: ``same_steps``) is proven the
+same way: ``check --profile`` grades the default profile's recorded run, and
+``test_a_profile_that_changes_no_step_grades_the_recorded_run_as_it_grades_a_live_one``
+holds that such a re-grading is what a live run under that profile reports.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,50 +54,133 @@ CASES = [(fx["name"], p, prof) for fx in MANIFEST["fixtures"] for p in fx["proto
                       else MANIFEST["profiles"])]
 
 
-@pytest.mark.parametrize("protocol", [1, 2])
-@pytest.mark.parametrize("profile", ["acp-sdk-2.4.0", "acp-repo-2026-08-22", "acp-schema-1.21"])
+@functools.cache
+def same_steps(profile: str, protocol: int) -> bool:
+    """Whether an agent run under ``profile`` plays exactly the steps of one under the
+    default profile: the same cases apply, and the driver sends the same requests (a
+    profile's idempotency keys go on v2 prompts only). A profile then changes only the
+    grades, and ``check --profile`` on the default profile's transcripts grades it."""
+    from conformance.cases import load_dir
+    from conformance.profiles import get
+
+    agent = [c for c in load_dir() if c.role == "agent"]
+    return ([c.id for c in agent if c.applies_to(protocol, profile)]
+            == [c.id for c in agent if c.applies_to(protocol, DEFAULT_PROFILE)]
+            and (protocol == 1 or get(profile).idempotency_keys
+                 == get(DEFAULT_PROFILE).idempotency_keys))
+
+
+def regraded_under(variants: list[tuple[Any, ...]], key: tuple[Any, ...], profile: str,
+                   protocol: int) -> list[str]:
+    """The profiles the default profile's item of ``key`` also grades (with ``check
+    --profile`` on its transcripts): those of ``variants`` that change no step. One item
+    does it, so the re-grading never depends on which worker ran the live run."""
+    if profile != DEFAULT_PROFILE:
+        return []
+    return [v[-1] for v in variants if v[:-1] == key and v[-1] != DEFAULT_PROFILE
+            and same_steps(v[-1], protocol)]
+
+
+def live_items(variants: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The variants that get a live run: the default profile's, and those that change a step."""
+    return [v for v in variants if v[-1] == DEFAULT_PROFILE or not same_steps(v[-1], v[-2])]
+
+
+REFERENCE_VARIANTS = [(p, prof) for prof in MANIFEST["profiles"] for p in (1, 2)]
+
+
+@pytest.mark.parametrize("protocol,profile", live_items(REFERENCE_VARIANTS),
+                         ids=[f"{pr}-{p}" for p, pr in live_items(REFERENCE_VARIANTS)])
 def test_reference_agent_passes(tmp_path: Path, protocol: int, profile: str) -> None:
     report = tmp_path / "report.json"
     proc = run_cli("--agent", REFERENCE, "--protocol", str(protocol), "--profile", profile,
-                   "--json", str(report), "--junit", str(tmp_path / "junit.xml"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    found = outcomes(load_json(report))
-    assert "fail" not in found, found.get("fail")
-    assert "warn" not in found, found.get("warn")
-    assert len(found.get("pass", ())) >= 20  # the suite really graded something
+                   "--json", str(report), "--junit", str(tmp_path / "junit.xml"),
+                   "--transcripts", str(tmp_path / "t"))
+    for under in (profile, *regraded_under(REFERENCE_VARIANTS, (protocol,), profile,
+                                           protocol)):
+        if under != profile:  # the default profile's run, graded under this one
+            report = tmp_path / f"{under}.json"
+            proc = run_cli("check", str(tmp_path / "t"), "--profile", under, "--json",
+                           str(report), "--junit", str(tmp_path / f"{under}.xml"), "--no-color")
+        assert proc.returncode == 0, (under, proc.stdout + proc.stderr)
+        found = outcomes(load_json(report))
+        assert "fail" not in found, found.get("fail")
+        assert "warn" not in found, found.get("warn")
+        assert len(found.get("pass", ())) >= 20  # the suite really graded something
 
 
-@pytest.mark.parametrize("name,protocol,profile", CASES,
-                         ids=[f"{n}-v{p}-{pr}" for n, p, pr in CASES])
+@pytest.mark.parametrize("name,protocol,profile", live_items(CASES),
+                         ids=[f"{n}-v{p}-{pr}" for n, p, pr in live_items(CASES)])
 def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profile: str) -> None:
     fx = next(f for f in MANIFEST["fixtures"] if f["name"] == name)
-    exp = expectations(fx, protocol, profile)
-    report = tmp_path / "report.json"
+    report, transcripts = tmp_path / "report.json", tmp_path / "t"
     args = ["--agent", fixture_command(name), "--protocol", str(protocol), "--profile", profile,
             "--timeout", "5"]
-    proc = run_cli(*args, "--json", str(report), "--transcripts", str(tmp_path / "t"))
+    proc = run_cli(*args, "--json", str(report), "--transcripts", str(transcripts))
     assert report.exists(), proc.stderr
-    for path in sorted((tmp_path / "t").glob("*.jsonl")):  # the short path changes no finding
+    for path in sorted(transcripts.glob("*.jsonl")):  # the short path changes no finding
         assert_graded_the_same_both_ways(path)
     # one verdict: offline, the same findings and exit status (under the default profile,
     # and under acp-schema-1.21, whose marker and key rules only its transcripts show)
     if profile in (DEFAULT_PROFILE, "acp-schema-1.21"):
         assert_check_agrees(report, tmp_path / "t", proc.returncode, args)
-    found = outcomes(load_json(report))
-    for outcome in ("fail", "warn", "info"):
-        for req in exp.get(outcome, []):
-            assert matches(found.get(outcome, set()), req), (
-                f"{name} v{protocol}: expected {outcome} {req}; got {found}")
-    expected_exit = 1 if exp.get("fail") else 0
-    assert proc.returncode == expected_exit, proc.stdout[-3000:] + proc.stderr
-    # Exactly that rule: no fail or warn outside the expectation and its listed side effects.
-    listed = exp.get("fail", []) + exp.get("warn", []) + allowed_extra(fx, protocol)
-    for outcome in ("fail", "warn"):
-        stray = [r for r in found.get(outcome, set()) if not any(
-            r == x or r.startswith(x + "/") for x in listed)]
-        assert not stray, f"{name} v{protocol}: unexpected {outcome}: {stray}"
-    if (name, protocol, profile) in WARN_CASES:  # a warning only: it fails under --strict
-        assert_warnings_fail_under_strict(tmp_path / "t", exp["warn"], tmp_path)
+    strict_extra: tuple[str, ...] = ()
+    # the profiles that change no step: the same run, graded by check --profile
+    for under in (profile, *regraded_under(CASES, (name, protocol), profile, protocol)):
+        if under != profile:
+            strict_extra = ("--profile", under)
+            report = tmp_path / f"{under}.json"
+            proc = run_cli("check", str(transcripts), *strict_extra, "--json", str(report),
+                           "--no-color")
+            assert report.exists(), proc.stderr
+        exp = expectations(fx, protocol, under)
+        found = outcomes(load_json(report))
+        for outcome in ("fail", "warn", "info"):
+            for req in exp.get(outcome, []):
+                assert matches(found.get(outcome, set()), req), (
+                    f"{name} v{protocol} {under}: expected {outcome} {req}; got {found}")
+        expected_exit = 1 if exp.get("fail") else 0
+        assert proc.returncode == expected_exit, (under, proc.stdout[-3000:] + proc.stderr)
+        # Exactly that rule: no fail or warn outside the expectation and its listed side effects.
+        listed = exp.get("fail", []) + exp.get("warn", []) + allowed_extra(fx, protocol)
+        for outcome in ("fail", "warn"):
+            stray = [r for r in found.get(outcome, set()) if not any(
+                r == x or r.startswith(x + "/") for x in listed)]
+            assert not stray, f"{name} v{protocol} {under}: unexpected {outcome}: {stray}"
+        if (name, protocol, under) in WARN_CASES:  # a warning only: it fails under --strict
+            assert_warnings_fail_under_strict(transcripts, exp["warn"], tmp_path, *strict_extra)
+
+
+def test_a_profile_that_changes_no_step_grades_the_recorded_run_as_it_grades_a_live_one(
+        tmp_path: Path) -> None:
+    """The shortcut above, held: the broken fixture whose grade the profile changes
+    (``cross_kind_reuse``: ``acp-repo-2026-08-22`` has one ID space, so a thought and a
+    message sharing an ID is a warning there, and fine in the default profile's per-kind
+    spaces) run live under that profile reports what ``check --profile`` reports of the
+    default profile's run: the same fail and warn rows, exit status and verdict."""
+    profile = "acp-repo-2026-08-22"
+    assert same_steps(profile, 1) and same_steps(profile, 2)
+    assert not same_steps("acp-schema-1.21", 2)  # its cases and idempotency keys are steps
+    assert same_steps("acp-schema-1.21", 1)
+    agent = fixture_command("cross_kind_reuse")
+    live = run_cli("--agent", agent, "--protocol", "2", "--profile", profile, "--timeout", "5",
+                   "--json", str(tmp_path / "live.json"))
+    default = run_cli("--agent", agent, "--protocol", "2", "--timeout", "5",
+                      "--transcripts", str(tmp_path / "t"))
+    assert default.returncode == 0, default.stdout + default.stderr  # no fault there
+    again = run_cli("check", str(tmp_path / "t"), "--profile", profile,
+                    "--json", str(tmp_path / "report.json"), "--no-color")
+    live_report, check_report = load_json(tmp_path / "live.json"), load_json(tmp_path / "report.json")
+
+    def faults(report: dict[str, Any]) -> set[tuple[str, str, str]]:
+        return {(r["case"], r["requirement"], r["outcome"]) for r in report["results"]
+                if r["outcome"] in ("fail", "warn")}
+
+    assert faults(live_report) == faults(check_report), faults(live_report) ^ faults(check_report)
+    assert any(r == "MID-A-02/cross-kind-reuse" for _, r, _ in faults(live_report))
+    assert live.returncode == again.returncode, live.stdout + again.stdout
+    assert live_report["summary"]["verdict"] == check_report["summary"]["verdict"]
+    assert live_report["profile"] == check_report["profile"] == profile
 
 
 WARN_CASES = [(n, p, pr) for n, p, pr in CASES
@@ -101,11 +189,13 @@ WARN_CASES = [(n, p, pr) for n, p, pr in CASES
                                                  if f["name"] == n), p, pr).get("warn")]
 
 
-def assert_warnings_fail_under_strict(transcripts: Path, warned: list[str], tmp_path: Path) -> None:
+def assert_warnings_fail_under_strict(transcripts: Path, warned: list[str], tmp_path: Path,
+                                     *extra: str) -> None:
     """``--strict`` changes no step, only the grades: ``check --strict`` on the transcripts a
     live run recorded fails the warned rules (exit 1), as a live ``--strict`` run would."""
     report = tmp_path / "strict.json"
-    proc = run_cli("check", str(transcripts), "--strict", "--json", str(report), "--no-color")
+    proc = run_cli("check", str(transcripts), "--strict", *extra, "--json", str(report),
+                   "--no-color")
     assert proc.returncode == 1, proc.stdout[-2000:]
     found = outcomes(load_json(report))
     for req in warned:

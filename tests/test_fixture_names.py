@@ -21,11 +21,31 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
 
 
 def initialize_name(argv: list[str], protocol: int = 1) -> str:
+    return initialize_names({"": argv}, protocol)[""]
+
+
+def initialize_names(argvs: dict[str, list[str]], protocol: int = 1,
+                     side_by_side: int = 8) -> dict[str, str]:
+    """The name each agent gives in its initialize answer: real processes, a few started
+    side by side (each spends most of its life starting Python), each given 30 s."""
     request = dict(INITIALIZE, params={"protocolVersion": protocol, "clientCapabilities": {}})
-    done = subprocess.run(argv, input=json.dumps(request) + "\n", capture_output=True,
-                          text=True, timeout=30, check=False, cwd=REPO_ROOT)
-    answer = json.loads(done.stdout.splitlines()[0])["result"]
-    return str((answer.get("agentInfo") or answer.get("info"))["name"])
+    names: dict[str, str] = {}
+    keys = list(argvs)
+    for at in range(0, len(keys), side_by_side):
+        started = {k: subprocess.Popen(argvs[k], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.DEVNULL, text=True, cwd=REPO_ROOT)
+                   for k in keys[at:at + side_by_side]}
+        try:
+            for k, proc in started.items():
+                out, _ = proc.communicate(json.dumps(request) + "\n", timeout=30)
+                answer = json.loads(out.splitlines()[0])["result"]
+                names[k] = str((answer.get("agentInfo") or answer.get("info"))["name"])
+        finally:  # none is left running, whatever failed
+            for proc in started.values():
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    return names
 
 
 def expected(path: Path, role: str) -> str:
@@ -36,7 +56,7 @@ def expected(path: Path, role: str) -> str:
 
 def test_every_agent_fixture_names_itself() -> None:
     assert len(AGENTS) > 40
-    names = {p.stem: initialize_name([sys.executable, str(p)]) for p in AGENTS}
+    names = initialize_names({p.stem: [sys.executable, str(p)] for p in AGENTS})
     for path in AGENTS:
         assert names[path.stem] == expected(path, "agent"), path.name
     assert names["per_turn_counter"] == "acp-conformance-broken-agent-per-turn-counter"

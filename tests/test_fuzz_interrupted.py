@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
 from harness import cli_env
-from helpers import cancelled_fuzz_run, wait_for_line
+from helpers import cancelled_fuzz_run, counting_starts, lines_in, wait_for_line
 
 from conformance.cli.demo import reference_agent_command
 from conformance.client.runner import reference_client
@@ -31,7 +31,9 @@ from conformance.client.runner import reference_client
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_cancelled_client_fuzz_run_is_not_a_pass(tmp_path: Path, sig: signal.Signals) -> None:
     command, _ = reference_client()
-    run = cancelled_fuzz_run(tmp_path, ["--client", command], "[fuzz client]", sig)
+    starts = tmp_path / "client-starts"  # one line per client process: one per run
+    run = cancelled_fuzz_run(tmp_path, ["--client", counting_starts(command, starts)],
+                             lambda: lines_in(starts) >= 3, sig)
 
     assert run.returncode == 128 + sig, run.stdout[-2000:] + run.stderr[-2000:]
     assert "Traceback" not in run.stderr

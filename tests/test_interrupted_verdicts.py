@@ -110,7 +110,10 @@ def reference_agent() -> str:
 def test_cancelled_fuzz_run_is_not_a_pass(tmp_path: Path, sig: signal.Signals) -> None:
     """A fuzz run cancelled before it found anything: 128+N, verdict interrupted, no
     PASS, and no note that the agent behaved flakily (nothing was repeated)."""
-    run = cancelled_fuzz_run(tmp_path, ["--agent", reference_agent()], "[fuzz agent]", sig)
+    sessions = tmp_path / "agent-state"  # the reference agent keeps one file per session
+    run = cancelled_fuzz_run(tmp_path, ["--agent", reference_agent()],
+                             lambda: len(list(sessions.glob("*.json"))) >= 10, sig,
+                             env={"ACP_REFERENCE_STATE_DIR": str(sessions)})
 
     assert run.returncode == 128 + sig, run.stdout[-2000:] + run.stderr[-2000:]
     assert "Traceback" not in run.stderr

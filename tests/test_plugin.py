@@ -41,7 +41,7 @@ def test_cases_are_items_named_by_case_id(run: Run) -> None:
     by_requirement = run("--acp-agent", REFERENCE, "--collect-only", "-q", "-k", "MID-A-07")
     chosen = [line for line in by_requirement.outlines if line.startswith("acp-agent::")]
     assert chosen == ["acp-agent::load-fresh-process[v1]", "acp-agent::load-same-connection[v1]",
-                      "acp-agent::resume-v1[v1]"]
+                      "acp-agent::load-while-streaming[v1]", "acp-agent::resume-v1[v1]"]
 
 
 def test_reference_agent_passes_with_junit(run: Run, pytester: pytest.Pytester) -> None:

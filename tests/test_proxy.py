@@ -46,12 +46,29 @@ def test_manifest_lists_every_fixture() -> None:
     assert {e["name"] for e in MANIFEST} == on_disk
 
 
+@pytest.fixture(scope="session")
+def fixture_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One live run of the whole proxy suite per proxy fixture in this process, with its
+    transcripts: (exit code, JSON report, output, transcripts folder). The tests that only
+    read such a run (its findings; ``check`` on its transcripts) share it."""
+    runs: dict[str, tuple[int, dict[str, Any], str, Path]] = {}
+
+    def run(name: str) -> tuple[int, dict[str, Any], str, Path]:
+        if name not in runs:
+            entry = next(e for e in MANIFEST if e["name"] == name)
+            folder = tmp_path_factory.mktemp(f"proxy-{name}")
+            args = ["--proxy", proxy(name), "-j", "2", "--timeout", "20",
+                    "--transcripts", str(folder / "t")]
+            if entry.get("adapts"):
+                args.append("--proxy-adapts")
+            runs[name] = (*cli_report(*args, tmp_path=folder, name="live"), folder / "t")
+        return runs[name]
+    return run
+
+
 @pytest.mark.parametrize("entry", MANIFEST, ids=[e["name"] for e in MANIFEST])
-def test_proxy_fixture_gets_exactly_its_findings(entry: dict[str, Any], tmp_path: Path) -> None:
-    args = ["--proxy", proxy(entry["name"]), "-j", "2", "--timeout", "20"]
-    if entry.get("adapts"):
-        args.append("--proxy-adapts")
-    code, report, output = cli_report(*args, tmp_path=tmp_path)
+def test_proxy_fixture_gets_exactly_its_findings(entry: dict[str, Any], fixture_runs: Any) -> None:
+    code, report, output, _ = fixture_runs(entry["name"])
     assert report, output
     assert report["role"] == "proxy"
     any_fail = False
@@ -219,12 +236,13 @@ def test_an_unexercised_proxy_rule_is_not_testable_never_a_pass() -> None:
 
 @pytest.mark.parametrize(("name", "adapts"), [("rewrites_ids", False), ("fans_out_late", True)])
 def test_check_regrades_a_proxy_run_offline_to_the_same_verdict(name: str, adapts: bool,
-                                                                 tmp_path: Path) -> None:
-    args = ["--proxy", proxy(name), "-j", "2", "--transcripts", str(tmp_path / "t")]
-    code, live, output = cli_report(*args, *(["--proxy-adapts"] if adapts else []),
-                                    tmp_path=tmp_path, name="live")
+                                                                 tmp_path: Path,
+                                                                 fixture_runs: Any) -> None:
+    # the fixture's own run (test_proxy_fixture_gets_exactly_its_findings reads it too)
+    assert bool(next(e for e in MANIFEST if e["name"] == name).get("adapts")) == adapts
+    code, live, output, transcripts = fixture_runs(name)
     assert code == 1, output
-    offline_code, offline, output = cli_report("check", str(tmp_path / "t"), tmp_path=tmp_path,
+    offline_code, offline, output = cli_report("check", str(transcripts), tmp_path=tmp_path,
                                                name="offline")
     assert offline_code == code, output
 
@@ -233,7 +251,7 @@ def test_check_regrades_a_proxy_run_offline_to_the_same_verdict(name: str, adapt
                       for r in report["results"])
 
     assert rows(offline) == rows(live)
-    lone = next((tmp_path / "t").glob("*.agent-side.jsonl"))
+    lone = next(transcripts.glob("*.agent-side.jsonl"))
     proc = run_cli("check", str(lone))
     assert proc.returncode == 2 and "client side" in proc.stderr
 
