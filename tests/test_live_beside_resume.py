@@ -170,6 +170,32 @@ def test_a_queued_echo_under_a_reused_id_is_its_own_fault_only() -> None:
     assert not fails & {"MID-V2-06/unrequested-replay", "MID-V2-05/no-echo"}, fails
 
 
+def test_a_resume_as_the_queued_turn_starts_does_not_read_it_as_the_last_turn_rebuilt() -> None:
+    """The demo's broken agent (its counter restarts at every prompt, its texts repeat)
+    ends the first turn, accepts the queued prompt, and only then reads the suite's resume
+    without replayFrom: the queued turn's echo and first thought chunk, under the first
+    turn's IDs and texts, come in the window. They are the queued turn's output (its ID
+    reuse is MID-A-02's), never the first turn's thought rebuilt by a replay (MID-V2-06):
+    what the first turn streamed is not the queued turn's (the demo gave that fail in some
+    runs and not in others)."""
+    idle = upd("state_update", state="idle", stopReason="end_turn")
+    thought = upd("agent_thought_chunk", "msg_2", content=text("Thinking about "))
+    lines = start(2) + [
+        req(2, "session/prompt", sessionId="s", prompt=[text("Story")]),
+        res(2, {"messageId": "msg_1"}), upd("user_message", "msg_1", content=[text("Story")]),
+        thought, chunk("msg_3", "Part 1; "),
+        req(3, "session/prompt", sessionId="s", prompt=[text("Next")]),
+        chunk("msg_3", "end."), idle, res(3, {"messageId": "msg_1"}),
+        resume(5, omit=True),
+        upd("user_message", "msg_1", content=[text("Next")]), thought, res(5),
+        upd("agent_thought_chunk", "msg_2", content=text("how to answer.")),
+        chunk("msg_3", "Next."), idle]
+    rows = grade(transcript(2, lines).entries, protocol=2, options=Options())
+    fails = {f.requirement for f in rows if f.outcome.value == "fail"}
+    assert "MID-A-02/user-message-reuse" in fails, fails
+    assert not fails & {"MID-V2-06/unrequested-replay", "MID-V2-05/no-echo"}, fails
+
+
 @pytest.mark.parametrize("options", OPTIONS, ids=["default", "acp-schema-1.21"])
 def test_the_turn_restating_its_own_message_in_the_window_is_live(options: Options) -> None:
     """A v2 agent restates its last streamed message as a whole upsert under the same ID

@@ -643,6 +643,10 @@ class Timeline:
             s.accepted.discard(turn)
             stop = s.pending_idle.pop(0)
             s.turn_open = bool(s.open)
+            # v2 turns stream one after another: what streamed was the ended turn's, never
+            # the next queued one's (a window opened beside that one must not read its first
+            # chunks as the old turn's messages rebuilt)
+            s.streamed = {}
             cancelled, s.cancel_seq = s.cancel_seq, -1
             if not s.turn_open:
                 s.last_stop = stop
