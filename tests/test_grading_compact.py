@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from helpers import GRADING_OPTION_SETS, text, transcript, update
-from test_grading_repeats import random_entries
+from random_transcripts import random_entries
 
 from conformance import transcript as tmod
 from conformance.checks import base, grade

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import cli_report, load_json, run_cli
+from helpers import settled
 
 from conformance import transcript
 from conformance.checks.proxy import REQUIREMENTS, grade_proxy
@@ -100,8 +101,8 @@ def test_reference_agent_behind_a_transparent_proxy_scores_like_it_does_alone(
     assert agent["role"] == "agent"
 
     def rows(report: dict[str, Any], keep: Any) -> dict[tuple[str, str], str]:
-        return {(r["case"], r["requirement"]): r["outcome"] for r in report["results"]
-                if keep(r["requirement"])}
+        return {(r["case"], r["requirement"]): settled(r["requirement"], r["outcome"])
+                for r in report["results"] if keep(r["requirement"])}
 
     # The agent's own findings, graded behind the proxy, are the ones it gets alone ...
     not_target = lambda rid: not rid.startswith("TARGET")

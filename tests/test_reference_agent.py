@@ -1268,12 +1268,32 @@ SMOKE: dict[str, Callable[[Scenario], bool]] = {
     "v2_marker_live_before_replay": _live_before_replay,
     "v2_new_message_before_replay": _new_message_before_replay,
     "v2_pause_before_tool": _new_message_before_replay,
+    # the busy racers (issue 39): what each does that the reference agent does not
+    "busy_load_while_streaming": lambda sc: _never_echoes_v1(sc),
+    "busy_load_replay_duplicate": lambda sc: _never_echoes_v1(sc),
+    "v2_busy_resume_without_replay": lambda sc: _streams_to_its_end_first(sc),  # quiet phase
+    "v2_busy_queued_echo": lambda sc: any(u["sessionUpdate"] == "user_message_chunk"
+                                          for u in updates(sc.flight)),
     "v2_empty_replay_reuses_ids": lambda sc: not [u for u in sc.replay if "messageId" in u]
     and echo_id(sc.last_turn) == echo_id(sc.turns[0]) != "<absent>",
     "replay_drops_ids": lambda sc: sc.protocol == 1 and bool(sc.replay) and all(
         "messageId" not in u for u in sc.replay if u["sessionUpdate"] == "agent_thought_chunk")
     and all("messageId" in u for u in sc.live if u["sessionUpdate"] == "agent_thought_chunk"),
 }
+
+
+def _never_echoes_v1(sc: Scenario) -> bool:
+    """v1, and no turn echoes its prompt (allowed in v1; the reference agent echoes)."""
+    return sc.protocol == 1 and all(echo_id(turn) is None for turn in sc.turns)
+
+
+def _streams_to_its_end_first(sc: Scenario) -> bool:
+    """The "long" reply streams to its last chunk though the suite cancels it: the agent
+    reads no input while it streams (the reference agent reads between chunks and stops)."""
+    return sc.protocol == 2 and any(
+        u["sessionUpdate"] == "agent_message_chunk"
+        and (u.get("content") or {}).get("text") == "and that is the end."
+        for u in updates(sc.quiet_cancel))
 
 
 def _idle_before_response(turn: list[JsonObject]) -> bool:
@@ -1327,10 +1347,10 @@ def _live_ids(sc: Scenario, kind: str) -> set[str]:
 # Fixtures whose fault needs more than the first two turns.
 NEEDS = {
     "cancel": {"update_after_cancel"},
-    "quiet": {"waits_for_cancel"},
+    "quiet": {"waits_for_cancel", "v2_busy_resume_without_replay"},
     "same": {"v1_resume_replays", "v2_memory_late_replay", "v2_memory_replay_unrequested",
              "v2_memory_replay_without_id"},
-    "flight": {"v2_queued_prompts", "v2_queued_prompt_wrong_echo"},
+    "flight": {"v2_queued_prompts", "v2_queued_prompt_wrong_echo", "v2_busy_queued_echo"},
     "restore": {"collision_after_load", "duplicate_in_replay", "v2_echo_without_id",
                 "late_replay", "v2_replay_unrequested", "replay_regenerates_ids",
                 "swapped_replay_ids", "unstable_chunk_ids", "v2_replay_without_id",

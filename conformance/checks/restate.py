@@ -46,7 +46,7 @@ class _Run:
     parts: list[str] = field(default_factory=list)  # one-id, no-id: the texts
     chunks: list[tuple[str, str, int]] = field(default_factory=list)  # id-each: (ID, text, seq)
     ids: set[str] = field(default_factory=set)  # id-each: the IDs seen
-    mistyped: bool = False  # a chunk carried an ID that is not a string (MID-S-01/type's)
+    mistyped: bool = False  # a chunk carried no valid ID (see _mistyped)
 
     def text(self) -> str:
         return "".join(self.parts)
@@ -124,9 +124,11 @@ class _Run:
 
 
 def _mistyped(ev: MessageEvent) -> bool:
-    """The update carried a ``messageId`` that is neither a string nor null."""
+    """The update carried no valid ``messageId``: one that is neither a string nor null
+    (MID-S-01/type's fault), or none at all in v2, where every message update must carry
+    one (MID-V2-01's): no ID to compare a restatement by, and that fault is one finding."""
     raw = ev.update.get("messageId")
-    return raw is not None and not isinstance(raw, str)
+    return (raw is not None and not isinstance(raw, str)) or (raw is None and ev.protocol >= 2)
 
 
 @register
