@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from conformance.results import RunResult
-from conformance.transcript import write_atomic
+if TYPE_CHECKING:  # the option table reads the rows: --help imports no report
+    from conformance.results import RunResult
 
 __all__ = ["FORMATS", "STDOUT", "Format", "Inputs", "behind_paths", "names", "write_reports"]
 
@@ -109,6 +109,8 @@ def write_reports(result: RunResult, paths: Mapping[str, Any], inputs: Inputs, *
                   stdout: Callable[[str], None] | None = None) -> list[str]:
     """Write each format whose path ``paths`` names (``-``: through ``stdout``); the
     files written, in the table's order."""
+    from conformance.transcript import write_atomic
+
     written = []
     for f in FORMATS:
         path = paths.get(f.name)
