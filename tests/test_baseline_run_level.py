@@ -77,10 +77,10 @@ def test_the_plugin_reads_the_written_baseline(pytester: pytest.Pytester,
             "--acp-timeout", "5", "-rxs")
     plain = pytester.runpytest_subprocess(*args, timeout=300)
     assert plain.ret == 1
-    plain.assert_outcomes(passed=13, failed=1, skipped=15)
+    plain.assert_outcomes(passed=14, failed=1, skipped=17)
     listed = pytester.runpytest_subprocess(*args, "--acp-baseline", str(written), timeout=300)
     assert listed.ret == 0, listed.stdout.str()[-3000:]
-    listed.assert_outcomes(passed=13, xfailed=1, skipped=15)
+    listed.assert_outcomes(passed=14, xfailed=1, skipped=17)
     text = listed.stdout.str()
     assert "baseline lists 1 failure(s): TARGET/negotiation/agent" in text
     assert "v2 not tested, as expected" in text

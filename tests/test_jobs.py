@@ -46,7 +46,7 @@ def run(agent: str, out: Path, jobs: str, *extra: str) -> tuple[int, str]:
     out.mkdir()
     proc = subprocess.run(
         [sys.executable, "-m", "conformance", "--agent", agent, "-j", jobs, "--no-color",
-         *_unraced(),
+         *([] if "--case" in extra else _unraced()),
          "--json", str(out / "r.json"), "--junit", str(out / "r.xml"),
          "--html", str(out / "r.html"), "--markdown", str(out / "r.md"),
          "--transcripts", str(out / "t"), *extra],
