@@ -98,11 +98,11 @@ def pids_in(transcripts: Path) -> list[int]:
 
 
 #: how long a test waits for a hostile agent's FIFO signal before it fails
-WAIT = 60.0
+WAIT = 90.0  # how long a test waits for a target to reach its hostile part (busy machines)
 
 
 def wait_ready(fifo: Path) -> str:
-    """Block until the agent writes its line to the FIFO (or fail after WAIT seconds)."""
+    """Block until the target writes its line to the FIFO (or fail after WAIT seconds)."""
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
         ready, _, _ = select.select([fd], [], [], WAIT)
@@ -110,6 +110,21 @@ def wait_ready(fifo: Path) -> str:
         return os.read(fd, 4096).decode()
     finally:
         os.close(fd)
+
+
+def signalled_when_ready(args: list[str], tmp_path: Path, fifo: Path, sig: int) -> Any:
+    """The command line started with ``args``, sent ``sig`` once its target writes its
+    ready line to ``fifo``: the finished run, as ``fixtures/hostile/harness.py``'s
+    ``finish_cli`` gives it."""
+    if str(HOSTILE) not in sys.path:
+        sys.path.insert(0, str(HOSTILE))
+    from harness import finish_cli, start_cli
+
+    proc = start_cli(args, tmp_path)
+    wait_ready(fifo)
+    signalled = time.monotonic()
+    proc.send_signal(sig)
+    return finish_cli(proc, tmp_path, signalled)
 
 
 # --------------------------------------------------------------------------

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -24,20 +22,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "hostile"))
 
-from harness import REPO_ROOT, agent_command, cli_env, finish_cli, start_cli
-from helpers import cancelled_fuzz_run
-
-WAIT = 90.0  # how long a test waits for a run to reach the point it signals at
-
-
-def wait_ready(fifo: Path) -> str:
-    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        ready, _, _ = select.select([fd], [], [], WAIT)
-        assert ready, "the agent never reached its silent part"
-        return os.read(fd, 4096).decode()
-    finally:
-        os.close(fd)
+from harness import REPO_ROOT, agent_command, cli_env
+from helpers import cancelled_fuzz_run, signalled_when_ready, wait_ready
 
 
 def silent_args(tmp_path: Path, fifo: Path) -> list[str]:
@@ -53,11 +39,7 @@ def test_interrupted_suite_says_so_in_every_report(tmp_path: Path) -> None:
                "html": tmp_path / "report.html", "markdown": tmp_path / "report.md"}
     args = silent_args(tmp_path, fifo) + [a for k, p in reports.items()
                                           for a in (f"--{k}", str(p))] + ["--no-color"]
-    proc = start_cli(args, tmp_path)
-    wait_ready(fifo)
-    signalled = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    run = finish_cli(proc, tmp_path, signalled)
+    run = signalled_when_ready(args, tmp_path, fifo, signal.SIGTERM)
 
     assert run.returncode == 128 + signal.SIGTERM, run.stderr
     assert "Traceback" not in run.stderr

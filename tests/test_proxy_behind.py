@@ -8,16 +8,15 @@ import os
 import shlex
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from conftest import REPO_ROOT, cli_report, load_json
-from helpers import wait_ready
+from helpers import signalled_when_ready
 
 sys.path.insert(0, str(REPO_ROOT / "fixtures" / "hostile"))
 
-from harness import agent_command, finish_cli, start_cli  # noqa: E402
+from harness import agent_command  # noqa: E402
 
 PROXIES = REPO_ROOT / "fixtures" / "proxies"
 NUMERIC = f"{shlex.quote(sys.executable)} {REPO_ROOT / 'fixtures' / 'agents' / 'numeric_id.py'}"
@@ -71,11 +70,7 @@ def test_an_interrupted_proxy_run_reports_the_agent_behind_it(tmp_path: Path) ->
             "--agent-env", f"HOSTILE_READY_FIFO={fifo}",
             "--json", str(tmp_path / "report.json"),
             "--transcripts", str(tmp_path / "transcripts"), "--no-color"]
-    proc = start_cli(args, tmp_path)
-    wait_ready(fifo)
-    signalled = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    run = finish_cli(proc, tmp_path, signalled)
+    run = signalled_when_ready(args, tmp_path, fifo, signal.SIGINT)
     assert run.returncode == 128 + signal.SIGINT, run.stderr
     assert "Traceback" not in run.stderr and "interrupted by SIGINT" in run.stderr
     assert "The agent behind the proxy" in run.stdout, run.stdout
