@@ -201,46 +201,48 @@ class RecordedError(ValueError):
     file)."""
 
 
+@dataclass
+class FileGrade:
+    """A recorded file graded (:func:`grade_file`): its findings, and for a two-sided case
+    whose second transcript records a scope of its own (:func:`graded_alone`: a real agent
+    behind a proxy) that transcript graded alone, as the live run graded it
+    (``CaseResult.behind``): its path, its header and its findings."""
+
+    findings: list[Finding]
+    behind: tuple[Path, dict[str, Any], list[Finding]] | None = None
+
+
 def grade_file(path: Path, header: Mapping[str, Any], *, protocol: int | None = None,
-               strict: bool = False, schema_dir: Path | None = None) -> list[Finding]:
+               strict: bool = False, schema_dir: Path | None = None) -> FileGrade:
     """One recorded case's file graded from its header, as every road grades a file
     (``check``, ``verify``): a case recorded on two sides (a proxy's) is its client side
-    graded with the agent side its header names, which lies beside it; any other file
-    streams from disk. ``protocol`` overrides the recorded version (``check --protocol``)."""
+    graded with the agent side its header names, which lies beside it (read once, for both
+    gradings); any other file streams from disk. ``protocol`` overrides the recorded
+    version (``check --protocol``)."""
     from conformance import transcript as tmod
 
     if not two_sided(header):
-        return grade_recorded(header, tmod.EntryFile(path), strict=strict,
-                              protocol=case_protocol(header) if protocol is None else protocol,
-                              schema_dir=schema_dir)
+        return FileGrade(grade_recorded(
+            header, tmod.EntryFile(path), strict=strict, schema_dir=schema_dir,
+            protocol=case_protocol(header) if protocol is None else protocol))
     entries = list(tmod.iter_entries(path)[1])
     named = header.get("agent_side")
     if not named and Ending.from_header(header).reason is not None:
         # a case the run did not play: its transcript is a header saying why, one side
-        return grade_recorded(header, entries, agent_side=[], protocol=protocol, strict=strict)
+        return FileGrade(grade_recorded(header, entries, agent_side=[], protocol=protocol,
+                                        strict=strict))
     other = path.with_name(str(named or "-"))
     if not named or not other.is_file():
         raise RecordedError("a proxy transcript needs its agent side beside it "
                             f"({other.name if named else 'no agent_side in its header'})")
-    return grade_recorded(header, entries, agent_side=list(tmod.iter_entries(other)[1]),
-                          protocol=protocol, strict=strict)
-
-
-def grade_behind(path: Path, header: Mapping[str, Any], *, protocol: int | None = None,
-                 strict: bool = False) -> tuple[Path, dict[str, Any], list[Finding]] | None:
-    """The second transcript of a two-sided case graded alone, when it records a scope of
-    its own (:func:`graded_alone`: a real agent behind a proxy): its path, its header and
-    its findings, as the live run graded it (``CaseResult.behind``); None otherwise."""
-    from conformance import transcript as tmod
-
-    named = header.get("agent_side")
-    other = path.with_name(str(named or "-"))
-    if not two_sided(header) or not named or not other.is_file():
-        return None
-    side, entries = tmod.iter_entries(other)
-    if not graded_alone(side):
-        return None
-    return other, side, grade_recorded(side, list(entries), protocol=protocol, strict=strict)
+    side, read = tmod.iter_entries(other)
+    sent = list(read)
+    graded = FileGrade(grade_recorded(header, entries, agent_side=sent, protocol=protocol,
+                                      strict=strict))
+    if graded_alone(side):
+        graded.behind = (other, side, grade_recorded(side, sent, protocol=protocol,
+                                                     strict=strict))
+    return graded
 
 
 def _grade_sides(header: Mapping[str, Any], scope: Scope, ending: Ending,

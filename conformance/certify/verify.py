@@ -228,7 +228,7 @@ def _regrade(root: Path, report: RunResult, out: VerifyResult,
             continue  # graded with its client side
         protocol = case_protocol(header)
         try:
-            findings = grade_file(f, header, schema_dir=schema_dir)
+            findings = grade_file(f, header, schema_dir=schema_dir).findings
         except RecordedError as exc:  # a proxy case whose agent side is not in the bundle
             out.problems.append(f"{TRANSCRIPTS}/{f.name}: {exc}")
             continue

@@ -33,7 +33,6 @@ def cmd_check(ns: argparse.Namespace) -> int:
         Scope,
         case_protocol,
         conclude,
-        grade_behind,
         grade_file,
         recorded_case,
         run_behind,
@@ -71,13 +70,12 @@ def cmd_check(ns: argparse.Namespace) -> int:
         # A fuzz regression records whether it was found under --strict.
         strict = ns.strict or header.get("strict") is True
         try:
-            findings = grade_file(f, header, strict=strict,
-                                  protocol=None if ns.protocol == "both" else protocol,
-                                  schema_dir=getattr(ns, "schema_dir", None))
+            graded = grade_file(f, header, strict=strict,
+                                protocol=None if ns.protocol == "both" else protocol,
+                                schema_dir=getattr(ns, "schema_dir", None))
         except RecordedError as exc:
             raise UsageError(f"{f}: {exc}") from None
-        behind = grade_behind(f, header, strict=strict,
-                              protocol=None if ns.protocol == "both" else protocol)
+        findings, behind = graded.findings, graded.behind
         cr = recorded_case(header, findings, name=str(header.get("case") or f.stem),
                            description=f"recorded transcript {f.name}", protocol=protocol,
                            path=str(f))
