@@ -46,7 +46,7 @@ class _Run:
     parts: list[str] = field(default_factory=list)  # one-id, no-id: the texts
     chunks: list[tuple[str, str, int]] = field(default_factory=list)  # id-each: (ID, text, seq)
     ids: set[str] = field(default_factory=set)  # id-each: the IDs seen
-    mistyped: bool = False  # a chunk carried no valid ID (see _mistyped)
+    idless: bool = False  # a chunk carried no valid ID (see _no_valid_id)
 
     def text(self) -> str:
         return "".join(self.parts)
@@ -123,7 +123,7 @@ class _Run:
         return None
 
 
-def _mistyped(ev: MessageEvent) -> bool:
+def _no_valid_id(ev: MessageEvent) -> bool:
     """The update carried no valid ``messageId``: one that is neither a string nor null
     (MID-S-01/type's fault), or none at all in v2, where every message update must carry
     one (MID-V2-01's): no ID to compare a restatement by, and that fault is one finding."""
@@ -239,8 +239,8 @@ class Restatement(Checker):
         elif run.count >= MIN_CHUNKS:
             self._judge(ev, seq, run, text.strip())
         run.add(ev.mid, text, seq)
-        if _mistyped(ev):
-            run.mistyped = True
+        if _no_valid_id(ev):
+            run.idless = True
         if not self.streamed and run.count >= MIN_CHUNKS and run.length >= MIN_TEXT:
             self.streamed = True  # a message was streamed: a restatement could follow
             for rule in ("MID-A-10/new-id", "MID-A-10/id-flip", "MID-A-10/same-id-chunk"):
@@ -250,7 +250,7 @@ class Restatement(Checker):
         """``text`` (of ``ev``'s kind, ID and form, at ``seq``) against the run before it."""
         if run.count < MIN_CHUNKS or len(text) < MIN_TEXT:
             return
-        if run.mistyped or _mistyped(ev):
+        if run.idless or _no_valid_id(ev):
             return  # an ID that is not a string is no ID to compare: MID-S-01/type's fault
         got = run.match(text)
         if got is None:
