@@ -10,7 +10,7 @@ format is one module and one row; no shell names a format.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ class Inputs:
     baseline: Any = None
     trace: Callable[[], Any] | None = None
     transcripts: Callable[[Any], Any] | None = None
-    _trace: Any = None
+    _trace: Any = field(default=None, init=False, repr=False)  # built once, on first ask
 
     def traceability(self) -> Any:
         if self._trace is None and self.trace is not None:
