@@ -232,9 +232,13 @@ def test_interrupted_session_under_xdist_keeps_and_grades(tmp_path: Path, sig: s
         assert cases[name]["cut"] == sig.name
         assert cases[name]["note"] == \
             f"aborted: interrupted by {sig.name}; graded what was recorded"
-        assert results[name]["MID-S-06/framing"] == "pass"  # what it recorded was graded
         assert results[name]["TARGET/hang"] != "fail"
         _, entries = tmod.load(tmp_path / cases[name]["transcript"])
+        # what it recorded was graded: framing passes once the agent wrote a line (the other
+        # worker's case may be cut before its agent wrote any: nothing to grade)
+        wrote = any(e.src == "agent" and e.stream == "stdout" for e in entries)
+        assert results[name]["MID-S-06/framing"] == ("pass" if wrote else "not_applicable")
+        assert wrote or not name.endswith("@v2"), "the silent v2 case recorded no agent line"
         assert any(e.event == "note" and e.data.get("note") == "interrupted" for e in entries)
     for name in unrun:
         assert cases[name]["cut"] == sig.name

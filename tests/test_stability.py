@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO_ROOT, cli_env
+from helpers import settled
 
 from conformance import transcript as tmod
 from conformance.grading import grade_recorded
@@ -210,7 +211,8 @@ def moved(rows: dict[str, dict[int, set[tuple[str, str]]]]) -> list[str]:
     for case, reps in sorted(rows.items()):
         if len(reps) < 2:
             continue  # not played (or played once: a cut or a case the target refused)
-        reps = {k: {(rule, "pass" if o == "info" else o) for rule, o in r}
+        reps = {k: {(rule, "pass" if o == "info" else o)
+                    for rule, o in ((rule, settled(rule, o)) for rule, o in r)}
                 for k, r in reps.items()}
         every = set.intersection(*reps.values())
         for k, r in sorted(reps.items()):
