@@ -78,9 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-examples", type=int, help="override the effort's run count")
     ns = p.parse_args(argv)
     effort = get_effort(ns.effort, max_examples=ns.max_examples)
-    state = tempfile.mkdtemp(prefix="acp-bench-state-")
     print(f"fuzzing through the model (seed {ns.seed}, effort {effort.name})")
-    with ModelServer() as server:
+    with tempfile.TemporaryDirectory(prefix="acp-bench-state-") as state, ModelServer() as server:
         clean = fuzz(CORRECT, (1, 2), server, effort, ns.seed, state)
         per_run = clean.elapsed / max(1, clean.examples)
         print(f"generated runs/s, {CORRECT} (model side drawn, strict): "

@@ -237,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         from conformance.client.reference import PROFILE_YAML
         from conformance.client.runner import reference_client
 
-        profile = Path(tempfile.mkdtemp(prefix="acp-bench-profile-")) / "reference.yaml"
+        kept = tempfile.TemporaryDirectory(prefix="acp-bench-profile-")  # gone at exit
+        profile = Path(kept.name) / "reference.yaml"
         profile.write_text(PROFILE_YAML, encoding="utf-8")
         agent = ["--client", reference_client()[0], "--client-profile", str(profile),
                  "--protocol", ns.protocol] + (["--timeout", str(ns.timeout)] if ns.timeout
