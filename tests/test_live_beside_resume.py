@@ -218,3 +218,56 @@ def test_a_queued_echo_under_the_previous_prompts_id_is_its_fault_only() -> None
     fails = {f.requirement for f in rows if f.outcome.value == "fail"}
     assert "MID-V2-05/response-id" in fails, fails
     assert "MID-V2-06/unrequested-replay" not in fails, fails
+
+
+# The turn's next message written whole (an upsert under a new ID, then perhaps its chunks),
+# before the agent read the resume: as live as its chunks would be (the benefit of the
+# doubt). Seen on a busy machine: a v2 agent whose turn writes a session message whole,
+# then streams it, graded MID-V2-06/unrequested-replay fail in one run of a case.
+WHOLE = {"agent": ("agent_message", "agent_message_chunk"),
+         "thought": ("agent_thought", "agent_thought_chunk")}
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["default", "acp-schema-1.21"])
+@pytest.mark.parametrize("kind", sorted(WHOLE))
+@pytest.mark.parametrize("then_chunks", [False, True], ids=["whole", "whole-then-chunks"])
+def test_a_new_message_written_whole_beside_the_resume_is_live(
+        kind: str, then_chunks: bool, options: Options) -> None:
+    whole, part = WHOLE[kind]
+    tail = [upd(part, "w", content=text("A note ")), upd(part, "w", content=text("arrives."))] \
+        if then_chunks else []
+    lines = start(2) + [
+        req(2, "session/prompt", sessionId="s", prompt=[text("Hello")]),
+        res(2, {"messageId": "u2"}), upd("user_message", "u2", content=[text("Hello")]),
+        chunk("a", "Let me look."),
+        resume(5, omit=True),
+        upd(whole, "w", content=[text("A note arrives.")]), *tail,
+        chunk("b", "Done."), upd("state_update", state="idle", stopReason="end_turn"),
+        res(5)]
+    clean_but_beside(found_rows(lines, options))
+    tl = Timeline(2, session_messages=False)
+    phases = {ev.seq: ev.phase for e in transcript(2, lines).entries for ev in tl.feed(e)
+              if isinstance(ev, MessageEvent) and ev.mid == "w"}
+    assert phases and set(phases.values()) == {LIVE}, phases
+
+
+@pytest.mark.parametrize("kind", sorted(WHOLE))
+def test_an_earlier_turns_message_upserted_in_the_window_still_fails(kind: str) -> None:
+    """The control: an upsert under an ID the session showed in an earlier turn is history
+    shown again (a resume without replayFrom replays nothing), whatever streams."""
+    whole, part = WHOLE[kind]
+    idle = upd("state_update", state="idle", stopReason="end_turn")
+    lines = start(2) + [
+        req(2, "session/prompt", sessionId="s", prompt=[text("Hello")]),
+        res(2, {"messageId": "u2"}), upd("user_message", "u2", content=[text("Hello")]),
+        upd(part, "old", content=text("Earlier.")), idle,
+        req(3, "session/prompt", sessionId="s", prompt=[text("Again")]),
+        res(3, {"messageId": "u3"}), upd("user_message", "u3", content=[text("Again")]),
+        chunk("a", "Let me look."),
+        resume(5, omit=True),
+        upd(whole, "old", content=[text("Earlier.")]),
+        chunk("a", " Done."), idle, res(5)]
+    rows = found_rows(lines, Options())
+    assert "MID-V2-06/unrequested-replay" in {f.requirement for f in rows
+                                              if f.outcome.value == "fail"}, \
+        [(f.requirement, f.outcome.value) for f in rows]

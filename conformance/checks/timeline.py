@@ -84,6 +84,9 @@ class _Session:
     # the user-message IDs the session showed live (one a prompt): an echo with a new one
     # in a window that replays nothing is a queued prompt's, not history (``Carried``)
     echo_ids: set[str] = field(default_factory=set)
+    # the other message IDs it showed live: an upsert with a new one in a window that
+    # replays nothing is the streaming turn's next message, not history (``Carried``)
+    shown: set[str] = field(default_factory=set)
     # v2: the IDs its prompt responses named -> the turns that named them; the turns that
     # echoed their prompt live
     named: dict[str, set[int]] = field(default_factory=dict)
@@ -112,8 +115,9 @@ class Carried:
     - a chunk without an ID is the turn's before the replay begins, and after the window
       as a new message is;
     - in a window that replays nothing (same epoch), a whole-message upsert of a message
-      the turn streamed is its restatement (a v2 upsert of a live ID), and a queued
-      prompt's turn that runs next is carried too (``echo``);
+      the turn streamed is its restatement (a v2 upsert of a live ID), one of a message the
+      session never showed (before the window shows history) is the turn's next message
+      written whole, and a queued prompt's turn that runs next is carried too (``echo``);
     - a user message is never the turn's; once the turn ends (its idle, or in v1 its
       prompt response), nothing more is.
 
@@ -127,6 +131,7 @@ class Carried:
     request_seq: int
     ids: dict[tuple[str, str], str]  # (kind, id) -> the first chunk's text
     fresh: dict[tuple[str, str], int] = field(default_factory=dict)  # new messages -> first seq
+    whole: set[tuple[str, str]] = field(default_factory=set)  # new messages begun by an upsert
     begun: bool = False  # a replayed update came: the target has read the request
     upserted: set[tuple[str, str]] = field(default_factory=set)
     rebuilt: set[tuple[str, str]] = field(default_factory=set)
@@ -172,12 +177,15 @@ class Carried:
         return True
 
     def live(self, kind: str, form: str, mid: str | None, update: dict[str, Any],
-             window: bool, seq: int, fresh: bool = True) -> bool:
+             window: bool, seq: int, fresh: bool = True,
+             shown: frozenset[str] | set[str] = frozenset()) -> bool:
         """Whether this message update of the session is the carried turn's output.
 
         ``window``: it arrived in the replay window; ``fresh``: outside it, a message the
         session has not shown yet may be the turn's (no prompt the target could have read
-        since is known to be running)."""
+        since is known to be running); ``shown``: the agent and thought message IDs the
+        session showed live (a window that replays nothing: an upsert under another is
+        no history)."""
         if self.ended or kind == "user":
             if window:
                 self.begun = True
@@ -195,6 +203,13 @@ class Carried:
         if form != "chunk":
             if self.same_epoch and key in self.ids:
                 return True  # nothing replays here: the turn restates its own message
+            if self.same_epoch and not self.begun and mid not in shown:
+                # nothing replays here, and no history came yet: a message the session
+                # never showed is the turn's next one, written whole before the request
+                self.ids[key] = model.block_text(update.get("content"))
+                self.fresh[key] = seq
+                self.whole.add(key)
+                return True
             self.begun = True
             self.replayed.add(key)
             if "content" in update:
@@ -203,6 +218,8 @@ class Carried:
         if key in self.ids:
             if key in self.upserted or key in self.rebuilt:
                 return False
+            if key in self.whole:
+                return True  # chunks of the turn's message begun whole: no rebuild
             if model.block_text(update.get("content")) == self.ids[key]:
                 self.rebuilt.add(key)  # the replay rebuilds it from its first chunk on
                 self.begun = True
@@ -483,10 +500,13 @@ class Timeline:
                 if kind == "user" and phase == LIVE:
                     s.echoed = True
                 if (c.echo(mid, window, s.echo_ids, s.named) if kind == "user" and c.same_epoch
-                        else c.live(kind, form, mid, update, window, entry.seq, fresh)):
+                        else c.live(kind, form, mid, update, window, entry.seq, fresh,
+                                    s.shown)):
                     if kind == "user" and mid is not None:
                         s.echo_ids.add(mid)
                         s.echoed_turns.add(c.turn)
+                    elif mid is not None:
+                        s.shown.add(mid)
                     phase, epoch, turn = LIVE, c.epoch, c.turn
                     inside = c.request_seq if window else -1
                     yield MessageEvent(
@@ -496,9 +516,12 @@ class Timeline:
                     return
             if s.turn_open:
                 s.running = True
-            if phase == LIVE and kind == "user" and mid is not None:
-                s.echo_ids.add(mid)
-                s.echoed_turns.add(turn)
+            if phase == LIVE and mid is not None:
+                if kind == "user":
+                    s.echo_ids.add(mid)
+                    s.echoed_turns.add(turn)
+                else:
+                    s.shown.add(mid)
             if phase == LIVE and form == "chunk" and mid is not None:
                 s.streamed.setdefault((kind, mid), model.block_text(update.get("content")))
             if phase == REPLAY:
