@@ -219,14 +219,103 @@ def every_road(tmp_path: Path, pytester: pytest.Pytester | None, target: list[st
 
 
 def assert_one_verdict(roads: dict[str, Any], want: str) -> None:
-    """Every road: the same verdict, headline and rows; a fail exits 1, a pass 0."""
-    first = roads["cli"][1]
+    """Every road: the same verdict, headline and rows as the first road's; a fail exits 1,
+    a pass 0."""
+    first = next(iter(roads.values()))[1]
     for name, (code, report, out) in roads.items():
         assert report["summary"]["verdict"] == want, (name, out)
         assert report["summary"]["headline"] == first["summary"]["headline"], name
         assert rows(report) == rows(first), (name, rows(report) ^ rows(first))
         assert sorted(report.get("unfinished", {})) == sorted(first.get("unfinished", {}))
         assert code == (1 if want == "fail" else 0), (name, out)
+
+
+def selected_cases(report: dict[str, Any], selector: str, protocol: int) -> list[str]:
+    """The cases of a run's JSON ``report`` in ``protocol`` that ``--case SELECTOR``
+    selects (a case ID, a requirement or sub-rule ID), as names (``ID@vN``)."""
+    from conformance.cases import load_dir, select
+
+    ran = {c["case"] for c in report["cases"]}
+    mine = [c for c in load_dir() if c.role == report["role"] and f"{c.id}@v{protocol}" in ran]
+    return sorted(f"{c.id}@v{protocol}" for c in select(mine, [selector]))
+
+
+def plugin_agrees_with_check(tmp_path: Path, pytester: pytest.Pytester,
+                             plugin_target: list[str], selector: str, protocol: int,
+                             live: dict[str, Any], transcripts: Path) -> dict[str, Any]:
+    """The pytest plugin's road against `check` of a command line run's transcripts: the
+    plugin plays ``--acp-case SELECTOR`` in ``protocol`` live, and `check` grades the
+    files that the command line run (its JSON report ``live``, its ``transcripts``)
+    recorded of the same cases (a run of more cases: each case's file is graded on its
+    own, a proxy case with its agent side). Both give one verdict, headline, set of
+    (case, rule, outcome) rows and exit status, and the plugin ran exactly those cases.
+    The command line's report agrees with `check` of its transcripts (tests/offline.py),
+    so the three roads give one verdict from one live run of the command line."""
+    cases = selected_cases(live, selector, protocol)
+    assert cases, (selector, protocol)
+    picked = tmp_path / "picked"
+    picked.mkdir()
+    for case in cases:
+        for path in [transcripts / f"{case}.jsonl", transcripts / f"{case}.agent-side.jsonl"]:
+            if path.exists():
+                (picked / path.name).write_bytes(path.read_bytes())
+    roads: dict[str, Any] = {"check": cli_json(tmp_path, "picked", "check", str(picked))}
+    assert roads["check"][1], roads["check"][2]
+    plugin_json = tmp_path / "plugin.json"
+    result = plugin(pytester, *plugin_target, "--acp-case", selector, "--acp-protocol",
+                    str(protocol), "--acp-json", str(plugin_json))
+    report = json.loads(plugin_json.read_text(encoding="utf-8"))
+    roads["pytest"] = (int(result.ret), report, result)
+    assert sorted(c["case"] for c in report["cases"]) == cases, result.stdout.str()[-3000:]
+    assert_one_verdict(roads, roads["check"][1]["summary"]["verdict"])
+    return roads
+
+
+def assert_breaks(roads: dict[str, Any], rule: str | None) -> None:
+    """One verdict on every road, and the rule the fixture breaks among the rows (a
+    fixture that breaks nothing passes)."""
+    first = next(iter(roads.values()))
+    verdict = first[1]["summary"]["verdict"]
+    assert_one_verdict(roads, verdict)
+    if rule is None:
+        assert verdict == "pass", first[2]
+    else:
+        assert any(r[1].startswith(rule) and r[2] in ("fail", "warn")
+                   for r in rows(first[1])), first[2]
+
+
+def first_rule(expect: dict[str, Any], protocols: list[int],
+               profile: str | None = None) -> tuple[int, str | None]:
+    """The first protocol in which a fixture's manifest ``expect`` lists a fault (under
+    ``profile`` where it lists faults by profile), and that fault (fail before warn); for a
+    fixture that breaks nothing, its first protocol and None."""
+    for p in protocols:
+        graded = expect.get(f"v{p}") or {}
+        if "profiles" in graded:
+            graded = graded["profiles"].get(profile) or {}
+        broken = [r for grade in ("fail", "warn") for r in graded.get(grade) or []]
+        if broken:
+            return p, broken[0]
+    return protocols[0], None
+
+
+def first_case(rule: str | None, protocol: int, ids: list[str],
+               profile: str | None = None) -> str:
+    """The first of ``ids`` that applies to ``protocol`` (under ``profile``, by default the
+    default one) and lists ``rule`` (a sub-rule: its requirement); with no rule, or a rule
+    every case grades (MID-C-08), the first that applies."""
+    from conformance.cases import load_dir
+    from conformance.profiles import DEFAULT_PROFILE
+
+    by_id = {c.id: c for c in load_dir()}
+    applies = [i for i in ids if by_id[i].applies_to(protocol, profile or DEFAULT_PROFILE)]
+    return next((i for i in applies if rule is not None
+                 and rule.split("/", 1)[0] in by_id[i].requirements), applies[0])
+
+
+def plugin_args(args: list[str]) -> list[str]:
+    """The plugin's options for the command line's ``--name value`` options."""
+    return [f"--acp-{a[2:]}" if a.startswith("--") else a for a in args]
 
 
 # -- fuzz targets --

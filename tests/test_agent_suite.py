@@ -22,8 +22,15 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO_ROOT, load_json, outcomes, run_cli
-from helpers import assert_graded_the_same_both_ways
+from helpers import (
+    assert_breaks,
+    assert_graded_the_same_both_ways,
+    first_rule,
+    plugin_agrees_with_check,
+)
 from offline import assert_check_agrees
+
+pytest_plugins = ["pytester"]
 
 MANIFEST = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml").read_text())
 DEFAULT_PROFILE = MANIFEST["profiles"][0]
@@ -52,6 +59,13 @@ def allowed_extra(fx: dict[str, Any], protocol: int) -> list[str]:
 CASES = [(fx["name"], p, prof) for fx in MANIFEST["fixtures"] for p in fx["protocols"]
          for prof in ([DEFAULT_PROFILE] if p == 1 or "profiles" not in fx["expect"].get(f"v{p}", {})
                       else MANIFEST["profiles"])]
+
+
+#: (fixture, protocol) -> the rule the plugin's road selects: for every fixture that breaks
+#: a rule under the default profile, the first protocol in which it does and that rule.
+ONE_VERDICT = {(f["name"], p): rule for f in MANIFEST["fixtures"]
+               for p, rule in [first_rule(f.get("expect") or {}, f["protocols"], DEFAULT_PROFILE)]
+               if rule is not None}
 
 
 @functools.cache
@@ -111,7 +125,14 @@ def test_reference_agent_passes(tmp_path: Path, protocol: int, profile: str) -> 
 
 @pytest.mark.parametrize("name,protocol,profile", live_items(CASES),
                          ids=[f"{n}-v{p}-{pr}" for n, p, pr in live_items(CASES)])
-def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profile: str) -> None:
+def test_broken_agent_is_caught(tmp_path: Path, request: pytest.FixtureRequest, name: str,
+                                protocol: int, profile: str) -> None:
+    """The fixture over the whole suite of its version: the faults its manifest lists and
+    no other; `check` on the run's transcripts agrees (offline.py); the short path changes
+    no finding; a warning fails under --strict. Under the default profile, in the first
+    version it breaks a rule in, the pytest plugin plays the cases of that rule and gives
+    the verdict, headline and rows `check` gives those cases' transcripts of this run: one
+    verdict on every road, each fixture run live once by the command line."""
     fx = next(f for f in MANIFEST["fixtures"] if f["name"] == name)
     report, transcripts = tmp_path / "report.json", tmp_path / "t"
     args = ["--agent", fixture_command(name), "--protocol", str(protocol), "--profile", profile,
@@ -124,6 +145,12 @@ def test_broken_agent_is_caught(tmp_path: Path, name: str, protocol: int, profil
     # and under acp-schema-1.21, whose marker and key rules only its transcripts show)
     if profile in (DEFAULT_PROFILE, "acp-schema-1.21"):
         assert_check_agrees(report, tmp_path / "t", proc.returncode, args)
+    rule = ONE_VERDICT.get((name, protocol)) if profile == DEFAULT_PROFILE else None
+    if rule is not None:  # the plugin's road: the cases of the rule the fixture breaks
+        assert_breaks(plugin_agrees_with_check(
+            tmp_path, request.getfixturevalue("pytester"),
+            ["--acp-agent", fixture_command(name), "--acp-timeout", "5"], rule, protocol,
+            load_json(report), transcripts), rule)
     strict_extra: tuple[str, ...] = ()
     # the profiles that change no step: the same run, graded by check --profile
     for under in (profile, *regraded_under(CASES, (name, protocol), profile, protocol)):

@@ -11,8 +11,18 @@ from typing import Any
 import pytest
 import yaml
 from conftest import cli_report
-from helpers import CLIENT_MANIFEST, client_args
+from helpers import (
+    CLIENT_MANIFEST,
+    assert_breaks,
+    client_args,
+    first_case,
+    first_rule,
+    plugin_agrees_with_check,
+    plugin_args,
+)
 from offline import assert_check_agrees
+
+pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
 CLIENTS = REPO / "fixtures" / "clients"
@@ -39,7 +49,15 @@ def test_manifest_lists_every_fixture() -> None:
 
 
 @pytest.mark.parametrize("entry", MANIFEST, ids=[e["file"][:-3] for e in MANIFEST])
-def test_broken_client_is_caught(entry: dict[str, Any], tmp_path: Path) -> None:
+def test_broken_client_is_caught(entry: dict[str, Any], tmp_path: Path,
+                                 request: pytest.FixtureRequest) -> None:
+    """The fixture on its manifest cases, in each version it lists: the faults listed and
+    no other fail; `check` on the run's transcripts agrees (offline.py). The pytest plugin
+    then plays one case of the first fault (the first of its manifest cases that grades
+    it; a fixture that breaks nothing: its first case) and gives the verdict, headline and
+    rows that `check` gives that case's transcript of this run: one verdict on every road
+    (an adapter through --acp-client-adapter), each fixture run live once by the command
+    line."""
     protocols = sorted(int(v[1:]) for v in entry["expect"])
     args = client_args(entry) + ["--protocol", "both" if len(protocols) == 2 else
                                  str(protocols[0]), "--timeout", "20"]
@@ -72,6 +90,12 @@ def test_broken_client_is_caught(entry: dict[str, Any], tmp_path: Path) -> None:
         rows = [r for r in report["results"] if r["requirement"].startswith("MID-C-03")]
         assert rows and all(r["outcome"] == "not_applicable" for r in rows)
         assert all("not testable: no profile" in r["message"] for r in rows)
+    protocol, rule = first_rule(entry["expect"], protocols)
+    case = first_case(rule, protocol, entry["cases"], entry.get("acp_profile"))
+    assert_breaks(plugin_agrees_with_check(
+        tmp_path, request.getfixturevalue("pytester"),
+        plugin_args(client_args(entry)) + ["--acp-timeout", "20"], case, protocol, report,
+        tmp_path / "t"), rule)
 
 
 def test_warn_level_breach_fails_under_strict(tmp_path: Path) -> None:

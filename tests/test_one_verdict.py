@@ -7,21 +7,22 @@ header records (conformance/lifecycle.py). The comparison (``offline.py``) is ma
 on the live run each fixture's own test makes (test_agent_suite.py under the default
 profile, test_client_fixtures.py), so each fixture runs live once. Here: the grading
 options are recorded and reproduced, and a transcript with no recorded scope is
-graded with the default scope, and its case says so.
+graded with the default scope, and its case says so. Every agent, client and proxy
+fixture goes through the pytest plugin's road in its own sweep (test_agent_suite.py,
+test_client_fixtures.py, test_proxy.py), against `check` of that sweep's live run
+(helpers.plugin_agrees_with_check), so no fixture is run live twice by the command line.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, run_cli
-from helpers import assert_one_verdict, cli_json, every_road, plugin, rows
+from helpers import assert_one_verdict, cli_json, every_road, plugin
 from offline import assert_check_agrees
 
 pytest_plugins = ["pytester"]
@@ -216,184 +217,3 @@ def test_a_case_not_run_beside_one_that_ran_is_a_skip_and_the_run_passes_on_ever
     assert "reason" not in cases["ids-across-turns@v1"]
     outcome = roads["pytest"][2]
     outcome.assert_outcomes(passed=1, skipped=1)
-
-
-def _agent_fixtures() -> list[tuple[str, int, str]]:
-    """(fixture, protocol, the first rule it must break there) for every agent fixture of
-    the manifest that breaks one under the default profile."""
-    import yaml
-
-    manifest = yaml.safe_load((REPO_ROOT / "fixtures" / "agents" / "manifest.yaml")
-                              .read_text(encoding="utf-8"))
-    out = []
-    for f in manifest["fixtures"]:
-        for p in f["protocols"]:
-            expect = (f.get("expect") or {}).get(f"v{p}") or {}
-            if "profiles" in expect:
-                expect = expect["profiles"].get(manifest["profiles"][0]) or {}
-            rules = [r for grade in ("fail", "warn") for r in expect.get(grade) or []]
-            if rules:
-                out.append((f["name"], p, rules[0]))
-                break
-    return out
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name,protocol,rule", _agent_fixtures(),
-                         ids=[f"{n}-v{p}" for n, p, _ in _agent_fixtures()])
-def test_every_agent_fixture_gets_one_verdict_on_every_road(
-        tmp_path: Path, pytester: pytest.Pytester, name: str, protocol: int,
-        rule: str) -> None:
-    """Every broken agent, on the cases of the rule it breaks: the CLI, `check` on its
-    transcripts and the pytest plugin give one verdict, one headline and one set of
-    (case, rule, outcome) rows."""
-    agent = f"{sys.executable} {REPO_ROOT / 'fixtures' / 'agents' / f'{name}.py'}"
-    roads = every_road(tmp_path, pytester, ["--agent", agent], ["--acp-agent", agent],
-                       ["--case", rule, "--protocol", str(protocol)])
-    verdict = roads["cli"][1]["summary"]["verdict"]
-    assert_one_verdict(roads, verdict)
-    assert any(r[1].startswith(rule) and r[2] in ("fail", "warn") for r in rows(roads["cli"][1]))
-
-
-
-def _first_rule(expect: dict[str, Any], protocols: list[int]) -> tuple[int, str | None]:
-    """The first protocol in which a fixture breaks a rule, and that rule (fail before
-    warn); for a fixture that breaks nothing, its first protocol and None."""
-    for p in protocols:
-        graded = expect.get(f"v{p}") or {}
-        rules = [r for grade in ("fail", "warn") for r in graded.get(grade) or []]
-        if rules:
-            return p, rules[0]
-    return protocols[0], None
-
-
-@functools.lru_cache(maxsize=1)
-def _bundled_cases() -> list[Any]:
-    from conformance import cases as casemod
-
-    return list(casemod.load_dir(None))
-
-
-def _first_case(rule: str | None, protocol: int, ids: list[str],
-                profile: str | None = None) -> str:
-    """The first of ``ids`` that applies to ``protocol`` (under ``profile``, by default the
-    default one) and lists ``rule`` (a sub-rule: its requirement); with no rule, or a rule
-    every case grades (MID-C-08), the first that applies."""
-    from conformance.profiles import DEFAULT_PROFILE
-
-    by_id = {c.id: c for c in _bundled_cases()}
-    applies = [i for i in ids if by_id[i].applies_to(protocol, profile or DEFAULT_PROFILE)]
-    return next((i for i in applies if rule is not None
-                 and rule.split("/", 1)[0] in by_id[i].requirements), applies[0])
-
-
-CLIENTS = REPO_ROOT / "fixtures" / "clients"
-PROXIES = REPO_ROOT / "fixtures" / "proxies"
-
-
-def _client_fixtures() -> list[tuple[str, int, str | None, str]]:
-    """(fixture, protocol, the first rule it breaks there or None, the case) for every
-    client fixture of the manifest: the first of its manifest cases that grades the rule."""
-    import yaml
-
-    manifest = yaml.safe_load((CLIENTS / "manifest.yaml").read_text(encoding="utf-8"))
-    out = []
-    for entry in manifest["clients"]:
-        protocol, rule = _first_rule(entry["expect"], sorted(int(v[1:]) for v in entry["expect"]))
-        out.append((entry["file"][:-3], protocol, rule,
-                    _first_case(rule, protocol, entry["cases"], entry.get("acp_profile"))))
-    return out
-
-
-def _client_targets(name: str) -> tuple[list[str], list[str]]:
-    """The command line's and the plugin's options for a client fixture, as its manifest
-    says (tests/test_client_fixtures.py): a profile, an adapter, or the wire only."""
-    import yaml
-
-    manifest = yaml.safe_load((CLIENTS / "manifest.yaml").read_text(encoding="utf-8"))
-    entry = next(e for e in manifest["clients"] if e["file"] == f"{name}.py")
-    path = CLIENTS / entry["file"]
-    command = shlex.join([sys.executable, str(path), "--agent-cmd", "{agent}",
-                          *entry.get("args", [])])
-    cli, plug = ["--client", command, "--timeout", "20"], ["--acp-client", command,
-                                                            "--acp-timeout", "20"]
-    if entry["run"] == "adapter":
-        cli, plug = (["--client-adapter", f"{path}:make_client"],
-                     ["--acp-client-adapter", f"{path}:make_client"])
-    elif entry["run"] != "wire":
-        cli += ["--client-profile", str(CLIENTS / entry["profile"])]
-        plug += ["--acp-client-profile", str(CLIENTS / entry["profile"])]
-    if "acp_profile" in entry:  # a rule only that profile grades
-        cli += ["--profile", entry["acp_profile"]]
-        plug += ["--acp-profile", entry["acp_profile"]]
-    return cli, plug
-
-
-def _proxy_fixtures() -> list[tuple[str, int, str | None, str, bool]]:
-    """(fixture, protocol, the first rule it breaks there or None, the selector, adapts)
-    for every proxy fixture of the manifest: the cases of the rule (proxy cases are short:
-    the suite's agent double plays them), or for one that breaks nothing the first case."""
-    import yaml
-
-    manifest = yaml.safe_load((PROXIES / "manifest.yaml").read_text(encoding="utf-8"))
-    ids = [c.id for c in _bundled_cases() if c.role == "proxy"]
-    out = []
-    for entry in manifest["fixtures"]:
-        protocol, rule = _first_rule(entry["expect"], entry["protocols"])
-        out.append((entry["name"], protocol, rule, rule or _first_case(None, protocol, ids),
-                    bool(entry.get("adapts"))))
-    return out
-
-
-def assert_breaks(roads: dict[str, Any], rule: str | None) -> None:
-    """One verdict on every road, and the rule the fixture breaks among the rows (a
-    fixture that breaks nothing passes)."""
-    verdict = roads["cli"][1]["summary"]["verdict"]
-    assert_one_verdict(roads, verdict)
-    if rule is None:
-        assert verdict == "pass", roads["cli"][2]
-    else:
-        assert any(r[1].startswith(rule) and r[2] in ("fail", "warn")
-                   for r in rows(roads["cli"][1])), roads["cli"][2]
-
-
-CLIENT_FIXTURES = _client_fixtures()
-PROXY_FIXTURES = _proxy_fixtures()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name,protocol,rule,case", CLIENT_FIXTURES,
-                         ids=[f"{n}-v{p}" for n, p, _, _ in CLIENT_FIXTURES])
-def test_every_client_fixture_gets_one_verdict_on_every_road(
-        tmp_path: Path, pytester: pytest.Pytester, name: str, protocol: int,
-        rule: str | None, case: str) -> None:
-    """Every client fixture, driven as its manifest says, on one case of the rule it breaks
-    (the first of its manifest cases that grades it; a fixture that breaks nothing: its
-    first case): the CLI, `check` on its transcripts and the pytest plugin give one
-    verdict, one headline and one set of (case, rule, outcome) rows. Every fixture goes
-    through every road (an adapter through the plugin's --acp-client-adapter). The 25
-    take about 3 minutes serially on two shared cores (the two one-shot clients that
-    leave the probe unanswered about 20 s each)."""
-    cli, plug = _client_targets(name)
-    roads = every_road(tmp_path, pytester, cli, plug,
-                       ["--case", case, "--protocol", str(protocol)])
-    assert_breaks(roads, rule)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name,protocol,rule,case,adapts", PROXY_FIXTURES,
-                         ids=[f"{n}-v{p}" for n, p, _, _, _ in PROXY_FIXTURES])
-def test_every_proxy_fixture_gets_one_verdict_on_every_road(
-        tmp_path: Path, pytester: pytest.Pytester, name: str, protocol: int,
-        rule: str | None, case: str, adapts: bool) -> None:
-    """Every proxy fixture, with the suite's agent double behind it, on the cases of the
-    rule it breaks (a fixture that breaks nothing: the first proxy case):
-    the CLI, `check` on its transcripts and the plugin's proxy role give one verdict, one
-    headline and one set of (case, rule, outcome) rows. The 12 take about 1.5 minutes
-    serially on two shared cores."""
-    command = f"{shlex.join([sys.executable, str(PROXIES / f'{name}.py')])} {{agent}}"
-    adapt = ["--proxy-adapts"] if adapts else []
-    roads = every_road(tmp_path, pytester, ["--proxy", command, *adapt],
-                       ["--acp-proxy", command, *[f"--acp-{a[2:]}" for a in adapt]],
-                       ["--case", case, "--protocol", str(protocol)])
-    assert_breaks(roads, rule)

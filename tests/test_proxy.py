@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 import yaml
 from conftest import cli_report, load_json, run_cli
-from helpers import settled
+from helpers import assert_breaks, first_case, first_rule, plugin_agrees_with_check, settled
 
 from conformance import transcript
 from conformance.checks.proxy import REQUIREMENTS, grade_proxy
 from conformance.results import Outcome
 from conformance.transcript import Entry, Transcript
+
+pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
 PROXIES = REPO / "fixtures" / "proxies"
@@ -68,8 +70,15 @@ def fixture_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.mark.parametrize("entry", MANIFEST, ids=[e["name"] for e in MANIFEST])
-def test_proxy_fixture_gets_exactly_its_findings(entry: dict[str, Any], fixture_runs: Any) -> None:
-    code, report, output, _ = fixture_runs(entry["name"])
+def test_proxy_fixture_gets_exactly_its_findings(entry: dict[str, Any], fixture_runs: Any,
+                                                 tmp_path: Path,
+                                                 request: pytest.FixtureRequest) -> None:
+    """The fixture over the whole proxy suite: exactly the findings its manifest lists. The
+    pytest plugin's proxy role then plays the cases of its first fault (a fixture that
+    breaks nothing: the first proxy case) and gives the verdict, headline and rows that
+    `check` gives those cases' transcripts of this run: one verdict on every road, each
+    fixture run live once by the command line."""
+    code, report, output, transcripts = fixture_runs(entry["name"])
     assert report, output
     assert report["role"] == "proxy"
     any_fail = False
@@ -86,6 +95,14 @@ def test_proxy_fixture_gets_exactly_its_findings(entry: dict[str, Any], fixture_
     # Every case ran through the proxy: no case of the plan is not testable.
     cases = {r["case"] for r in report["results"]}
     assert len(cases) >= (7 if entry.get("adapts") else 16)
+    protocol, rule = first_rule(entry["expect"], entry["protocols"])
+    ran = [c["case"].rpartition("@v")[0] for c in report["cases"]
+           if c["case"].endswith(f"@v{protocol}")]
+    adapt = ["--acp-proxy-adapts"] if entry.get("adapts") else []
+    assert_breaks(plugin_agrees_with_check(
+        tmp_path, request.getfixturevalue("pytester"),
+        ["--acp-proxy", proxy(entry["name"]), *adapt, "--acp-timeout", "20"],
+        rule or first_case(None, protocol, ran), protocol, report, transcripts), rule)
 
 
 def test_reference_agent_behind_a_transparent_proxy_scores_like_it_does_alone(

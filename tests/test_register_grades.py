@@ -2,7 +2,8 @@
 version, checkers only look it up, and ``list`` / ``list --json`` state what reports show.
 
 The other half of the proof (every fault a broken fixture triggers is reported with the
-grade ``list --json`` states) runs over every fixture in ``test_one_verdict.py``.
+grade ``list --json`` states) runs over every fixture's live run in ``offline.py``
+(``assert_graded_as_listed``, called by the agent and client fixture sweeps).
 """
 
 from __future__ import annotations
