@@ -80,3 +80,36 @@ def test_cancelled_plugin_fuzz_session_is_not_a_pass(tmp_path: Path,
     assert suite is not None
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["verdict"] == "interrupted" and props["interrupted"] == sig.name
+
+
+def test_an_interrupt_in_a_frame_without_a_line_is_still_shown() -> None:
+    """Seen with SIGTERM half a second into ``--acp-fuzz`` (while Hypothesis built its
+    character map): the interrupt landed in a frame Python gives no line number, and
+    pytest's terminal reporter, showing where, raised a TypeError (exit 1 and a traceback,
+    not 128+N). The plugin leaves such frames out of the interrupt it raised, and the
+    exception the signal cut short."""
+    import types
+
+    from _pytest._code.code import ExceptionInfo, Traceback, TracebackEntry
+
+    from conformance.pytest_plugin.reports import showable
+
+    try:
+        try:
+            raise FileNotFoundError("charmap")
+        except FileNotFoundError:
+            raise KeyboardInterrupt from None
+    except KeyboardInterrupt:
+        excinfo = ExceptionInfo.from_current()
+    excinfo.value.__suppress_context__ = False  # as a signal handler's interrupt has it
+    assert excinfo.value.__context__ is not None
+    frame = excinfo.traceback[0]._rawentry.tb_frame
+    lineless = types.SimpleNamespace(tb_frame=frame, tb_lineno=None, tb_next=None,
+                                     tb_lasti=-1)
+    good = excinfo.traceback[0]
+    excinfo.traceback = Traceback([good, TracebackEntry(lineless)])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        excinfo.getrepr(funcargs=True)  # pytest itself, as it failed
+    showable(excinfo)
+    shown = str(excinfo.getrepr(funcargs=True))
+    assert "KeyboardInterrupt" in shown and "During handling" not in shown

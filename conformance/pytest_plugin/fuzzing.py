@@ -74,6 +74,13 @@ class Interrupted:
             self.signum = signum
             raise KeyboardInterrupt
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        if self.signum:
+            from conformance.pytest_plugin.reports import showable
+
+            showable(excinfo)
+
     def pytest_unconfigure(self) -> None:
         import signal
 

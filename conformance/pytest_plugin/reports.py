@@ -24,6 +24,19 @@ from conformance.pytest_plugin import workers
 from conformance.pytest_plugin.state import STATE
 
 
+def showable(excinfo: Any) -> None:
+    """An interrupt the plugin raised (a signal), made one pytest can show: pytest's
+    terminal reporter prints where it landed, and a frame Python gives no line number
+    (the signal came between two lines' code) breaks that report (a TypeError, a traceback
+    and exit 1 instead of the session's 128+N). Those frames are left out, and so is the
+    exception the signal cut short (its context: nothing the user did)."""
+    from _pytest._code.code import Traceback
+
+    kept = [e for e in excinfo.traceback if e._rawentry.tb_lineno is not None]
+    if len(kept) < len(excinfo.traceback):
+        excinfo.traceback = Traceback(kept)
+    excinfo.value.__suppress_context__ = True
+
 class Reports:
     """Gathers case results (from xdist workers too) and writes the suite's reports."""
 
@@ -58,6 +71,11 @@ class Reports:
         if self.session is not None:  # pytest stops after the item in progress
             self.session.shouldstop = f"interrupted by {signal.Signals(signum).name}"
         state.interrupt(signum, frame)  # KeyboardInterrupt while it drives the target
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        if self.signum:
+            showable(excinfo)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
