@@ -143,7 +143,11 @@ def test_the_server_answers_with_the_scripts_ids(tmp_path: Path) -> None:
 
 def fuzz(tmp_path: Path, name: str, *extra: str, seed: str = "1") -> tuple[int, dict[str, Any],
                                                                             str]:
+    # the ci effort's runs, bounded by their count and the shrink attempts, not the clock:
+    # on a busy machine its 60 s time budget (and the shrink budget, half of it) would cut
+    # the search and the shrinking short, and a fixed seed would find and shrink less
     return cli_report("fuzz", "--agent", agent(name), "--model-server", "--effort", "ci",
+                      "--time-budget", "900", "--shrink-budget", "900",
                       "--seed", seed, "--regressions", str(tmp_path / "lib"), "--agent-env",
                       f"ACP_REFERENCE_STATE_DIR={tmp_path / 'state'}", *extra,
                       tmp_path=tmp_path, timeout=400)
