@@ -1,11 +1,12 @@
 """The one grading of a recorded case, for every role and every road to it.
 
 A case's transcript header records what the case grades (its :class:`Scope`) and how
-it ended (its :class:`Ending`); :func:`grade_recorded` grades the entries from those
-alone: one transcript (agent, client), or two (a proxy case: its client side, whose
-header this is, and its agent side, graded together by the two-sided checker). The live run (``lifecycle.play_case``, the proxy
-runner), ``acp-conformance check``, ``replay``, the pytest plugin's ``acp_session`` and
-both fuzzers call it, so each road folds the consequences of a client's fault (and of
+it ended (its :class:`Ending`); :func:`grade_recorded` grades one transcript (agent,
+client) from those alone, and :func:`grade_sides` a case recorded on two sides (a proxy
+case: its client side, whose header this is, and its agent side, graded together by the
+two-sided checker). The live run (``lifecycle.play_case``), ``acp-conformance check``
+(:func:`grade_file`), ``replay``, the pytest plugin's ``acp_session`` and both fuzzers
+call them, so each road folds the consequences of a client's fault (and of
 an agent's fault that other rules see again, :mod:`conformance.faultfold`) and applies
 the case file's exclusions alike. A fuzzer's generated run records its scope (and how
 it ended) in its header as a case does, and is graded from that header alone too.
@@ -129,16 +130,15 @@ class Ending:
 
 
 def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
-                   agent_side: Iterable[Entry] | None = None, protocol: int | None = None,
-                   schema_dir: Path | None = None, strict: bool = False,
-                   select: Sequence[str] | None = None) -> list[Finding]:
+                   protocol: int | None = None, schema_dir: Path | None = None,
+                   strict: bool = False, select: Sequence[str] | None = None) -> list[Finding]:
     """Grade one case's transcript from what it records: its scope and how it ended.
 
-    The one grading a recorded case gets, live and offline (``check``), for every road.
-    ``agent_side`` is the second transcript of a proxy case (``entries`` its client
-    side). ``strict`` adds ``--strict`` to what was recorded; ``protocol`` overrides the
-    header's (``check --protocol``); ``select`` narrows the recorded scope to some rules
-    (a caller that asks for them on purpose: ``acp_session.findings``)."""
+    The one grading a recorded case gets, live and offline (``check``), for every road
+    (a case recorded on two sides: :func:`grade_sides`). ``strict`` adds ``--strict`` to
+    what was recorded; ``protocol`` overrides the header's (``check --protocol``);
+    ``select`` narrows the recorded scope to some rules (a caller that asks for them on
+    purpose: ``acp_session.findings``)."""
     from conformance.timers import annotate  # the clock-ended waits a finding rests on
 
     # a file's entries (transcript.EntryFile) stream from it: never all held at once
@@ -147,12 +147,9 @@ def grade_recorded(header: Mapping[str, Any], entries: Iterable[Entry], *,
     if select:
         scope = dataclasses.replace(scope, rules=tuple(select))
     ending = Ending.from_header(header)
-    if agent_side is not None:  # a case recorded on two sides (a proxy's): graded as one
-        found = _grade_sides(header, scope, ending, entries, agent_side, protocol, schema_dir)
-    else:
-        version = int(header.get("protocol", 1)) if protocol is None else protocol
-        found = (_played(scope, ending, entries, version, schema_dir) if ending.reason is None
-                 else _not_played(header, scope, ending, entries, version))
+    version = int(header.get("protocol", 1)) if protocol is None else protocol
+    found = (_played(scope, ending, entries, version, schema_dir) if ending.reason is None
+             else _not_played(header, scope, ending, entries, version))
     return apply_strict(annotate(found, header, entries), strict or scope.strict)
 
 
@@ -229,31 +226,34 @@ def grade_file(path: Path, header: Mapping[str, Any], *, protocol: int | None = 
     named = header.get("agent_side")
     if not named and Ending.from_header(header).reason is not None:
         # a case the run did not play: its transcript is a header saying why, one side
-        return FileGrade(grade_recorded(header, entries, agent_side=[], protocol=protocol,
-                                        strict=strict))
+        return FileGrade(grade_sides(header, entries, [], protocol=protocol, strict=strict))
     other = path.with_name(str(named or "-"))
     if not named or not other.is_file():
         raise RecordedError("a proxy transcript needs its agent side beside it "
                             f"({other.name if named else 'no agent_side in its header'})")
     side, read = tmod.iter_entries(other)
     sent = list(read)
-    graded = FileGrade(grade_recorded(header, entries, agent_side=sent, protocol=protocol,
-                                      strict=strict))
+    graded = FileGrade(grade_sides(header, entries, sent, protocol=protocol, strict=strict))
     if graded_alone(side):
         graded.behind = (other, side, grade_recorded(side, sent, protocol=protocol,
                                                      strict=strict))
     return graded
 
 
-def _grade_sides(header: Mapping[str, Any], scope: Scope, ending: Ending,
-                 received: Iterable[Entry], sent: Iterable[Entry], protocol: int | None,
-                 schema_dir: Path | None) -> list[Finding]:
-    """A case recorded on two sides: ``received`` its own (whose ``header`` this is),
-    ``sent`` the other (what the target behind wrote); the two-sided checker grades them
-    (:func:`conformance.checks.proxy_case.grade_case`) from what the header records."""
+def grade_sides(header: Mapping[str, Any], received: Iterable[Entry], sent: Iterable[Entry],
+                *, protocol: int | None = None, schema_dir: Path | None = None,
+                strict: bool = False) -> list[Finding]:
+    """Grade a case recorded on two sides (a proxy's) from what it records, as
+    :func:`grade_recorded` grades one: ``received`` its own transcript (whose ``header``
+    this is: the client side), ``sent`` the other (what the target behind wrote, before
+    the proxy), graded together by the two-sided checker
+    (:func:`conformance.checks.proxy_case.grade_case`)."""
     from conformance.checks import grade
     from conformance.checks.proxy_case import grade_case
+    from conformance.timers import annotate
 
+    received = received if isinstance(received, Sequence) else list(received)
+    scope, ending = Scope.from_header(header), Ending.from_header(header)
     options = scope.options()
 
     def one(entries: list[Entry], rules: list[str], version: int,
@@ -264,12 +264,13 @@ def _grade_sides(header: Mapping[str, Any], scope: Scope, ending: Ending,
     front = int(header.get("protocol", 1)) if protocol is None else protocol
     not_played = None if ending.reason is None else (shown_note(ending.note, ending.reason),
                                                      ending.reason)
-    return grade_case(sent, received, front=front,
-                      behind=int(header.get("agent_protocol") or front),
-                      adapter=header.get("adapter") is True, options=options,
-                      rules=scope.rules, one=one, not_played=not_played,
-                      requirements=[str(r) for r in header.get("requirements") or []],
-                      cut=bool(ending.cut))
+    found = grade_case(sent, received, front=front,
+                       behind=int(header.get("agent_protocol") or front),
+                       adapter=header.get("adapter") is True, options=options,
+                       rules=scope.rules, one=one, not_played=not_played,
+                       requirements=[str(r) for r in header.get("requirements") or []],
+                       cut=bool(ending.cut))
+    return apply_strict(annotate(found, header, received), strict or scope.strict)
 
 
 #: What a target does when a fault has already broken it: it exits, hangs, leaves the

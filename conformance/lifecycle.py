@@ -10,7 +10,8 @@ A role (the agent suite, the client suite, and any role to come) supplies a
 * the ladder of ways a drive ends early: a signal, a cut (``--deadline``), a
   target fault (the case is still graded on what was recorded), a case the target
   cannot take (not graded: every requirement of the case says why, with a code);
-* the grading itself, :func:`conformance.grading.grade_recorded` (pure), a function
+* the grading itself, :func:`conformance.grading.grade_recorded` (pure; ``grade_sides``
+  for a case recorded on two sides), a function
   of the header and the entries only, which ``acp-conformance check`` calls on a
   saved transcript: a live run and its transcripts give the same findings by
   construction;
@@ -37,6 +38,7 @@ from conformance.grading import (
     Scope,
     ended,
     grade_recorded,
+    grade_sides,
     shown_note,
 )
 from conformance.masking import Masker
@@ -207,14 +209,18 @@ INTERRUPT_GRACE = 0.5  # seconds an interrupted target gets before SIGTERM, and 
 @dataclasses.dataclass
 class Side:
     """A second transcript a case records (a proxy's agent side: what the agent behind it
-    wrote, before the proxy): graded with the case's own (``agent_side`` of
-    :func:`conformance.grading.grade_recorded`) and saved beside it as ``NAME + suffix``.
+    wrote, before the proxy): graded with the case's own (``grade``, by default
+    :func:`conformance.grading.grade_sides`) and saved beside it as ``NAME + suffix``.
     With ``alone`` its header records a scope of its own, and it is graded alone as well:
     the result of the target behind (``CaseResult.behind``), never the case's target's."""
 
     transcript: Transcript
     suffix: str
     alone: bool = False
+    #: how the case is graded with this side (header, the case's own entries, this
+    #: side's entries, schema_dir): what recorded two sides takes, so a one-sided case
+    #: never reaches the two-sided checker
+    grade: Callable[..., list[Finding]] = grade_sides
 
 
 def play_case(case: Any, protocol: int, role: str, drive: Drive, transcript: Transcript, *,
@@ -242,9 +248,11 @@ def play_case(case: Any, protocol: int, role: str, drive: Drive, transcript: Tra
     ended(cr, ending)
     transcript.header["ended"] = ending.to_json()
     second = side() if side is not None else None
-    cr.findings = [f.with_case(name) for f in grade_recorded(
-        transcript.header, transcript.entries, schema_dir=schema_dir,
-        agent_side=second.transcript.entries if second is not None else None)]
+    found = (grade_recorded(transcript.header, transcript.entries, schema_dir=schema_dir)
+             if second is None else second.grade(transcript.header, transcript.entries,
+                                                 second.transcript.entries,
+                                                 schema_dir=schema_dir))
+    cr.findings = [f.with_case(name) for f in found]
     cr.transcript_path = save(transcripts, transcript, name)
     if second is not None:
         if second.alone:

@@ -40,7 +40,7 @@ from conftest import REPO_ROOT, cli_env
 from helpers import settled
 
 from conformance import transcript as tmod
-from conformance.grading import grade_recorded
+from conformance.grading import grade_recorded, grade_sides
 
 REPEAT = int(os.environ.get("ACP_STABILITY_REPEAT", "2"))
 FIXTURES = REPO_ROOT / "fixtures"
@@ -193,11 +193,10 @@ def rows_by_repetition(folder: Path) -> dict[str, dict[int, set[tuple[str, str]]
         if ".agent-side" in path.name:
             continue
         header, entries = tmod.load(path)
-        side = None
+        found = grade_recorded(header, entries)
         if header.get("role") == "proxy" and header.get("agent_side"):
             other = path.with_name(str(header["agent_side"]))
-            side = tmod.load(other)[1] if other.is_file() else []
-        found = grade_recorded(header, entries, agent_side=side)
+            found = grade_sides(header, entries, tmod.load(other)[1] if other.is_file() else [])
         out.setdefault(str(header.get("case")), {})[repetition_of(path)] = {
             (f.requirement, f.outcome.value) for f in found}
     return out

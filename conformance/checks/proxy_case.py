@@ -1,7 +1,7 @@
 """A proxy case as recorded, graded from its two transcripts: the proxy rules
 (:func:`conformance.checks.proxy.grade_proxy`) on both sides, the agent role's
-always-graded rules on the client side. :func:`conformance.grading.grade_recorded`
-calls it for a case recorded on two sides, live and in ``check``.
+always-graded rules on the client side. :func:`conformance.grading.grade_sides` calls
+it for a case recorded on two sides, live and in ``check``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def grade_case(sent: Iterable[Entry], received: Iterable[Entry], *, front: int, 
     """A proxy case as recorded: the proxy rules (:func:`grade_proxy`) on both sides, and
     the agent role's always-graded rules (framing, liveness) on the client side
     ``received``, which speaks ``front`` (``behind`` the agent side's version), graded by
-    ``one`` (:func:`conformance.grading.grade_recorded`'s grading of one transcript).
+    ``one`` (the checkers on one transcript: :func:`conformance.grading.grade_sides`).
     ``rules`` None grades every proxy rule. A case the proxy could not take past the handshake
     (``not_played``: the note shown and its reason) grades the handshake (MID-P-05: it
     may be the proxy's doing) and says why for the rest; in a ``cut`` case what was

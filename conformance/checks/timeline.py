@@ -183,9 +183,9 @@ class Carried:
 
         ``window``: it arrived in the replay window; ``fresh``: outside it, a message the
         session has not shown yet may be the turn's (no prompt the target could have read
-        since is known to be running); ``shown``: the agent and thought message IDs the
-        session showed live (a window that replays nothing: an upsert under another is
-        no history)."""
+        since is known to be running); ``shown``: the message IDs other than user
+        messages' that the session showed live (a window that replays nothing: an upsert
+        under another is no history)."""
         if self.ended or kind == "user":
             if window:
                 self.begun = True

@@ -1,6 +1,6 @@
 """What a proxy case grades (its scope). The grading of a recorded proxy case, from its
 two transcripts and what the client side's header records, is the one grading every
-recorded case gets (:func:`conformance.grading.grade_recorded`, live and in ``check``);
+recorded case gets (:func:`conformance.grading.grade_sides`, live and in ``check``);
 the rules themselves are :mod:`conformance.checks.proxy`.
 """
 

@@ -37,6 +37,7 @@ def showable(excinfo: Any) -> None:
         excinfo.traceback = Traceback(kept)
     excinfo.value.__suppress_context__ = True
 
+
 class Reports:
     """Gathers case results (from xdist workers too) and writes the suite's reports."""
 
