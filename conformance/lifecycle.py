@@ -10,8 +10,8 @@ A role (the agent suite, the client suite, and any role to come) supplies a
 * the ladder of ways a drive ends early: a signal, a cut (``--deadline``), a
   target fault (the case is still graded on what was recorded), a case the target
   cannot take (not graded: every requirement of the case says why, with a code);
-* the grading itself, :func:`conformance.grading.grade_recorded` (pure; ``grade_sides``
-  for a case recorded on two sides), a function
+* the grading itself, :func:`conformance.grading.grade_recorded` (pure; a case recorded
+  on two sides: its :class:`Side`'s ``grade``), a function
   of the header and the entries only, which ``acp-conformance check`` calls on a
   saved transcript: a live run and its transcripts give the same findings by
   construction;
@@ -29,7 +29,7 @@ import dataclasses
 import re
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -38,13 +38,12 @@ from conformance.grading import (
     Scope,
     ended,
     grade_recorded,
-    grade_sides,
     shown_note,
 )
 from conformance.masking import Masker
 from conformance.results import CaseResult, Finding, Outcome, Reason
 from conformance.timers import late_notes
-from conformance.transcript import Transcript
+from conformance.transcript import Entry, Transcript
 
 if TYPE_CHECKING:
     from conformance.checks import Options
@@ -206,21 +205,28 @@ def stopped(exc: CaseAborted | CaseNotPlayable) -> Ending:
 INTERRUPT_GRACE = 0.5  # seconds an interrupted target gets before SIGTERM, and again SIGKILL
 
 
+class GradeSides(Protocol):
+    """How a case recorded on two sides is graded: the header and entries of the case's
+    own transcript, then the second's (:func:`conformance.grading.grade_sides`)."""
+
+    def __call__(self, header: Mapping[str, Any], received: Iterable[Entry],
+                 sent: Iterable[Entry], *, schema_dir: Path | None = None) -> list[Finding]:
+        ...
+
+
 @dataclasses.dataclass
 class Side:
     """A second transcript a case records (a proxy's agent side: what the agent behind it
-    wrote, before the proxy): graded with the case's own (``grade``, by default
-    :func:`conformance.grading.grade_sides`) and saved beside it as ``NAME + suffix``.
+    wrote, before the proxy): graded with the case's own by ``grade``, which the role
+    supplies (a one-sided case never reaches the two-sided checker), and saved beside it
+    as ``NAME + suffix``.
     With ``alone`` its header records a scope of its own, and it is graded alone as well:
     the result of the target behind (``CaseResult.behind``), never the case's target's."""
 
     transcript: Transcript
     suffix: str
+    grade: GradeSides  # how the role grades its two sides (a proxy: grading.grade_sides)
     alone: bool = False
-    #: how the case is graded with this side (header, the case's own entries, this
-    #: side's entries, schema_dir): what recorded two sides takes, so a one-sided case
-    #: never reaches the two-sided checker
-    grade: Callable[..., list[Finding]] = grade_sides
 
 
 def play_case(case: Any, protocol: int, role: str, drive: Drive, transcript: Transcript, *,

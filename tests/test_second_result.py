@@ -15,7 +15,7 @@ import pytest
 from conformance import cases as casemod
 from conformance.checks import Options
 from conformance.engine import Suite, run_suite
-from conformance.grading import Ending, Scope
+from conformance.grading import Ending, Scope, grade_sides
 from conformance.lifecycle import Side, new_transcript, play_case
 from conformance.results import CaseResult, Finding, Outcome
 from conformance.transcript import Transcript, load
@@ -116,7 +116,7 @@ def test_play_case_grades_both_sides_and_keeps_the_second(tmp_path: Path) -> Non
                         "requirements": list(case.requirements),
                         "scope": Scope("agent", rules=("MID-A-02",)).to_json()})
     cr = play_case(case, 1, "proxy", Quiet(), front, transcripts=tmp_path,
-                   side=lambda: Side(agent, ".agent-side", alone=True))
+                   side=lambda: Side(agent, ".agent-side", grade_sides, alone=True))
     assert {f.requirement.split("/")[0] for f in cr.findings} >= {"MID-P-01"}
     assert cr.behind is not None and cr.behind.case == name
     assert {f.requirement.split("/")[0] for f in cr.behind.findings} == {"MID-A-02"}
@@ -125,5 +125,5 @@ def test_play_case_grades_both_sides_and_keeps_the_second(tmp_path: Path) -> Non
     assert Path(cr.transcript_path or "").name == f"{name}.jsonl"
     # a second side not graded alone is kept, and is no result of its own
     cr = play_case(case, 1, "proxy", Quiet(), front, transcripts=tmp_path / "x",
-                   side=lambda: Side(agent, ".agent-side"))
+                   side=lambda: Side(agent, ".agent-side", grade_sides))
     assert cr.behind is None and (tmp_path / "x" / f"{name}.agent-side.jsonl").is_file()

@@ -40,7 +40,7 @@ from conftest import REPO_ROOT, cli_env
 from helpers import settled
 
 from conformance import transcript as tmod
-from conformance.grading import grade_recorded, grade_sides
+from conformance.grading import grade_file
 
 REPEAT = int(os.environ.get("ACP_STABILITY_REPEAT", "2"))
 FIXTURES = REPO_ROOT / "fixtures"
@@ -187,16 +187,13 @@ def repetition_of(path: Path) -> int:
 
 def rows_by_repetition(folder: Path) -> dict[str, dict[int, set[tuple[str, str]]]]:
     """{case: {repetition: {(rule, outcome), ...}}}, each repetition's transcript graded on
-    its own (a proxy case with the agent side its header names)."""
+    its own (a proxy case with the agent side its header names, which must lie beside it)."""
     out: dict[str, dict[int, set[tuple[str, str]]]] = {}
     for path in sorted(folder.glob("*.jsonl")):
         if ".agent-side" in path.name:
             continue
-        header, entries = tmod.load(path)
-        found = grade_recorded(header, entries)
-        if header.get("role") == "proxy" and header.get("agent_side"):
-            other = path.with_name(str(header["agent_side"]))
-            found = grade_sides(header, entries, tmod.load(other)[1] if other.is_file() else [])
+        header = tmod.read_header(path)
+        found = grade_file(path, header).findings  # as ``check`` grades it
         out.setdefault(str(header.get("case")), {})[repetition_of(path)] = {
             (f.requirement, f.outcome.value) for f in found}
     return out

@@ -21,7 +21,7 @@ from typing import Any
 
 from conformance.agent.steps import Step
 from conformance.fuzz.settings import Effort
-from conformance.results import Finding, Outcome
+from conformance.results import Finding, Outcome, apply_strict
 from conformance.transcript import Entry, Transcript
 
 
@@ -43,9 +43,7 @@ def violations(findings: Sequence[Finding], strict: bool) -> list[Finding]:
 
     bad = [f for f in findings if f.outcome is Outcome.FAIL
            or (strict and f.outcome is Outcome.WARN)]
-    # a warn is here only under ``strict``, where it is a fail (as ``--strict`` reports it)
-    return [f if f.outcome is Outcome.FAIL else f.with_outcome(Outcome.FAIL)
-            for f in sorted(bad, key=order)]
+    return [f for f in apply_strict(sorted(bad, key=order), strict)]
 
 
 @dataclass

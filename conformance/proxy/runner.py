@@ -32,7 +32,7 @@ from conformance.checks import all_rules
 from conformance.checks.proxy import REQUIREMENTS
 from conformance.client.script import TurnScript, build_reload, build_turn, check_case, new_ids
 from conformance.engine import Suite, run_suite
-from conformance.grading import Ending
+from conformance.grading import Ending, grade_sides
 from conformance.lifecycle import (
     Cutoff,
     Side,
@@ -248,7 +248,8 @@ def run_proxy_case(run: ProxyRun, case: Case, protocol: int, *, signals: Any = N
             """The agent side, read once the drive is over (from the shim's log)."""
             if not recorded:
                 recorded.append(Side(_agent_transcript(run, case, drive, name, scope.profile,
-                                                       side), AGENT_SIDE, bool(run.agent)))
+                                                       side), AGENT_SIDE, grade_sides,
+                                     bool(run.agent)))
             return recorded[0]
 
         cr = play_case(case, protocol, ROLE, drive, transcript, transcripts=run.transcripts,
