@@ -34,6 +34,33 @@ def shared_dir() -> Path:
     return found
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The checkout's modules compiled once, before any test: the tests start some thousands
+    of interpreters (the command line, fixtures, the reference targets), and where
+    ``PYTHONDONTWRITEBYTECODE`` is set (some CI images set it) none of them would keep its
+    compiled modules, so every one would compile the package again. The controller compiles;
+    an xdist worker finds it done. ``compileall`` writes whatever that variable says."""
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+
+    for folder in ("conformance", "fixtures", "bench", "interop"):
+        if (REPO_ROOT / folder).is_dir():
+            compileall.compile_dir(REPO_ROOT / folder, quiet=2)
+
+
+#: The longest tests (each a minute or more of one worker), longest first, started before
+#: the rest: xdist hands tests out in collection order (``--maxschedchunk 1``: one at a
+#: time, to whichever worker is free), and one of these met last leaves the others idle.
+LONGEST_FIRST = (
+    "tests/test_stability.py::",
+    "tests/test_docs_commands.py::test_every_sh_block_runs[docs/ci.md:",
+    "tests/test_fuzz_model_side.py::test_passthrough_ids_are_found_shrunk_saved_and_replayed",
+    "tests/test_fuzz_persistent.py::test_cross_session_fault_needs_persistent_mode",
+    "tests/test_bench_smoke.py::test_acplint_comparison_floor_without_acplint",
+)
+
+
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -143,9 +170,16 @@ SLOW_MODULES = frozenset({
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow modules' tests marked ``slow``; :data:`LONGEST_FIRST` first, every other test
+    in its place (a stable sort)."""
     for item in items:
         if item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, p in enumerate(LONGEST_FIRST) if item.nodeid.startswith(p)),
+                    len(LONGEST_FIRST))
+
+    items.sort(key=rank)
 
 
 @pytest.fixture

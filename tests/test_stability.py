@@ -12,13 +12,22 @@ known exactly. What must hold:
 * a broken target (the demo's broken agent and client, and the broken fixtures) gives the
   same set of (case, rule, outcome) rows in every repetition.
 
-The default selection fits a few minutes of the test budget on two cores (about 4 min
-measured): the reference targets and the demo's broken targets over the whole suite, each
-conformant fixture over the whole suite of its versions, and the broken fixtures whose
-faults a race could move (``TIMING``) over the cases of the rules they break.
-``ACP_STABILITY=all`` adds every other broken fixture of the manifests (each over the
-cases of the rules it breaks; some ten minutes more). ``ACP_STABILITY_REPEAT=N`` plays every case N times (default 2); the failure
-message lists exactly the rows that moved, repetition by repetition.
+The default selection: the reference targets and the demo's broken targets over the whole
+suite, each conformant fixture over the whole suite of its versions, and the broken
+fixtures whose faults a race could move (``TIMING``) over the cases of the rules they
+break. ``ACP_STABILITY=all`` adds every other broken fixture of the manifests (each over
+the cases of the rules it breaks). ``ACP_STABILITY_REPEAT=N`` plays every case N times
+(default 2); the failure message lists exactly the rows that moved, repetition by
+repetition.
+
+The targets' runs go ``ACP_STABILITY_PARALLEL`` at a time (default 4) beside the busy
+loops, so the machine is busy with the suite's own work as well as with the loops, and
+the loops take a share of the cores only while the runs go. The module is one test, so
+one xdist worker plays it (``--dist loadgroup`` would do that for a group of tests, but
+pytest-xdist 3.8 cannot group under pytest 9.2, whose node IDs it can no longer change);
+a target that fails is named in the failure message with what it did wrong.
+``ACP_STABILITY=ID,ID`` plays only the targets with those IDs (``reference-agent``,
+``agent-late_replay``, ...).
 """
 
 from __future__ import annotations
@@ -29,7 +38,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +54,7 @@ from conformance import transcript as tmod
 from conformance.grading import grade_file
 
 REPEAT = int(os.environ.get("ACP_STABILITY_REPEAT", "2"))
+PARALLEL = int(os.environ.get("ACP_STABILITY_PARALLEL", "4"))
 FIXTURES = REPO_ROOT / "fixtures"
 PY = shlex.quote(sys.executable)
 BAD = ("fail", "warn")
@@ -217,31 +229,102 @@ def moved(rows: dict[str, dict[int, set[tuple[str, str]]]]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("target", TARGETS, ids=[t.id for t in TARGETS])
-def test_the_verdict_is_stable_on_a_busy_machine(target: Target, busy_machine: str,
-                                                 tmp_path: Path) -> None:
-    transcripts = tmp_path / "t"
-    args = list(target.args) + ["--repeat", str(REPEAT), "--no-color", "--timeout", "30"]
-    if args[0] == "demo":
-        args += ["--out", str(tmp_path), "--transcripts", str(transcripts)]
-    else:
-        args += ["--transcripts", str(transcripts), "--json", str(tmp_path / "r.json")]
-    proc = subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
-                          text=True, cwd=tmp_path, env=cli_env(), timeout=900, check=False)
-    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = rows_by_repetition(transcripts)
-    assert rows, proc.stdout[-3000:] + proc.stderr[-3000:]
-    played = [c for c, reps in rows.items() if len(reps) == REPEAT]
+@dataclass(frozen=True)
+class Played:
+    """A target's run: its exit status, the tail of what it printed, its transcripts."""
+    returncode: int
+    output: str
+    transcripts: Path
+
+
+class Runs:
+    """The targets' runs, :data:`PARALLEL` at a time; a command line still going when the
+    test ends is ended by its PID (in this process's group, as a signal to the group
+    that runs the tests reaches it too)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="stability")
+        self.futures: dict[str, Future[Played]] = {}
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.lock = threading.Lock()
+        self.closing = False
+
+    def start(self, target: Target) -> Future[Played]:
+        with self.lock:
+            if target.id not in self.futures:
+                self.futures[target.id] = self.pool.submit(self._play, target)
+            return self.futures[target.id]
+
+    def _play(self, target: Target) -> Played:
+        folder = self.root / target.id
+        folder.mkdir()
+        transcripts = folder / "t"
+        args = list(target.args) + ["--repeat", str(REPEAT), "--no-color", "--timeout", "30"]
+        if args[0] == "demo":
+            args += ["--out", str(folder), "--transcripts", str(transcripts)]
+        else:
+            args += ["--transcripts", str(transcripts), "--json", str(folder / "r.json")]
+        with self.lock:
+            if self.closing:
+                raise RuntimeError(f"the test ended before {target.id} was played")
+            proc = subprocess.Popen([sys.executable, "-m", "conformance", *args],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    cwd=folder, env=cli_env())
+            self.procs[target.id] = proc
+        try:
+            out, err = proc.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            err += "\n(the run took over 900 s and was ended)"
+        finally:
+            with self.lock:
+                self.procs.pop(target.id, None)
+        return Played(proc.returncode, out[-3000:] + err[-3000:], transcripts)
+
+    def close(self) -> None:
+        with self.lock:
+            self.closing = True
+            for proc in self.procs.values():
+                proc.terminate()  # the command line ends its own targets
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def problems(target: Target, played: Played, busy: str) -> str:
+    """What is wrong with one target's run (empty when nothing is)."""
+    if played.returncode not in (0, 1):
+        return f"exit {played.returncode}\n{played.output}"
+    rows = rows_by_repetition(played.transcripts)
+    if not rows:
+        return f"no transcript was graded\n{played.output}"
+    played_cases = [c for c, reps in rows.items() if len(reps) == REPEAT]
     # (a conformant target may take no case: one without a capability plays none again)
-    assert played or target.clean, f"no case was played {REPEAT} times: {sorted(rows)}"
+    if not played_cases and not target.clean:
+        return f"no case was played {REPEAT} times: {sorted(rows)}"
     if target.clean:
         bad = sorted({f"{case} run {k}: {rule} {outcome}" for case, reps in rows.items()
                       for k, r in reps.items() for rule, outcome in r if outcome in BAD})
-        assert bad == [], f"a conformant target got fail/warn rows (busy: {busy_machine}):\n" \
-            + "\n".join(bad)
-    else:
-        assert any(o in BAD for reps in rows.values() for r in reps.values() for _, o in r), \
-            "a broken target showed no fault"
-        flipped = moved(rows)
-        assert flipped == [], f"rows moved between repetitions (busy: {busy_machine}):\n" \
-            + "\n".join(flipped)
+        return f"a conformant target got fail/warn rows (busy: {busy}):\n" \
+            + "\n".join(bad) if bad else ""
+    if not any(o in BAD for reps in rows.values() for r in reps.values() for _, o in r):
+        return "a broken target showed no fault"
+    flipped = moved(rows)
+    return f"rows moved between repetitions (busy: {busy}):\n" + "\n".join(flipped) \
+        if flipped else ""
+
+
+def test_the_verdict_is_stable_on_a_busy_machine(busy_machine: str, tmp_path: Path) -> None:
+    chosen = os.environ.get("ACP_STABILITY", "")
+    targets = TARGETS if chosen in ("", "all") else [t for t in EVERY
+                                                    if t.id in chosen.split(",")]
+    assert targets, f"ACP_STABILITY={chosen}: no such target (IDs: {[t.id for t in EVERY]})"
+    runs = Runs(tmp_path)
+    try:
+        started = [(t, runs.start(t)) for t in targets]
+        found = {t.id: problems(t, future.result(), busy_machine) for t, future in started}
+    finally:
+        runs.close()
+    wrong = {k: v for k, v in found.items() if v}
+    assert not wrong, f"{len(wrong)} of {len(targets)} target(s):\n\n" + "\n\n".join(
+        f"[{k}] {v}" for k, v in wrong.items())
