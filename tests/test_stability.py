@@ -159,20 +159,29 @@ TARGETS = [t for t in EVERY if os.environ.get("ACP_STABILITY") == "all"
            or t.clean or t.id == "demo-broken" or t.id in TIMING]
 
 
+def ends_with_us() -> list[str]:
+    """A prefix that ends the command when the process that started it ends (util-linux's
+    ``setpriv --pdeathsig``, where there is one): a test worker killed outright, as a
+    cancelled CI job kills it, leaves no busy loop behind. Empty where there is none."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
+
+
 @pytest.fixture(scope="module")
 def busy_machine() -> Iterator[str]:
     """Every core kept busy while the module's tests run: stress-ng (one CPU worker per
     core, in its own process group), else one busy-loop process per core; all ended by
-    their own process group or PID at the end."""
+    their own process group or PID at the end, or with this process (:func:`ends_with_us`)."""
     cores = os.cpu_count() or 1
     stress = shutil.which("stress-ng")
     if stress:
-        procs = [subprocess.Popen([stress, "--cpu", str(cores), "--timeout", "3600s", "--quiet"],
+        procs = [subprocess.Popen([*ends_with_us(), stress, "--cpu", str(cores),
+                                   "--timeout", "3600s", "--quiet"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   start_new_session=True)]
         how = f"stress-ng --cpu {cores}"
     else:
-        procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+        procs = [subprocess.Popen([*ends_with_us(), sys.executable, "-c", "while True: pass"],
                                   start_new_session=True) for _ in range(cores)]
         how = f"{cores} busy-loop process(es)"
     try:
