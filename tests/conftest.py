@@ -175,6 +175,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+
     def rank(item: pytest.Item) -> int:
         return next((i for i, p in enumerate(LONGEST_FIRST) if item.nodeid.startswith(p)),
                     len(LONGEST_FIRST))
