@@ -126,7 +126,7 @@ def main(args: Sequence[str]) -> int:
     ns = build_check_parser().parse_args(list(args))
     # check runs no Hypothesis: its data folder is not set up (nor Hypothesis imported)
     if ns.out is not None:  # asked for: the reports go there
-        default_outputs(ns, "acp-conformance-check", hypothesis=False)
+        default_outputs(ns, "acp-conformance-check")
     else:
-        use_out(ns, hypothesis=False)
+        use_out(ns)
     return cmd_check(ns)

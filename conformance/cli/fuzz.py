@@ -103,7 +103,7 @@ def main(argv: Sequence[str]) -> int:
         raise UsageError(str(exc)) from None
     options = grading_options(ns)
     masker = build_masker(ns)
-    out = use_out(ns)  # the regression library and Hypothesis's data go under it
+    out = use_out(ns, hypothesis=True)  # the regression library and Hypothesis's data go under it
     if ns.regressions is None:
         ns.regressions = out / "regressions"
     ns.database = _open_database(ns, out)  # unreachable: exit 2 before any target starts

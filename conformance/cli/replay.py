@@ -62,7 +62,7 @@ def main(argv: Sequence[str]) -> int:
 
     ns = build_replay_parser().parse_args(list(argv))
     check_run_options(ns)
-    use_out(ns)
+    use_out(ns, hypothesis=True)
     if ns.attempts < 1:
         raise UsageError("--attempts must be at least 1")
     if ns.schema_dir is not None and not ns.schema_dir.is_dir():
