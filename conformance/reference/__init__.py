@@ -10,7 +10,9 @@ conformance.reference.agent`` does not find it already imported.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # no typing at run time (wire.py says why)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ReferenceAgent", "SessionStore", "main"]
 

@@ -45,10 +45,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import BinaryIO
 
-from conformance.reference.connection import Connection, Handler
+from conformance.reference.connection import Connection
 from conformance.reference.sessions import Session, SessionStore, Turn
 from conformance.reference.wire import (
     AGENT_NAME,
@@ -68,6 +66,13 @@ from conformance.reference.wire import (
     random_hex,
     text_block,
 )
+
+TYPE_CHECKING = False  # no typing at run time (wire.py says why)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import BinaryIO
+
+    from conformance.reference.connection import Handler
 
 # What this module defines; a fixture imports the wire helpers, the sessions and the
 # connection from the modules that define them (wire.py, sessions.py, connection.py).

@@ -17,11 +17,14 @@ target (the same as ``fixtures/agents/per_turn_counter.py`` and
 from __future__ import annotations
 
 import sys
-from collections.abc import Hashable
-from typing import Any
 
 from conformance.reference.agent import ReferenceAgent
 from conformance.reference.agent import main as agent_main
+
+TYPE_CHECKING = False  # no typing at run time (wire.py says why)
+if TYPE_CHECKING:
+    from collections.abc import Hashable
+    from typing import Any
 
 
 class PerTurnCounterAgent(ReferenceAgent):

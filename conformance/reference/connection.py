@@ -16,8 +16,6 @@ import sys
 import threading
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, BinaryIO
 
 from conformance.reference.sessions import Session, Turn
 from conformance.reference.wire import (
@@ -35,19 +33,24 @@ from conformance.reference.wire import (
     log,
 )
 
+TYPE_CHECKING = False  # no typing at run time (wire.py says why)
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
 Handler = Callable[[RequestId, JsonObject], "JsonObject | None"]
 
-
-@dataclass
 class _Batch:
     """A batch line whose responses are held until each of its requests is answered,
     then written as one array (JSON-RPC 2.0 section 6). ``expected`` counts the IDs its
     responses will carry (None: an entry too malformed to name one); ``open`` while its
     entries are still being taken."""
 
-    expected: Counter[Any]
-    replies: list[JsonObject] = field(default_factory=list)
-    open: bool = True
+    __slots__ = ("expected", "replies", "open")
+
+    def __init__(self, expected: Counter[Any]) -> None:
+        self.expected = expected
+        self.replies: list[JsonObject] = []
+        self.open = True
 
     def takes(self, response_id: Any) -> bool:
         key = _id_key(response_id)

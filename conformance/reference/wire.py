@@ -8,12 +8,20 @@ import os
 import re  # json imports it anyway
 import sys
 import time
-from typing import Any
 
-JsonObject = dict[str, Any]
+# The agent starts once per case, so its modules import no more than they use at run time:
+# not typing (the types below are for the type checker; at run time they are the classes).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    JsonObject = dict[str, Any]
+    # One wire line carries a single message or (v2) a batch array of messages.
+    WireMessage = JsonObject | list[Any]
+else:
+    JsonObject = dict
+    WireMessage = dict | list
 RequestId = int | str | None
-# One wire line carries a single message or (v2) a batch array of messages.
-WireMessage = JsonObject | list[Any]
 
 AGENT_NAME = "acp-conformance-reference-agent"
 AGENT_VERSION = "0.1.0"
