@@ -2,12 +2,20 @@
 
 A malformed file is an input error with file and line (exit 2), never a
 traceback. Unknown keys are errors (``additionalProperties: false``).
+
+Validation is a pure function of the file's text and the case schema, and it is most of
+what a run's start-up costs (jsonschema's import and walk: about a quarter of a second),
+so a file found valid is remembered by the digest of both (and of this package's version)
+under the user's cache folder (:func:`memo_dir`): the same bytes are not walked again. A
+file that is not valid is never remembered, so its error is reported every time.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -61,12 +69,57 @@ def default_cases_dir() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
+def _schema_text() -> str:
+    return (resources.files("conformance") / "data" / "case.schema.json").read_text("utf-8")
+
+
+@functools.lru_cache(maxsize=1)
 def _validator() -> Any:
     """The case schema's validator, built once per process (every case file uses it)."""
     import jsonschema
 
-    text = (resources.files("conformance") / "data" / "case.schema.json").read_text("utf-8")
-    return jsonschema.Draft202012Validator(dict(json.loads(text)))
+    return jsonschema.Draft202012Validator(dict(json.loads(_schema_text())))
+
+
+def memo_dir() -> Path | None:
+    """Where valid case files are remembered: ``$ACP_CONFORMANCE_CACHE_DIR`` (empty: nowhere),
+    else ``acp-conformance/`` in ``$XDG_CACHE_HOME`` or ``~/.cache``; None without a home."""
+    chosen = os.environ.get("ACP_CONFORMANCE_CACHE_DIR")
+    if chosen is not None:
+        return Path(chosen) / "valid-cases" if chosen else None
+    base = os.environ.get("XDG_CACHE_HOME") or (
+        os.path.join(os.path.expanduser("~"), ".cache") if "HOME" in os.environ else "")
+    return Path(base) / "acp-conformance" / "valid-cases" if base else None
+
+
+def _digest(text: str) -> str:
+    from conformance import __version__
+
+    h = hashlib.sha256(f"{__version__}\0".encode())
+    h.update(_schema_text().encode())
+    h.update(b"\0")
+    h.update(text.encode())
+    return h.hexdigest()
+
+
+def _known_valid(text: str) -> tuple[bool, Path | None]:
+    """Whether a file of this text was found valid before, and where to remember it."""
+    where = memo_dir()
+    if where is None:
+        return False, None
+    entry = where / _digest(text)
+    return entry.is_file(), entry
+
+
+def _remember_valid(entry: Path | None) -> None:
+    """Best effort: a folder that cannot be written only means validating next time."""
+    if entry is None:
+        return
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.touch()
+    except OSError:
+        pass
 
 
 @functools.lru_cache(maxsize=1)
@@ -157,8 +210,9 @@ def load_file(path: Path) -> list[Case]:
     name = str(path)
     text = read_input(path, "case file")
     data, lines = compose_with_lines(text, name)
-    validator = _validator()
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    known, entry = _known_valid(text)
+    errors = [] if known else sorted(_validator().iter_errors(data),
+                                     key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         err = min(errors, key=lambda e: _line_of(lines, e.absolute_path))
         where = "/".join(map(str, err.absolute_path)) or "(top)"
@@ -173,6 +227,8 @@ def load_file(path: Path) -> list[Case]:
         elif err.validator == "oneOf" and isinstance(err.instance, (str, dict)):
             message = f"not a known step: {json.dumps(err.instance)[:80]}"
         raise CaseError(f"{name}:{line}: {where}: {message}")
+    if not known:
+        _remember_valid(entry)
     out = []
     for i, c in enumerate(data["cases"]):
         _check_switches(c, name, lines, i)

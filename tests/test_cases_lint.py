@@ -147,3 +147,53 @@ def test_a_text_sent_twice_needs_repeats_in_its_turn(tmp_path: Path, repeats: bo
         return
     with pytest.raises(CaseError, match="is sent twice"):
         check_case(case)
+
+
+GOOD = ("area: x\ncases:\n  - id: c1\n    description: d\n    requirements: [MID-A-02]\n"
+        "    applies: {protocols: [1], role: agent}\n    drive: [start]\n    checks: [MID-A-02]\n")
+
+
+def test_a_valid_file_is_walked_once_and_an_edit_is_walked_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The schema walk is remembered by the digest of the file's text: the same bytes load
+    without jsonschema, and one changed byte is validated (and its error reported) anew;
+    a file that is not valid is never remembered."""
+    import conformance.cases as cases
+
+    monkeypatch.setenv("ACP_CONFORMANCE_CACHE_DIR", str(tmp_path / "memo"))
+    path = tmp_path / "c" / "c.yaml"
+    path.parent.mkdir()
+    path.write_text(GOOD)
+    assert [c.id for c in load_file(path)] == ["c1"]
+    assert len(list((tmp_path / "memo" / "valid-cases").iterdir())) == 1
+
+    def no_walk() -> None:
+        raise AssertionError("the schema was walked again")
+
+    with monkeypatch.context() as m:
+        m.setattr(cases, "_validator", no_walk)
+        assert [c.id for c in load_file(path)] == ["c1"]  # remembered: not walked
+    path.write_text(GOOD.replace("protocols: [1]", "protocols: [3]"))
+    for _ in range(2):  # an edit is walked; its error is reported each time
+        with pytest.raises(CaseError, match=r"c\.yaml:6: .*protocols"):
+            load_file(path)
+    assert len(list((tmp_path / "memo" / "valid-cases").iterdir())) == 1
+
+
+@pytest.mark.parametrize("memo", ["", "a-file"])
+def test_without_a_writable_memo_every_load_validates(tmp_path: Path, memo: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ACP_CONFORMANCE_CACHE_DIR=`` (empty) remembers nothing; a folder that cannot be made
+    (a file stands there) is no error: the file is validated every time."""
+    import conformance.cases as cases
+
+    if memo:
+        (tmp_path / memo).write_text("not a folder")
+    monkeypatch.setenv("ACP_CONFORMANCE_CACHE_DIR", str(tmp_path / memo) if memo else "")
+    (tmp_path / "c.yaml").write_text(GOOD)
+    walks = []
+    real = cases._validator
+    monkeypatch.setattr(cases, "_validator", lambda: walks.append(1) or real())
+    for _ in range(2):
+        assert [c.id for c in load_file(tmp_path / "c.yaml")] == ["c1"]
+    assert walks == [1, 1]
