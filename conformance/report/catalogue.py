@@ -17,10 +17,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from conformance.report.coverage import MUST_LEVELS, exercised_musts, partial, say
 from conformance.report.heading import grouped_notes, shown_command
+from conformance.requirements import safe_load
 from conformance.results import SEVERITY, Finding, Outcome, Reason, RunResult, worst
 
 SHOULD_LEVELS = ("SHOULD", "SHOULD NOT")
@@ -66,7 +65,7 @@ class RequirementMeta:
 @lru_cache(maxsize=1)
 def _sources() -> tuple[str, str, dict[str, tuple[str, ...]]]:
     text = (resources.files("conformance") / "data" / "requirement-sources.yaml").read_text("utf-8")
-    data = yaml.safe_load(text)
+    data = safe_load(text)
     return (str(data["repository"]), str(data["commit"]),
             {k: tuple(v or ()) for k, v in data["sources"].items()})
 

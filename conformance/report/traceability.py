@@ -23,6 +23,7 @@ from conformance.report.catalogue import (
     source_commit,
 )
 from conformance.report.coverage import MUST_LEVELS
+from conformance.requirements import safe_load
 
 _REQ_ID = re.compile(r"^(MID-(S|A|C|V2|P)-[0-9]{2}|TARGET)(/[a-z0-9-]+)?$")
 
@@ -53,7 +54,7 @@ def fixture_expectations(root: Path | None = None) -> dict[str, set[str]] | None
     out: dict[str, set[str]] = {}
     for manifest in sorted((root / "fixtures").glob("*/manifest.yaml")):
         try:
-            data = yaml.safe_load(manifest.read_text(encoding="utf-8")) or {}
+            data = safe_load(manifest.read_text(encoding="utf-8")) or {}
         except (OSError, yaml.YAMLError):
             continue
         # agents/manifest.yaml lists `fixtures` by name, clients/manifest.yaml `clients` by file
