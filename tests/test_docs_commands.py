@@ -48,7 +48,7 @@ INSTALLED = (
     "python3 -m venv .venv && . .venv/bin/activate && pip install . && ",
     "pip install ",
 )
-OWN_TESTS = "python -m pytest -n 3 --maxschedchunk 1 -p no:cacheprovider"  # the project's test command
+OWN_TESTS = "python -m pytest -n 4 --maxschedchunk 1 -p no:cacheprovider"  # the project's test command
 
 
 def sh_blocks() -> list[tuple[str, str, str | None]]:
