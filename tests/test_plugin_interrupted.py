@@ -228,6 +228,7 @@ def test_interrupted_session_under_xdist_keeps_and_grades(tmp_path: Path, sig: s
     for name in finished:  # graded to its end on a worker: kept as it was reported
         assert results[name]["MID-S-06/framing"] == "pass"
     assert any(n.endswith("@v2") for n in cut), cases  # the silent v2 case, cut and graded
+    wrote_v2 = []
     for name in cut:
         assert cases[name]["cut"] == sig.name
         assert cases[name]["note"] == \
@@ -238,8 +239,13 @@ def test_interrupted_session_under_xdist_keeps_and_grades(tmp_path: Path, sig: s
         # worker's case may be cut before its agent wrote any: nothing to grade)
         wrote = any(e.src == "agent" and e.stream == "stdout" for e in entries)
         assert results[name]["MID-S-06/framing"] == ("pass" if wrote else "not_applicable")
-        assert wrote or not name.endswith("@v2"), "the silent v2 case recorded no agent line"
+        if name.endswith("@v2"):
+            wrote_v2.append(wrote)
         assert any(e.event == "note" and e.data.get("note") == "interrupted" for e in entries)
+    # The v2 case whose agent went silent (the signal waited for it) wrote its handshake; the
+    # other worker's v2 case, whose agent is as silent, may be cut before it wrote a line
+    # (seen in a fresh-clone CI run: ids-across-turns@v2, cut at its start).
+    assert any(wrote_v2), "no cut v2 case recorded an agent line"
     for name in unrun:
         assert cases[name]["cut"] == sig.name
         assert not any(o == "pass" for o in results[name].values())
