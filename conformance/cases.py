@@ -92,12 +92,16 @@ def memo_dir() -> Path | None:
     return Path(base) / "acp-conformance" / "valid-cases" if base else None
 
 
-def _digest(text: str) -> str:
+@functools.lru_cache(maxsize=1)
+def _digest_of_schema() -> hashlib._Hash:
+    """The digest's start, the same for every file of a process: the version and schema."""
     from conformance import __version__
 
-    h = hashlib.sha256(f"{__version__}\0".encode())
-    h.update(_schema_text().encode())
-    h.update(b"\0")
+    return hashlib.sha256(f"{__version__}\0{_schema_text()}\0".encode())
+
+
+def _digest(text: str) -> str:
+    h = _digest_of_schema().copy()
     h.update(text.encode())
     return h.hexdigest()
 

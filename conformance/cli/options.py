@@ -182,12 +182,11 @@ def use_out(ns: argparse.Namespace, *, hypothesis: bool = False) -> Path:
     return out
 
 
-def default_outputs(ns: argparse.Namespace, stem: str = "acp-conformance", *,
-                    hypothesis: bool = False) -> None:
+def default_outputs(ns: argparse.Namespace, stem: str = "acp-conformance") -> None:
     """A run with no report option writes JSON, JUnit and the transcripts under the output
     folder (``--out``, default ./acp-conformance-reports/), and says so as it starts."""
     explicit = getattr(ns, "out", None) is not None
-    out = use_out(ns, hypothesis=hypothesis)
+    out = use_out(ns)  # no command that writes these reports draws
     if explicit or not any(getattr(ns, o, None) for o in REPORT_OPTIONS):
         ns.json = ns.json or out / f"{stem}.json"
         ns.junit = ns.junit or out / f"{stem}.xml"
