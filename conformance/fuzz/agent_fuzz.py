@@ -51,10 +51,10 @@ def run_agent_fuzz(config: AgentFuzzConfig, effort: Effort, seed: int, *,
     with tempfile.TemporaryDirectory(prefix="acp-fuzz-") as cwd:
         ctx = _Context(config, budget, cwd)
         try:
-            stored = replay_stored(ctx, config, cwd) if config.replay_database else (0, 0)
+            stored = replay_stored(ctx) if config.replay_database else (0, 0)
             if stored[0]:
                 result.notes.append(_stored_note(*stored))
-            _search_and_shrink(ctx, config, effort, seed, result, cwd)
+            _search_and_shrink(ctx, effort, seed, result)
         except Interrupted as exc:  # keep what is held: the smallest of each rule so far
             result.interrupted = exc.signum
             done = {f.key for f in result.failures}
@@ -90,10 +90,11 @@ def _stored_note(replayed: int, failing: int) -> str:
             f"{failing} still failing")
 
 
-def replay_stored(ctx: _Context, config: AgentFuzzConfig, cwd: str) -> tuple[int, int]:
+def replay_stored(ctx: _Context) -> tuple[int, int]:
     """Play the counterexamples the shared database holds (:mod:`conformance.fuzz.database`)
     before generating: each one that still breaks a rule is recorded as found. How many
     were played, and how many still broke a rule."""
+    config, cwd = ctx.config, ctx.cwd
     replayed = failing = 0
     for stored in database.counterexamples(config.database, "agent"):
         protocol = stored["protocol"]
@@ -117,8 +118,8 @@ def replay_stored(ctx: _Context, config: AgentFuzzConfig, cwd: str) -> tuple[int
     return replayed, failing
 
 
-def _search_and_shrink(ctx: _Context, config: AgentFuzzConfig, effort: Effort, seed: int,
-                       result: FuzzResult, cwd: str) -> None:
+def _search_and_shrink(ctx: _Context, effort: Effort, seed: int, result: FuzzResult) -> None:
+    config, cwd = ctx.config, ctx.cwd
     base: type[AgentMachine] = (KeyedAgentMachine if config.options.profile.idempotency_keys
                                 else AgentMachine)
 
