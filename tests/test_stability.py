@@ -1,7 +1,8 @@
 """Stability is a tested property: the same target gets the same verdict on a busy machine.
 
 While every core is kept busy (Debian's ``stress-ng`` when installed, else busy-loop
-processes this module starts and ends by PID), targets are run through the suite with
+processes this module starts and ends by process group; they run while the rest of the
+machine leaves the cores short of oversubscribed: :class:`Loops`), targets are run through the suite with
 ``--repeat`` (each case played several times in one run, at the default ``-j auto``), and
 every repetition's transcript is graded again on its own, so each repetition's rows are
 known exactly. What must hold:
@@ -32,6 +33,7 @@ a target that fails is named in the failure message with what it did wrong.
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import shutil
@@ -168,37 +170,94 @@ def ends_with_us() -> list[str]:
     return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
 
 
-@pytest.fixture(scope="module")
-def busy_machine() -> Iterator[str]:
-    """Every core kept busy while the module's tests run: stress-ng (one CPU worker per
-    core, in its own process group), else one busy-loop process per core; all ended by
-    their own process group or PID at the end, or with this process (:func:`ends_with_us`)."""
-    cores = os.cpu_count() or 1
-    stress = shutil.which("stress-ng")
-    if stress:
-        procs = [subprocess.Popen([*ends_with_us(), stress, "--cpu", str(cores),
-                                   "--timeout", "3600s", "--quiet"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True)]
-        how = f"stress-ng --cpu {cores}"
-    else:
-        procs = [subprocess.Popen([*ends_with_us(), sys.executable, "-c", "while True: pass"],
-                                  start_new_session=True) for _ in range(cores)]
-        how = f"{cores} busy-loop process(es)"
+def runnable() -> int:
+    """How many threads are runnable on the machine now (``procs_running`` in /proc/stat;
+    -1 where there is no such file)."""
     try:
-        yield how
-    finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)  # its own group: stress-ng and its workers
-            except ProcessLookupError:
-                pass
-        for p in procs:
+        with open("/proc/stat", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"procs_running "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+class Loops:
+    """One busy loop per core, each in a process group of its own (stress-ng ``--cpu 1``,
+    else a busy-loop process), run so that the machine is always oversubscribed and no
+    more: every half second as many loops run as make the runnable threads (the rest of
+    the machine's, sampled every 50 ms) at least one more than the cores; the others are
+    stopped (SIGSTOP) until then. Alone, the test's runs contend with every loop, as with
+    loops that always run; beside other xdist workers that oversubscribe the cores
+    themselves, the loops burn no CPU those would have used. Where /proc/stat cannot be
+    read, every loop runs all the time."""
+
+    def __init__(self) -> None:
+        self.cores = os.cpu_count() or 1
+        stress = shutil.which("stress-ng")
+        argv = ([stress, "--cpu", "1", "--timeout", "3600s", "--quiet"] if stress
+                else [sys.executable, "-c", "while True: pass"])
+        self.how = (f"stress-ng --cpu 1, one per core ({self.cores})" if stress
+                    else f"{self.cores} busy-loop process(es)")
+        self.how += ", running while the rest leaves the cores short of oversubscribed"
+        self.procs = [subprocess.Popen([*ends_with_us(), *argv], stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, start_new_session=True)
+                      for _ in range(self.cores)]
+        self.running = self.cores
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._govern, name="busy-loops", daemon=True)
+        self.thread.start()
+
+    def _govern(self) -> None:
+        while not self.done.is_set():
+            samples = []
+            for _ in range(10):
+                samples.append(runnable())
+                if self.done.wait(0.05):
+                    return
+            if min(samples) < 0:
+                return  # nothing to read: every loop keeps running
+            others = sum(samples) / len(samples) - self.running - 1  # less this thread
+            self._run(max(0, min(self.cores, math.ceil(self.cores + 1 - others))))
+
+    def _run(self, n: int) -> None:
+        for i, p in enumerate(self.procs):
+            if (i < n) != (i < self.running):
+                try:
+                    os.killpg(p.pid, signal.SIGCONT if i < n else signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
+        self.running = n
+
+    def close(self) -> None:
+        """End every loop by its process group (a stopped one is continued to take it)."""
+        self.done.set()
+        self.thread.join(timeout=5)
+        for p in self.procs:
+            for sig in (signal.SIGTERM, signal.SIGCONT):
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+        for p in self.procs:
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def busy_machine() -> Iterator[str]:
+    """Every core kept busy while the module's tests run (:class:`Loops`), the loops all
+    ended by their own process groups at the end, or with this process
+    (:func:`ends_with_us`)."""
+    loops = Loops()
+    try:
+        yield loops.how
+    finally:
+        loops.close()
 
 
 def repetition_of(path: Path) -> int:
