@@ -47,6 +47,33 @@ def pytest_configure(config: pytest.Config) -> None:
     for folder in ("conformance", "fixtures", "bench", "interop"):
         if (REPO_ROOT / folder).is_dir():
             compileall.compile_dir(REPO_ROOT / folder, quiet=2)
+    rewrite_ahead(config)
+
+
+def rewrite_ahead(config: pytest.Config) -> None:
+    """pytest's rewritten modules (its assertion rewriting) cached once, before any test.
+    pytest rewrites the asserts of every test module and of every module of an installed
+    plugin's package (this one: all of ``conformance``, whose entry point registers the
+    plugin), and keeps the result only where Python may write bytecode; where it may
+    not, every xdist worker and every pytest the tests start rewrote the package again
+    (about a second of CPU each). The cache is pytest's own (hash-checked pycs beside
+    the source, which it reads whatever that variable says); where its internals differ
+    from what this expects, nothing is written and pytest rewrites as before."""
+    if config.getoption("assertmode", "rewrite") != "rewrite":
+        return
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+        for fn in sorted([*(REPO_ROOT / "tests").glob("*.py"),
+                          *(REPO_ROOT / "conformance").rglob("*.py")]):
+            pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
+            if rewrite._read_pyc(fn, pyc) is None and rewrite.try_makedirs(pyc.parent):
+                source_hash, co = rewrite._rewrite_test(fn, config)
+                rewrite._write_pyc(state, co, source_hash, pyc)
+    except (ImportError, AttributeError, KeyError, TypeError, ValueError, OSError,
+            SyntaxError):
+        return
 
 
 #: The longest tests (each a minute or more of one worker), longest first, started before
