@@ -470,7 +470,7 @@ class ReferenceAgent(Connection):
             self.record_message(turn, kind, message_id, [block])
         else:
             record["content"].append(block)
-            self.store.save(turn.session)
+            self.store.save_block(turn.session, record)
 
     def record_message(
         self, turn: Turn, kind: str, message_id: str, content: list[JsonObject]

@@ -67,7 +67,14 @@ def temp_dir() -> str:
 
 
 class SessionStore:
-    """One JSON file per session, replaced atomically after every change."""
+    """One JSON file per session, replaced atomically after every change but the most
+    frequent one: a block added to the message the session streams last (a chunk) is
+    appended to the session's journal instead (``<id>.journal``, a JSON line per block:
+    one write, where a replacement of the file costs a file made and renamed over the
+    old one for every chunk). The next replacement takes the journal in and removes it.
+    Loading reads the file, then the journal's whole lines; a line says where its block
+    goes (the record and the block's place in it), so a line the file already holds (the
+    agent ended between the two) is not added twice, and a cut last line is left out."""
 
     SESSION_ID = re.compile(r"sess_[0-9a-f]{32}\Z")
 
@@ -99,7 +106,41 @@ class SessionStore:
         if path is None or not os.path.exists(path):
             return None
         with open(path, encoding="utf-8") as f:
-            return Session.from_json(json.load(f))
+            session = Session.from_json(json.load(f))
+        try:
+            with open(path[:-len(".json")] + ".journal", "rb") as f:
+                journal = f.read()
+        except FileNotFoundError:
+            return session
+        for line in journal.splitlines():
+            try:
+                op = json.loads(line)
+                content = session.history[op["record"]]["content"]
+                if len(content) == op["block"]:
+                    content.append(op["content"])
+                    session.updated_at = op["updatedAt"]
+            except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                continue  # a line cut short by an agent that ended while writing it
+        return session
+
+    def save_block(self, session: Session, record: JsonObject) -> None:
+        """``record`` (a message of ``session``) has a block more, its last: journal it
+        when the record is the history's last, else save the whole session."""
+        history = session.history
+        path = self.path(session.session_id)
+        if not history or history[-1] is not record or path is None:
+            self.save(session)
+            return
+        session.updated_at = now_iso()
+        content = record["content"]
+        line = json.dumps({"record": len(history) - 1, "block": len(content) - 1,
+                           "content": content[-1], "updatedAt": session.updated_at})
+        fd = os.open(path[:-len(".json")] + ".journal",
+                     os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, (line + "\n").encode("ascii"))  # ASCII escapes: always encodable
+        finally:
+            os.close(fd)
 
     def save(self, session: Session) -> None:
         path = self.path(session.session_id)
@@ -109,12 +150,16 @@ class SessionStore:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(session.to_json(), f)  # ASCII escapes: always encodable
+                f.write(json.dumps(session.to_json()))  # ASCII escapes: always encodable
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+        try:
+            os.unlink(path[:-len(".json")] + ".journal")  # the file holds its blocks now
+        except FileNotFoundError:
+            pass
 
     def all(self) -> list[Session]:
         sessions = []
