@@ -88,6 +88,9 @@ class ReferenceAgent(Connection):
     SECOND_REPLY_TEXTS: tuple[str, ...] = ("And here is the ", "second reply.")
     LONG_REPLY_CHUNKS = 200
     CHUNK_DELAY = 0.005  # seconds between chunks of a long reply (a "model")
+    # seconds between the chunks of any other message: a model's pace, so that a cancel
+    # or a request sent while a short reply streams can land inside it, as with a real one
+    CHUNK_PAUSE = 0.001
     TOOL_TITLE = "Read notes.txt"
     TOOL_RESULT = "The notes file says hello."
     PERMISSION_TITLE = "Allow the agent to read notes.txt?"
@@ -443,14 +446,15 @@ class ReferenceAgent(Connection):
         self.emit_message(turn, "agent", texts, delay=self.CHUNK_DELAY)
 
     def emit_message(
-        self, turn: Turn, kind: str, texts: list[str], *, delay: float = 0.0
+        self, turn: Turn, kind: str, texts: list[str], *, delay: float | None = None
     ) -> str:
-        """Stream one message as text chunks under one new ID. Input is read
-        between chunks, so a cancel stops the stream at a chunk boundary."""
+        """Stream one message as text chunks under one new ID, ``delay`` seconds apart
+        (:attr:`CHUNK_PAUSE` unless given). Input is read between chunks, so a cancel
+        stops the stream at a chunk boundary."""
         message_id = self.new_message_id(kind)
         for index, text in enumerate(texts):
             if index > 0:
-                self.pump(delay)
+                self.pump(self.CHUNK_PAUSE if delay is None else delay)
                 if turn.cancelled:
                     break
             self.emit_chunk(turn, kind, message_id, index, len(texts), text_block(text))
