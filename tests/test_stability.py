@@ -2,10 +2,10 @@
 
 While every core is kept busy (Debian's ``stress-ng`` when installed, else busy-loop
 processes this module starts and ends by process group; they run while the rest of the
-machine leaves the cores short of oversubscribed: :class:`Loops`), targets are run through the suite with
-``--repeat`` (each case played several times in one run, at the default ``-j auto``), and
-every repetition's transcript is graded again on its own, so each repetition's rows are
-known exactly. What must hold:
+machine leaves the cores short of oversubscribed: :class:`Loops`), targets are run
+through the suite with ``--repeat`` (each case played several times in one run, at the
+default ``-j auto``), and every repetition's transcript is graded again on its own, so
+each repetition's rows are known exactly. What must hold:
 
 * a conformant target (the reference agent under the default profile and under
   ``acp-schema-1.21``, the reference client, every fixture of ``fixtures/*/manifest.yaml``
