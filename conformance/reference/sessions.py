@@ -101,6 +101,10 @@ class SessionStore:
             return None
         return os.path.join(self.directory, session_id + ".json")
 
+    def journal(self, path: str) -> str:
+        """The journal beside the session file ``path``."""
+        return path[:-len(".json")] + ".journal"
+
     def load(self, session_id: str) -> Session | None:
         path = self.path(session_id)
         if path is None or not os.path.exists(path):
@@ -108,7 +112,7 @@ class SessionStore:
         with open(path, encoding="utf-8") as f:
             session = Session.from_json(json.load(f))
         try:
-            with open(path[:-len(".json")] + ".journal", "rb") as f:
+            with open(self.journal(path), "rb") as f:
                 journal = f.read()
         except FileNotFoundError:
             return session
@@ -135,8 +139,7 @@ class SessionStore:
         content = record["content"]
         line = json.dumps({"record": len(history) - 1, "block": len(content) - 1,
                            "content": content[-1], "updatedAt": session.updated_at})
-        fd = os.open(path[:-len(".json")] + ".journal",
-                     os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(self.journal(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             os.write(fd, (line + "\n").encode("ascii"))  # ASCII escapes: always encodable
         finally:
@@ -157,7 +160,7 @@ class SessionStore:
                 os.unlink(tmp)
             raise
         try:
-            os.unlink(path[:-len(".json")] + ".journal")  # the file holds its blocks now
+            os.unlink(self.journal(path))  # the file holds its blocks now
         except FileNotFoundError:
             pass
 
