@@ -104,12 +104,14 @@ def cli_env() -> dict[str, str]:
 IN_PROCESS_COMMANDS = frozenset({"check", "list", "lint-cases", "show", "report", "verify"})
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120,
+            in_process: bool = False) -> subprocess.CompletedProcess[str]:
     """The command line as a user runs it: a pure command (:data:`IN_PROCESS_COMMANDS`)
     through ``conformance.cli.main`` in this interpreter, anything that drives a target in a
-    real process. Either way the answer is a ``CompletedProcess`` with the exit code, stdout
-    and stderr."""
-    if args and args[0] in IN_PROCESS_COMMANDS:
+    real process, unless ``in_process`` (a test that reads only the reports of a live run:
+    its targets are still real processes, the command line's own start is saved). Either
+    way the answer is a ``CompletedProcess`` with the exit code, stdout and stderr."""
+    if in_process or (args and args[0] in IN_PROCESS_COMMANDS):
         return run_cli_in_process(*args, cwd=cwd)
     return run_cli_process(*args, cwd=cwd, timeout=timeout)
 
@@ -128,6 +130,8 @@ def run_cli_in_process(*args: str, cwd: Path | None = None) -> subprocess.Comple
 
     out, err = io.StringIO(), io.StringIO()
     old_cwd, no_color = os.getcwd(), os.environ.pop("NO_COLOR", None)
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = cli_env()["PYTHONPATH"]  # as the targets of a process get it
     os.chdir(cwd or REPO_ROOT)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -136,16 +140,21 @@ def run_cli_in_process(*args: str, cwd: Path | None = None) -> subprocess.Comple
         os.chdir(old_cwd)
         if no_color is not None:
             os.environ["NO_COLOR"] = no_color
+        if path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = path
     return subprocess.CompletedProcess([sys.executable, "-m", "conformance", *args], code,
                                        out.getvalue(), err.getvalue())
 
 
 def cli_report(*args: str, tmp_path: Path, name: str = "report",
-               timeout: float = 240) -> tuple[int, dict[str, Any], str]:
+               timeout: float = 240, in_process: bool = False) -> tuple[int, dict[str, Any], str]:
     """The real command line with a JSON report: (exit code, the report or {} when none was
-    written, stdout and stderr together)."""
+    written, stdout and stderr together); ``in_process`` as :func:`run_cli` says."""
     report = tmp_path / f"{name}.json"
-    proc = run_cli(*args, "--json", str(report), "--no-color", timeout=timeout)
+    proc = run_cli(*args, "--json", str(report), "--no-color", timeout=timeout,
+                   in_process=in_process)
     data = load_json(report) if report.exists() else {}
     return proc.returncode, data, proc.stdout + proc.stderr
 

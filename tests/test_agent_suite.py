@@ -109,7 +109,7 @@ def test_reference_agent_passes(tmp_path: Path, protocol: int, profile: str) -> 
     report = tmp_path / "report.json"
     proc = run_cli("--agent", REFERENCE, "--protocol", str(protocol), "--profile", profile,
                    "--json", str(report), "--junit", str(tmp_path / "junit.xml"),
-                   "--transcripts", str(tmp_path / "t"))
+                   "--transcripts", str(tmp_path / "t"), in_process=True)
     for under in (profile, *regraded_under(REFERENCE_VARIANTS, (protocol,), profile,
                                            protocol)):
         if under != profile:  # the default profile's run, graded under this one
@@ -137,7 +137,8 @@ def test_broken_agent_is_caught(tmp_path: Path, request: pytest.FixtureRequest, 
     report, transcripts = tmp_path / "report.json", tmp_path / "t"
     args = ["--agent", fixture_command(name), "--protocol", str(protocol), "--profile", profile,
             "--timeout", "5"]
-    proc = run_cli(*args, "--json", str(report), "--transcripts", str(transcripts))
+    proc = run_cli(*args, "--json", str(report), "--transcripts", str(transcripts),
+                   in_process=True)
     assert report.exists(), proc.stderr
     for path in sorted(transcripts.glob("*.jsonl")):  # the short path changes no finding
         assert_graded_the_same_both_ways(path)

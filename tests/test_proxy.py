@@ -64,7 +64,8 @@ def fixture_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
                     "--transcripts", str(folder / "t")]
             if entry.get("adapts"):
                 args.append("--proxy-adapts")
-            runs[name] = (*cli_report(*args, tmp_path=folder, name="live"), folder / "t")
+            runs[name] = (*cli_report(*args, tmp_path=folder, name="live", in_process=True),
+                          folder / "t")
         return runs[name]
     return run
 
