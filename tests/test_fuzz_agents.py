@@ -135,6 +135,15 @@ def test_time_budget_ends_generation(tmp_path: Path) -> None:
     assert 1 <= result.examples < effort.max_examples
 
 
+def test_a_budget_spent_before_the_first_run_still_plays_one(tmp_path: Path) -> None:
+    """A time budget used up by the start-up (here a microsecond; on a busy machine half a
+    second can be) still plays one run: a fuzz run never ends with nothing generated."""
+    effort = get_effort("dev", time_budget=1e-6)
+    result = run_agent_fuzz(AgentFuzzConfig(reference_target(tmp_path)), effort, seed=5)
+    assert result.failures == []
+    assert result.examples == 1
+
+
 def test_cli_fuzz_saves_and_replay_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The real command line finds, shrinks and saves; replay and check read the file."""
