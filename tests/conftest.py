@@ -98,8 +98,9 @@ def cli_env() -> dict[str, str]:
 #: The commands that only read files and print or write reports: no target, no process, no
 #: signal. :func:`run_cli` runs them in this interpreter (a fresh one costs more than most of
 #: these commands). The entry point itself keeps real-process tests: ``--help`` and every
-#: live run go through :func:`run_cli_process`, and tests/test_bad_input.py runs pure commands'
-#: bad input in a real process too (one error line, exit 2, no traceback); ``verify``'s entry
+#: live run go through :func:`run_cli_process` (but for the fixture sweeps, which read only
+#: reports and ask for ``in_process``), and tests/test_bad_input.py runs pure commands' bad
+#: input in a real process too (one error line, exit 2, no traceback); ``verify``'s entry
 #: point is run in a real process by tests/test_certify.py.
 IN_PROCESS_COMMANDS = frozenset({"check", "list", "lint-cases", "show", "report", "verify"})
 
