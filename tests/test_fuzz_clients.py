@@ -43,6 +43,15 @@ def test_reference_client_survives_the_ci_profile() -> None:
     assert {"MID-C-02/merged", "MID-C-03/content", "MID-C-08/probe"} <= rows
 
 
+def test_a_budget_spent_before_the_first_stream_still_plays_one() -> None:
+    """As the agent fuzzer (tests/test_fuzz_agents.py): a time budget the start-up used up
+    still plays one stream; no fuzz run ends with nothing generated."""
+    target = ClientTarget("reference client", adapter=REFERENCE_ADAPTER)
+    result = run_client_fuzz(target, get_effort("ci", time_budget=1e-6), seed=11, strict=True)
+    assert result.failures == []
+    assert result.examples == 1
+
+
 def test_broken_client_is_found_shrunk_saved_and_replayed(tmp_path: Path) -> None:
     target = ClientTarget("sorted_by_id", adapter=adapter("sorted_by_id"))
     result = run_client_fuzz(target, CI, seed=3, strict=True, max_failures=1)

@@ -119,12 +119,9 @@ class _Context:
                 self.config.keeper.found(failure)
 
     def enough(self) -> bool:
-        """Whether generation ends: enough rules broke, or the time budget is spent after
-        at least one run (a budget that a slow start-up used up still plays one run, so
-        a run never ends with nothing generated)."""
+        """Whether generation ends: enough rules broke, or the time budget is spent."""
         limit = self.config.max_failures
-        return (limit is not None and len(self.failures) >= limit) or (
-            self.budget.examples > 0 and self.budget.spent())
+        return (limit is not None and len(self.failures) >= limit) or self.budget.spent()
 
     def cover(self, protocol: int, findings: Sequence[Finding]) -> None:
         merge_coverage(self.coverage.setdefault(protocol, {}), findings)

@@ -142,8 +142,11 @@ class Budget:
         return time.monotonic() - self.started
 
     def spent(self) -> bool:
-        """True once the time budget is used up (generation stops; shrinking goes on)."""
-        return self.effort.time_budget is not None and self.elapsed >= self.effort.time_budget
+        """True once the time budget is used up (generation stops; shrinking goes on), and
+        never before the first run started: a budget that a slow start-up used up still
+        plays one run, so no fuzz run ends with nothing generated."""
+        return (self.examples > 0 and self.effort.time_budget is not None
+                and self.elapsed >= self.effort.time_budget)
 
     def example_started(self) -> None:
         self.examples += 1
