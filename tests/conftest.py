@@ -88,9 +88,14 @@ LONGEST_FIRST = (
 )
 
 
+def repo_pythonpath() -> str:
+    """PYTHONPATH with the checkout first, as the command line and its targets get it."""
+    return str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+
+
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = repo_pythonpath()
     env.pop("NO_COLOR", None)
     return env
 
@@ -132,7 +137,7 @@ def run_cli_in_process(*args: str, cwd: Path | None = None) -> subprocess.Comple
     out, err = io.StringIO(), io.StringIO()
     old_cwd, no_color = os.getcwd(), os.environ.pop("NO_COLOR", None)
     path = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = cli_env()["PYTHONPATH"]  # as the targets of a process get it
+    os.environ["PYTHONPATH"] = repo_pythonpath()  # as the targets of a process get it
     os.chdir(cwd or REPO_ROOT)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -205,10 +205,15 @@ def test_the_readme_and_the_manual_show_the_demo_as_it_prints() -> None:
     assert any("acp-conformance show " in command for _, command in shown)
 
 
-#: Each command whose output the docs show, with every excerpt of it: (where, block text).
-BY_COMMAND: dict[str, list[tuple[str, str]]] = {}
-for _where, _command, _excerpt in EXCERPTS:
-    BY_COMMAND.setdefault(_command, []).append((_where, _excerpt))
+def by_command() -> dict[str, list[tuple[str, str]]]:
+    """Each command whose output the docs show, with every excerpt of it: (where, text)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for where, command, excerpt in EXCERPTS:
+        out.setdefault(command, []).append((where, excerpt))
+    return out
+
+
+BY_COMMAND = by_command()
 
 
 @pytest.mark.slow

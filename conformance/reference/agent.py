@@ -456,11 +456,16 @@ class ReferenceAgent(Connection):
         message_id = self.new_message_id(kind)
         for index, text in enumerate(texts):
             if index > 0:
-                self.pump(self.CHUNK_PAUSE if delay is None else delay)
+                self.pace(delay)
                 if turn.cancelled:
                     break
             self.emit_chunk(turn, kind, message_id, index, len(texts), text_block(text))
         return message_id
+
+    def pace(self, delay: float | None = None) -> None:
+        """Between two chunks of a message: read input for ``delay`` seconds
+        (:attr:`CHUNK_PAUSE` unless given), so a cancel can land there."""
+        self.pump(self.CHUNK_PAUSE if delay is None else delay)
 
     def emit_chunk(
         self, turn: Turn, kind: str, message_id: str, index: int, total: int, block: JsonObject
