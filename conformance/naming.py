@@ -12,14 +12,16 @@ from (first found):
 * its class's own ``NAME`` (the bundled broken agent and client of ``demo --broken``);
 * its class name (``V1OnlyAgent`` -> ``acp-conformance-fixture-agent-v1-only``).
 
-Standard library only, and cheap: it runs in every target process the suite starts.
+Standard library only, and cheap: it runs in every target process the suite starts (the
+modules it needs are those a target has already loaded: ``pathlib`` would add about a
+tenth of a fixture agent's start-up, paid by every case).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
-from pathlib import Path
 
 _BROKEN = re.compile(r'^\s*(?:"""|\'\'\')?\s*(?:Breaks (?!nothing)|Broken\b)', re.IGNORECASE)
 
@@ -27,10 +29,11 @@ _BROKEN = re.compile(r'^\s*(?:"""|\'\'\')?\s*(?:Breaks (?!nothing)|Broken\b)', r
 def advertised_name(cls: type, reference: type, reference_name: str, role: str) -> str:
     """``reference_name`` for ``reference`` itself, else the variant's own name."""
     main = sys.modules.get("__main__")
-    path = Path(str(getattr(main, "__file__", "") or ""))
-    if path.suffix == ".py" and "fixtures" in path.parts:
+    path = str(getattr(main, "__file__", "") or "")
+    stem, suffix = os.path.splitext(os.path.basename(path))
+    if suffix == ".py" and "fixtures" in re.split(r"[\\/]", path)[:-1]:
         kind = "broken" if _BROKEN.match(str(getattr(main, "__doc__", "") or "")) else "fixture"
-        return f"acp-conformance-{kind}-{role}-{path.stem.replace('_', '-')}"
+        return f"acp-conformance-{kind}-{role}-{stem.replace('_', '-')}"
     if cls is reference:
         return reference_name
     own = cls.__dict__.get("NAME")

@@ -701,6 +701,56 @@ def test_log_is_quiet_by_default_and_loads_logging_only_when_due() -> None:
     assert done.stderr.strip() == b"False", done.stderr
 
 
+def test_the_inbox_reads_lines_as_asked_from_a_descriptor_or_a_thread() -> None:
+    """The agent's input (``Inbox``): from a pipe, a line split over two writes is one
+    line, a wait with nothing to read says so (``NOTHING``) when its time is up, a last
+    line without its newline still counts, and the end is None; a stream with no
+    descriptor (in memory) gives the same lines through a reader thread."""
+    from conformance.reference.connection import NOTHING, Inbox
+
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb", buffering=0) as stream:
+        inbox = Inbox(stream)
+        assert inbox.get(0) == NOTHING and inbox.get(0.05) == NOTHING
+        os.write(write_end, b'{"a":')
+        assert inbox.get(0.05) == NOTHING  # half a line is no line
+        os.write(write_end, b'1}\n{"b":2}\n{"c"')
+        assert [inbox.get(None), inbox.get(0)] == [b'{"a":1}\n', b'{"b":2}\n']
+        assert inbox.get(0) == NOTHING
+        os.write(write_end, b":3}")
+        os.close(write_end)
+        assert [inbox.get(None), inbox.get(None), inbox.get(0)] == [b'{"c":3}', None, None]
+    import io
+
+    memory = Inbox(io.BytesIO(b"x\ny"))
+    assert [memory.get(None), memory.get(5), memory.get(None)] == [b"x\n", b"y", None]
+
+
+def test_the_agent_serves_without_a_thread_and_names_itself_without_pathlib() -> None:
+    """The modules a target process loads are start-up every case pays: the agent reads
+    its input with no reader thread (``threading``, ``queue``), and a fixture names
+    itself (``conformance.naming``) without ``pathlib``. Over a real pipe, every request
+    is still answered."""
+    lines = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+              "params": {"protocolVersion": 1, "clientCapabilities": {}}},
+             {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+              "params": {"cwd": CWD, "mcpServers": []}}]
+    probe = ("import sys; sys.modules['__main__'].__file__ = 'fixtures/agents/quiet_one.py'; "
+             "from conformance.reference.agent import ReferenceAgent, main; "
+             "main(agent_class=ReferenceAgent); "
+             "print(sorted({'threading', 'queue', 'pathlib'} & set(sys.modules)), "
+             "file=sys.stderr)")
+    # -S: no site-packages, whose .pth files (an editable install's) may load pathlib
+    done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True,
+                          cwd=REPO_ROOT, input=b"".join(json.dumps(m).encode() + b"\n"
+                                                       for m in lines),
+                          timeout=30, check=False, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a.get("id") for a in answers] == [0, 1], done.stdout
+    assert answers[0]["result"]["agentInfo"]["name"] == "acp-conformance-fixture-agent-quiet-one"
+    assert done.stderr.strip() == b"[]", done.stderr
+
+
 # --------------------------------------------------------------------------
 # Reference agent: v2
 # --------------------------------------------------------------------------

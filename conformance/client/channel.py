@@ -33,12 +33,12 @@ import queue
 import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from conformance.client.script import TurnScript
-from conformance.timers import record as record_timer
-from conformance.transcript import Transcript
+
+if TYPE_CHECKING:  # the agent double imports this module for its side: it stays light
+    from conformance.transcript import Transcript
 
 #: The longest the double waits for the client's answer to a probe or a request of its
 #: own: --timeout, but at most this (a client that never answers costs it once a turn).
@@ -99,18 +99,26 @@ class DoubleSide:
         return TurnScript.from_json(turn) if isinstance(turn, dict) else None
 
 
-@dataclass
 class DoubleConn:
-    conn: int
-    pid: int | None
-    closed: bool = False
+    """One double's connection, as the suite side knows it."""
+
+    __slots__ = ("conn", "pid", "closed")
+
+    def __init__(self, conn: int, pid: int | None, closed: bool = False) -> None:
+        self.conn, self.pid, self.closed = conn, pid, closed
 
 
-@dataclass
 class Event:
-    conn: int
-    name: str  # a double event name, or "closed" when its connection ended
-    data: JsonObject = field(default_factory=dict)
+    """What a double said: its connection, the event's name (a double event name, or
+    "closed" when its connection ended) and the event's data."""
+
+    __slots__ = ("conn", "name", "data")
+
+    def __init__(self, conn: int, name: str, data: JsonObject | None = None) -> None:
+        self.conn, self.name, self.data = conn, name, {} if data is None else data
+
+    def __repr__(self) -> str:
+        return f"Event(conn={self.conn!r}, name={self.name!r}, data={self.data!r})"
 
 
 class SuiteSide:
@@ -216,6 +224,8 @@ class SuiteSide:
         if name == "wait-timeout":
             e = self.transcript.add(dc.conn, "harness", "harness", event="timeout",
                                     data={"timeout": self.config["wait"], **data})
+            from conformance.timers import record as record_timer
+
             record_timer(self.transcript.header, "agent double's answer wait",
                          float(self.config["wait"]), "--timeout",
                          f"waiting for {data.get('waiting_for')}; the double waits "

@@ -18,7 +18,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -254,7 +254,7 @@ class ClientDrive:
         if turn is not None and client is not None and client.probe_missed:
             # The client already left a probe unanswered in this case (MID-C-08/probe
             # failed there): later turns do not wait out the probe timeout again.
-            turn = replace(turn, await_probe=False)
+            turn = turn._replace(await_probe=False)
         return turn
 
     def _open(self) -> None:

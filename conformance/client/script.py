@@ -29,8 +29,7 @@ catalogue K.6): the observation then counts that text's copies.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from conformance.controlstream import CAUSE_RULES, CONTROL_ID, CONTROL_PREFIX
 
@@ -45,9 +44,11 @@ JsonObject = dict[str, Any]
 CONTROL_SUFFIX = "~control"
 
 
-@dataclass(frozen=True)
-class TurnScript:
-    """One turn as the double plays it: JSON-ready, protocol-specific."""
+class TurnScript(NamedTuple):
+    """One turn as the double plays it: JSON-ready, protocol-specific. A named tuple, not a
+    dataclass: the agent double imports this module, and ``dataclasses`` (with the
+    ``inspect`` it loads) was about a sixth of the double's start-up, paid by every client
+    case."""
 
     name: str
     prompt: str

@@ -143,7 +143,7 @@ def double_script(case: Case, protocol: int) -> tuple[list[TurnScript], bool]:
             played.append(turn)
         elif isinstance(step, dict) and "reload" in step:
             reloads = True  # the next prompt plays the next turn, not a turn after the load
-            script.append(replace(build_reload(step["reload"], played, protocol), actions=()))
+            script.append(build_reload(step["reload"], played, protocol)._replace(actions=()))
     return script, reloads
 
 

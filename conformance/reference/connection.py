@@ -11,9 +11,10 @@ business (``request_handlers``).
 
 from __future__ import annotations
 
-import queue
+import os
+import select
 import sys
-import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 
@@ -38,6 +39,75 @@ if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
 Handler = Callable[[RequestId, JsonObject], "JsonObject | None"]
+
+#: What :meth:`Inbox.get` returns when no line came within its timeout (a line it returns
+#: is never empty: it ends with its newline, or is the input's last, unended bytes).
+NOTHING = b""
+
+
+class Inbox:
+    """The client's lines, one at a time, each read when the agent asks for it: a wait is a
+    ``select`` on stdin's descriptor, with no reader thread and no queue (their modules
+    were about a tenth of the agent's start-up, paid by every case the suite plays). A
+    stream without a descriptor ``select`` can watch (an in-memory one, a pipe on
+    Windows) gets a reader thread that feeds a queue, as before."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self._lines: deque[bytes | None] = deque()  # None: the end of the input
+        self._partial = b""
+        self._fd: int | None = None
+        self._queue: Any = None
+        try:
+            fd = stream.fileno()
+            select.select([fd], [], [], 0)
+            self._fd = fd
+        except (AttributeError, OSError, ValueError):  # no descriptor select can watch
+            import queue
+            import threading
+
+            self._queue = queue.Queue()
+            threading.Thread(target=self._read_all, name="stdin-reader", daemon=True).start()
+
+    def get(self, timeout: float | None) -> bytes | None:
+        """The next line (with its newline, if it had one), None at the end of the input,
+        or :data:`NOTHING` when none came within ``timeout`` seconds (None: wait for one)."""
+        if self._lines:
+            return self._lines.popleft()
+        if self._queue is not None:
+            import queue
+
+            try:
+                line: bytes | None = self._queue.get(timeout=timeout) if timeout != 0 \
+                    else self._queue.get_nowait()
+            except queue.Empty:
+                return NOTHING
+            return line
+        assert self._fd is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._lines:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._fd], [], [], left)[0]:
+                return NOTHING
+            data = os.read(self._fd, 1 << 16)
+            if not data:  # the end: a last line without its newline still counts
+                if self._partial:
+                    self._lines.append(self._partial)
+                    self._partial = b""
+                self._lines.append(None)
+                break
+            *whole, self._partial = (self._partial + data).split(b"\n")
+            self._lines.extend(line + b"\n" for line in whole)
+        return self._lines.popleft()
+
+    def _read_all(self) -> None:
+        """Reader thread, for a stream :meth:`get` cannot watch: every line, then None."""
+        try:
+            for line in self._stream:
+                self._queue.put(line)
+        finally:
+            self._queue.put(None)
+
 
 class _Batch:
     """A batch line whose responses are held until each of its requests is answered,
@@ -96,7 +166,7 @@ class Connection:
         self._stdout = stdout if stdout is not None else sys.stdout.buffer
         self.turn: Turn | None = None  # the prompt being worked on, if any
         self.eof = False
-        self._inbox: queue.Queue[bytes | None] = queue.Queue()
+        self._inbox: Inbox | None = None  # run() opens it
         self._backlog: deque[JsonObject] = deque()  # requests that arrived mid-turn
         self._next_request_id = 0
         self._awaiting: set[int] = set()  # our requests without an answer yet
@@ -113,8 +183,7 @@ class Connection:
 
     def run(self) -> int:
         """Serve until stdin closes. Returns the process exit status."""
-        reader = threading.Thread(target=self._read_stdin, name="stdin-reader", daemon=True)
-        reader.start()
+        inbox = self._inbox = Inbox(self._stdin)
         try:
             while True:
                 if self._backlog:
@@ -122,7 +191,7 @@ class Connection:
                     continue
                 if self.eof:
                     return 0
-                line = self._inbox.get()
+                line = inbox.get(None)
                 if line is None:
                     self.eof = True
                     continue
@@ -130,14 +199,6 @@ class Connection:
         except BrokenPipeError:
             log.info("client closed our stdout")
             return 0
-
-    def _read_stdin(self) -> None:
-        """Reader thread: feeds raw lines to the queue, None at end of input."""
-        try:
-            for line in self._stdin:
-                self._inbox.put(line)
-        finally:
-            self._inbox.put(None)
 
     def receive_line(self, raw: bytes) -> None:
         text = raw.rstrip(b"\r\n")
@@ -239,12 +300,9 @@ class Connection:
         first line. Returns early once the turn is cancelled."""
         wait: float | None = timeout
         while not self.eof and not (self.turn is not None and self.turn.cancelled):
-            try:
-                if wait is None or wait > 0:
-                    line = self._inbox.get(timeout=wait)
-                else:
-                    line = self._inbox.get_nowait()
-            except queue.Empty:
+            assert self._inbox is not None, "pump() runs inside run()"
+            line = self._inbox.get(wait)
+            if line == NOTHING:
                 return
             wait = 0.0  # after the first line, only drain what is already there
             if line is None:
