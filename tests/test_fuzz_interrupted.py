@@ -113,3 +113,83 @@ def test_an_interrupt_in_a_frame_without_a_line_is_still_shown() -> None:
     showable(excinfo)
     shown = str(excinfo.getrepr(funcargs=True))
     assert "KeyboardInterrupt" in shown and "During handling" not in shown
+
+
+#: A run's SIGTERM handler raises to stop it; the probe sends the signal from inside a
+#: spawn, just after the fork (where CI once had it land): through the pty client's
+#: pexpect, and through an agent's Popen.
+SPAWN_PROBE = r"""
+import json, os, signal, subprocess, sys, types
+
+class Stop(Exception):
+    pass
+
+def stop(signum, frame):
+    raise Stop
+
+signal.signal(signal.SIGTERM, stop)
+from conformance.transcript import Transcript
+
+forked, out = [], {"stopped": False}
+sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+transcript = Transcript({"role": "agent", "protocol": 1})
+try:
+    if sys.argv[1] == "pty":
+        import ptyprocess
+        from conformance.client.pty import PtyClient, Template
+
+        built = ptyprocess.PtyProcess.__init__
+        def init(self, pid, fd):
+            forked.append(pid)
+            os.kill(os.getpid(), signal.SIGTERM)
+            built(self, pid, fd)
+        ptyprocess.PtyProcess.__init__ = init
+        client = PtyClient(Template(sleeper), agent="none", profile=None,
+                           control=types.SimpleNamespace(doubles=[]), transcript=transcript,
+                           protocol=1, timeout=5.0)
+        try:
+            client._spawn(sleeper)
+        except Stop:
+            out["stopped"] = True
+        out["kept"] = client.started
+        client.stop()
+    else:
+        from conformance.transport import process
+
+        execute = subprocess.Popen._execute_child
+        def spawn(self, *args, **kwargs):
+            execute(self, *args, **kwargs)
+            forked.append(self.pid)
+            os.kill(os.getpid(), signal.SIGTERM)
+        subprocess.Popen._execute_child = spawn
+        try:
+            process.TargetProcess(sleeper, transcript, conn=0, src="agent")
+        except Stop:
+            out["stopped"] = True
+        out["kept"] = [target.pid for target in process._LIVE]
+        process.close_all(1.0)
+finally:
+    for pid in forked:  # the probe's own children, ended even when they were let go of
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+out["forked"] = forked
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("site", ["pty", "pipes"])
+def test_a_stop_that_lands_inside_a_spawn_waits_for_the_pid_to_be_kept(site: str) -> None:
+    """The signal is held while a target starts and delivered once its pid is kept: the
+    run still stops (the handler's raise comes right after), no started process is let
+    go of, and no half-built object prints a traceback as it is collected."""
+    import json
+
+    run = subprocess.run([sys.executable, "-c", SPAWN_PROBE, site], capture_output=True,
+                         text=True, env=cli_env(), timeout=60, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Exception ignored" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+    out = json.loads(run.stdout)
+    assert out["stopped"] is True, out
+    assert len(out["forked"]) == 1 and out["kept"] == out["forked"], out

@@ -36,6 +36,8 @@ from conformance.client.script import TurnScript
 from conformance.lifecycle import CaseAborted, CaseCut, Cutoff
 from conformance.timers import record as record_timer
 from conformance.transcript import Transcript
+from conformance.transport import TargetCommandError
+from conformance.transport.process import signals_held
 
 DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024  # bytes a client may print while the suite waits once
 TAIL = 2000
@@ -127,19 +129,19 @@ class PtyClient(DoubleTally):
     def _spawn(self, argv: Sequence[str]) -> None:
         import pexpect
 
-        try:
-            self.child = pexpect.spawn(argv[0], list(argv[1:]), env=self.env, cwd=self.cwd,
-                                       dimensions=DIMENSIONS, encoding=None, echo=True)
-        except pexpect.ExceptionPexpect as exc:
-            from conformance.transport import TargetCommandError
-
-            raise TargetCommandError(f"cannot start the client: {exc}") from None
+        with signals_held():  # a stop lands once the child is built and its pid kept
+            try:
+                self.child = pexpect.spawn(argv[0], list(argv[1:]), env=self.env,
+                                           cwd=self.cwd, dimensions=DIMENSIONS,
+                                           encoding=None, echo=True)
+            except pexpect.ExceptionPexpect as exc:
+                raise TargetCommandError(f"cannot start the client: {exc}") from None
+            self.started.append(self.child.pid)
         # pexpect waits 50 ms before every send and 100 ms after closing the pty; the
         # suite types only once the client shows ready, so it waits only where the
         # profile asks (send_delay).
         self.child.delaybeforesend = (self.profile.send_delay or None) if self.profile else None
         self.child.ptyproc.delayafterclose = self.child.ptyproc.delayafterterminate = 0.0
-        self.started.append(self.child.pid)
         self.buf.clear()
         self.eof = False
         self.transcript.add(self._conn(), "harness", "harness", event="start",

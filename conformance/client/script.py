@@ -45,10 +45,9 @@ CONTROL_SUFFIX = "~control"
 
 
 class TurnScript(NamedTuple):
-    """One turn as the double plays it: JSON-ready, protocol-specific. A named tuple, not a
-    dataclass: the agent double imports this module, and ``dataclasses`` (with the
-    ``inspect`` it loads) was about a sixth of the double's start-up, paid by every client
-    case."""
+    """One turn as the double plays it: JSON-ready, protocol-specific. A named tuple: the
+    double imports this module, and ``dataclasses`` (with its ``inspect``) was about a sixth
+    of the double's start-up, paid by every client case."""
 
     name: str
     prompt: str

@@ -69,7 +69,7 @@ class Inbox:
             self._queue = queue.Queue()
             threading.Thread(target=self._read_all, name="stdin-reader", daemon=True).start()
 
-    def get(self, timeout: float | None) -> bytes | None:
+    def get(self, timeout: float | None = None) -> bytes | None:
         """The next line (with its newline, if it had one), None at the end of the input,
         or :data:`NOTHING` when none came within ``timeout`` seconds (None: wait for one)."""
         if self._lines:

@@ -18,7 +18,8 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,29 @@ DEFAULT_GRACE = 2.0  # seconds to exit after stdin closes, and again after SIGTE
 
 
 _LIVE: set[TargetProcess] = set()  # started and not yet closed (see close_all)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait while the block starts a target, then reach the handlers
+    they were sent to, in order. A run's handlers raise to stop it; a raise that lands
+    inside a spawn leaves a started process nobody will end (it ran before its owner
+    kept its pid) or a half-built object whose finalizer prints a traceback (pexpect's
+    pty). Off the main thread, where no handler runs, the block runs as it is."""
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread() or \
+            any(signal.getsignal(sig) is None for sig in sigs):  # a handler set outside Python
+        yield
+        return
+    held: list[int] = []
+    old = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for signum in held:
+            signal.raise_signal(signum)
 
 
 def signal_group(pgid: int, sig: int) -> None:
@@ -161,30 +185,33 @@ class TargetProcess(Reading):
         full_env = dict(os.environ)
         if env:
             full_env.update(env)
-        try:
-            self.proc = subprocess.Popen(
-                list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=full_env, cwd=cwd, start_new_session=True,
-                bufsize=0)
-        except FileNotFoundError:
-            raise TargetCommandError(f"target command not found: {argv[0]}") from None
-        except PermissionError:
-            raise TargetCommandError(f"target command is not executable: {argv[0]}") from None
-        except OSError as exc:
-            raise TargetCommandError(f"cannot start target {argv[0]}: {exc.strerror}") from None
-        _LIVE.add(self)
-        self.pid = self.proc.pid
-        self.pgid = self.pid  # start_new_session: the target leads its own group
-        transcript.add(conn, "harness", "harness", event="start",
-                       data={"argv": list(argv), "pid_role": src, "pid": self.pid,
-                             "pgid": self.pgid})
-        self._readers = [
-            threading.Thread(target=self._read_stdout, name=f"stdout-{conn}", daemon=True),
-            threading.Thread(target=self._read_stderr, name=f"stderr-{conn}", daemon=True),
-        ]
-        for t in self._readers:
-            t.start()
-        threading.Thread(target=self._watch_exit, name=f"exit-{conn}", daemon=True).start()
+        with signals_held():  # whole and in _LIVE before a stopping signal can land
+            try:
+                self.proc = subprocess.Popen(
+                    list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, env=full_env, cwd=cwd, start_new_session=True,
+                    bufsize=0)
+            except FileNotFoundError:
+                raise TargetCommandError(f"target command not found: {argv[0]}") from None
+            except PermissionError:
+                raise TargetCommandError(
+                    f"target command is not executable: {argv[0]}") from None
+            except OSError as exc:
+                raise TargetCommandError(
+                    f"cannot start target {argv[0]}: {exc.strerror}") from None
+            self.pid = self.proc.pid
+            self.pgid = self.pid  # start_new_session: the target leads its own group
+            transcript.add(conn, "harness", "harness", event="start",
+                           data={"argv": list(argv), "pid_role": src, "pid": self.pid,
+                                 "pgid": self.pgid})
+            self._readers = [
+                threading.Thread(target=self._read_stdout, name=f"stdout-{conn}", daemon=True),
+                threading.Thread(target=self._read_stderr, name=f"stderr-{conn}", daemon=True),
+            ]
+            for t in self._readers:
+                t.start()
+            threading.Thread(target=self._watch_exit, name=f"exit-{conn}", daemon=True).start()
+            _LIVE.add(self)
 
     # -- writing -----------------------------------------------------------
     def send(self, obj: Any, *, fuzz: bool = False, raw: bytes | None = None) -> Entry:
