@@ -117,7 +117,7 @@ def test_an_interrupt_in_a_frame_without_a_line_is_still_shown() -> None:
 
 #: A run's SIGTERM handler raises to stop it; the probe sends the signal from inside a
 #: spawn, just after the fork (where CI once had it land): through the pty client's
-#: pexpect, and through an agent's Popen.
+#: pexpect, an agent's Popen, and the fuzzer's start of its workers.
 SPAWN_PROBE = r"""
 import json, os, signal, subprocess, sys, types
 
@@ -153,6 +153,32 @@ try:
             out["stopped"] = True
         out["kept"] = client.started
         client.stop()
+    elif sys.argv[1] == "workers":  # the fuzzer's own workers, started one by one
+        import tempfile
+        from pathlib import Path
+        from conformance.fuzz import workers
+        from conformance.fuzz.keeper import Interrupted, interrupts
+        from conformance.fuzz.settings import Effort
+
+        execute = subprocess.Popen._execute_child
+        def spawn(self, *args, **kwargs):
+            execute(self, *args, **kwargs)
+            forked.append(self.pid)
+            os.kill(os.getpid(), signal.SIGTERM)
+        subprocess.Popen._execute_child = spawn
+        with interrupts(), tempfile.TemporaryDirectory() as work:
+            try:
+                workers._generate(["--agent", sleeper[0]], Effort("t", "t", 4, 1, None), 1, 2,
+                                  Path(work), "none", None)
+            except Interrupted:
+                out["stopped"] = True
+        subprocess.Popen._execute_child = execute
+        out["kept"] = []
+        for pid in forked:  # reaped by the run (it ended it): gone, not even a zombie
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                out["kept"].append(pid)
     else:
         from conformance.transport import process
 
@@ -174,12 +200,16 @@ finally:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
 out["forked"] = forked
 print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("site", ["pty", "pipes"])
+@pytest.mark.parametrize("site", ["pty", "pipes", "workers"])
 def test_a_stop_that_lands_inside_a_spawn_waits_for_the_pid_to_be_kept(site: str) -> None:
     """The signal is held while a target starts and delivered once its pid is kept: the
     run still stops (the handler's raise comes right after), no started process is let

@@ -38,6 +38,7 @@ from conformance.fuzz.settings import Effort
 from conformance.results import Finding, Outcome, Reason
 from conformance.transcript import from_entries as transcript_of
 from conformance.transcript import load, write_atomic
+from conformance.transport.process import signals_held
 
 REPORT_ENV = "ACP_FUZZ_WORKER_REPORT"  # set in a worker: where it writes its report
 INDEX_ENV = "ACP_FUZZ_WORKER_INDEX"  # and which worker it is
@@ -132,14 +133,14 @@ def _generate(argv: Sequence[str], effort: Effort, seed: int, workers: int, work
                      "--workers", "1", "--hypothesis-db", database]
             if effort.time_budget is not None:
                 extra += ["--time-budget", str(effort.time_budget)]
-            with open(log, "wb") as err:
+            with signals_held(), open(log, "wb") as err:  # a stop lands once it is kept
                 proc = subprocess.Popen([sys.executable, "-m", "conformance", "fuzz", *argv,
                                          *extra], stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=err,
                                         start_new_session=True,
                                         env={**os.environ, REPORT_ENV: str(report),
                                              INDEX_ENV: str(i)})
-            procs.append((i, proc, report, log))
+                procs.append((i, proc, report, log))
         _say(progress, f"[fuzz agent] {len(procs)} workers started")
         interrupted: int | None = None
         try:
