@@ -130,9 +130,16 @@ def stop(signum, frame):
 signal.signal(signal.SIGTERM, stop)
 from conformance.transcript import Transcript
 
-forked, out = [], {"stopped": False}
+forked, reaped, out = [], [], {"stopped": False}
 sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
 transcript = Transcript({"role": "agent", "protocol": 1})
+execute = subprocess.Popen._execute_child
+
+def spawn(self, *args, **kwargs):  # Popen's fork and exec, then the signal
+    execute(self, *args, **kwargs)
+    forked.append(self.pid)
+    os.kill(os.getpid(), signal.SIGTERM)
+
 try:
     if sys.argv[1] == "pty":
         import ptyprocess
@@ -160,42 +167,33 @@ try:
         from conformance.fuzz.keeper import Interrupted, interrupts
         from conformance.fuzz.settings import Effort
 
-        execute = subprocess.Popen._execute_child
-        def spawn(self, *args, **kwargs):
-            execute(self, *args, **kwargs)
-            forked.append(self.pid)
-            os.kill(os.getpid(), signal.SIGTERM)
         subprocess.Popen._execute_child = spawn
         with interrupts(), tempfile.TemporaryDirectory() as work:
-            try:
-                workers._generate(["--agent", sleeper[0]], Effort("t", "t", 4, 1, None), 1, 2,
-                                  Path(work), "none", None)
+            try:  # a worker whose agent does not exist starts nothing of its own
+                workers._generate(["--agent", "/nonexistent/agent"], Effort("t", "t", 4, 1, None),
+                                  1, 2, Path(work), "none", None)
             except Interrupted:
                 out["stopped"] = True
         subprocess.Popen._execute_child = execute
-        out["kept"] = []
-        for pid in forked:  # reaped by the run (it ended it): gone, not even a zombie
+        for pid in forked:  # the run ended and reaped it: gone, not even a zombie
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
-                out["kept"].append(pid)
+                reaped.append(pid)
+        out["kept"] = reaped
     else:
         from conformance.transport import process
 
-        execute = subprocess.Popen._execute_child
-        def spawn(self, *args, **kwargs):
-            execute(self, *args, **kwargs)
-            forked.append(self.pid)
-            os.kill(os.getpid(), signal.SIGTERM)
         subprocess.Popen._execute_child = spawn
         try:
             process.TargetProcess(sleeper, transcript, conn=0, src="agent")
         except Stop:
             out["stopped"] = True
+        subprocess.Popen._execute_child = execute
         out["kept"] = [target.pid for target in process._LIVE]
         process.close_all(1.0)
 finally:
-    for pid in forked:  # the probe's own children, ended even when they were let go of
+    for pid in set(forked) - set(reaped):  # ours, ended even when the run let go of them
         try:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
