@@ -130,7 +130,7 @@ def stop(signum, frame):
 signal.signal(signal.SIGTERM, stop)
 from conformance.transcript import Transcript
 
-forked, reaped, out = [], [], {"stopped": False}
+forked, out = [], {"stopped": False}
 sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
 transcript = Transcript({"role": "agent", "protocol": 1})
 execute = subprocess.Popen._execute_child
@@ -175,12 +175,12 @@ try:
             except Interrupted:
                 out["stopped"] = True
         subprocess.Popen._execute_child = execute
-        for pid in forked:  # the run ended and reaped it: gone, not even a zombie
+        out["kept"] = []  # here: ended and reaped by the run, gone, not even a zombie
+        for pid in forked:
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
-                reaped.append(pid)
-        out["kept"] = reaped
+                out["kept"].append(pid)
     else:
         from conformance.transport import process
 
@@ -193,15 +193,17 @@ try:
         out["kept"] = [target.pid for target in process._LIVE]
         process.close_all(1.0)
 finally:
-    for pid in set(forked) - set(reaped):  # ours, ended even when the run let go of them
+    for pid in forked:  # ours, ended even when the run let go of them
+        try:
+            if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                continue  # it had ended: reaped now
+        except ChildProcessError:
+            continue  # the run reaped it: the pid is no longer ours to signal
         try:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        os.waitpid(pid, 0)
 out["forked"] = forked
 print(json.dumps(out))
 """
