@@ -237,12 +237,16 @@ def main(argv: list[str] | None = None) -> int:
         ns.streams, ns.pty_streams = 6, 2
         ns.agents = ns.agents or "numeric_id,update_after_cancel"
         ns.clients = ns.clients or "sorted_by_id"
+    with tempfile.TemporaryDirectory(prefix="acp-bench-state-") as state:
+        os.environ["ACP_REFERENCE_STATE_DIR"] = state  # the agents' sessions, removed at the end
+        return measure(ns, {"ACP_REFERENCE_STATE_DIR": state})
+
+
+def measure(ns: argparse.Namespace, env: dict[str, str]) -> int:
+    """The figures (``main`` gives the agents a state folder it removes at the end)."""
     effort = get_effort(ns.effort)
     baseline_effort = get_effort("ci")
     figures: dict[str, Any] = {"agents": {}, "clients": {}}
-    state = tempfile.mkdtemp(prefix="acp-bench-state-")
-    env = {"ACP_REFERENCE_STATE_DIR": state}
-    os.environ.update(env)
 
     print(f"fuzz throughput (seed {ns.seed}, effort {effort.name}, {os.cpu_count()} CPUs)")
     # -- client paths ---------------------------------------------------------------

@@ -113,10 +113,13 @@ def test_live_overhead_on_one_case() -> None:
     assert "where the suite's time goes" in done.stdout
 
 
-def test_fuzz_throughput_on_a_few_streams() -> None:
+def test_fuzz_throughput_on_a_few_streams(tmp_path: Path) -> None:
     done = bench("bench.fuzz_throughput", "--streams", "3", "--pty-streams", "1", "--effort",
-                 "ci", "--agents", "numeric_id", "--clients", "sorted_by_id", "--memory", "20")
+                 "ci", "--agents", "numeric_id", "--clients", "sorted_by_id", "--memory", "20",
+                 env={"TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stdout + done.stderr
+    # the agents' state folder is the run's own: nothing of it is left behind
+    assert not list(tmp_path.glob("acp-bench-state-*")), list(tmp_path.iterdir())
     assert re.search(r"^peak memory at 20 examples: fuzz loop [\d.]+ MB, Hypothesis generating "
                      r"alone [\d.]+ MB$", done.stdout, re.MULTILINE)
     assert len(ratios(done.stdout)) == 5  # loop/generation, pty twice, agents, clients

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import REPO_ROOT, load_json, run_cli
 
-from conformance.naming import _BROKEN
+from conformance.naming import says_broken
 
 AGENTS = sorted(p for p in (REPO_ROOT / "fixtures" / "agents").glob("*.py")
                 if not p.name.startswith("_")
@@ -50,7 +50,7 @@ def initialize_names(argvs: dict[str, list[str]], protocol: int = 1,
 
 def expected(path: Path, role: str) -> str:
     first = path.read_text(encoding="utf-8").split("\n", 1)[0]
-    kind = "broken" if _BROKEN.match(first) else "fixture"
+    kind = "broken" if says_broken(first) else "fixture"
     return f"acp-conformance-{kind}-{role}-{path.stem.replace('_', '-')}"
 
 

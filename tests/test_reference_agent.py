@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -728,9 +730,10 @@ def test_the_inbox_reads_lines_as_asked_from_a_descriptor_or_a_thread() -> None:
 
 def test_the_agent_serves_without_a_thread_and_names_itself_without_pathlib() -> None:
     """The modules a target process loads are start-up every case pays: the agent reads
-    its input with no reader thread (``threading``, ``queue``), and a fixture names
-    itself (``conformance.naming``) without ``pathlib``. Over a real pipe, every request
-    is still answered."""
+    its input with no reader thread (``threading``, ``queue``), a fixture names itself
+    (``conformance.naming``) without ``pathlib``, and lines are read and written with
+    ``json``'s C codec without ``json``, ``re`` (and the ``enum`` it loads) or ``typing``.
+    Over a real pipe, every request is still answered."""
     lines = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
               "params": {"protocolVersion": 1, "clientCapabilities": {}}},
              {"jsonrpc": "2.0", "id": 1, "method": "session/new",
@@ -738,7 +741,8 @@ def test_the_agent_serves_without_a_thread_and_names_itself_without_pathlib() ->
     probe = ("import sys; sys.modules['__main__'].__file__ = 'fixtures/agents/quiet_one.py'; "
              "from conformance.reference.agent import ReferenceAgent, main; "
              "main(agent_class=ReferenceAgent); "
-             "print(sorted({'threading', 'queue', 'pathlib'} & set(sys.modules)), "
+             "print(sorted({'threading', 'queue', 'pathlib', 'json', 're', 'enum', 'typing'}"
+             " & set(sys.modules)), "
              "file=sys.stderr)")
     # -S: no site-packages, whose .pth files (an editable install's) may load pathlib
     done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True,
@@ -749,6 +753,69 @@ def test_the_agent_serves_without_a_thread_and_names_itself_without_pathlib() ->
     assert [a.get("id") for a in answers] == [0, 1], done.stdout
     assert answers[0]["result"]["agentInfo"]["name"] == "acp-conformance-fixture-agent-quiet-one"
     assert done.stderr.strip() == b"[]", done.stderr
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12)
+
+
+@pytest.mark.parametrize("c_codec", [True, False], ids=["json-c-codec", "json-module"])
+@given(value=JSON_VALUES, blank=st.sampled_from(["", " ", "\n", " \t\r\n "]),
+       garbage=st.text(max_size=6))
+def test_the_agents_codec_reads_and_writes_what_json_does(
+        c_codec: bool, value: Any, blank: str, garbage: str) -> None:
+    """The agent's lines (``wire.encode``/``decode``, on ``json``'s C codec without
+    ``json``, or on ``json`` where that codec is missing) are ``json.dumps``'s compact
+    output, ASCII or not, and read as ``json.loads`` reads them; a text that is not one
+    strict JSON value raises what ``json.loads`` raises, with its message (the first
+    error of a fresh process is ``test_jsonrpc_errors_and_clean_exit``'s)."""
+    from conformance.reference import wire
+
+    saved = wire._CODEC
+    assert saved is not None  # CPython has _json: the fast road is the one tested
+    wire._CODEC = saved if c_codec else None
+    try:
+        for ascii_only in (True, False):
+            text = wire.encode(value, ascii_only=ascii_only)
+            assert text == json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))
+        text = blank + json.dumps(value) + blank
+        for bad in (text, text + garbage, garbage, text.replace("1", "NaN", 1)):
+            try:
+                expected: Any = json.loads(bad, parse_constant=wire._Strict.parse_constant)
+            except ValueError as e:
+                with pytest.raises(type(e)) as got:
+                    wire.decode(bad)
+                assert str(got.value) == str(e)
+            else:
+                assert wire.decode(bad) == expected
+    finally:
+        wire._CODEC = saved
+
+
+def test_no_fixture_target_loads_typing_at_run_time() -> None:
+    """Every fixture agent and proxy imports ``typing`` for the type checker only (it and
+    the ``re`` it loads were a third of a fixture agent's start-up): each module is run
+    as a module, not as the program, in one interpreter without site-packages."""
+    paths = sorted(str(p) for kind in ("agents", "proxies", "hostile/agents", "harness")
+                   for p in (REPO_ROOT / "fixtures" / kind).glob("*.py")
+                   # a client's load is the client's; a script with no main guard acts
+                   # when imported (exit_at_start, huge_line)
+                   if not p.name.endswith("_client.py") and (p.name.startswith("_") or
+                       'if __name__ == "__main__":' in p.read_text("utf-8")))
+    assert len(paths) > 100, paths
+    probe = ("import importlib.util, os, sys\n"  # (runpy would load typing itself)
+             "for n, path in enumerate(sys.argv[1:]):\n"
+             "    sys.path.insert(0, os.path.dirname(path))\n"
+             "    spec = importlib.util.spec_from_file_location(f'fixture{n}', path)\n"
+             "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+             "    if 'typing' in sys.modules:\n"
+             "        sys.exit('typing: ' + path)\n")
+    done = subprocess.run([sys.executable, "-S", "-c", probe, *paths], capture_output=True,
+                          text=True, cwd=REPO_ROOT, timeout=60, check=False,
+                          env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 # --------------------------------------------------------------------------

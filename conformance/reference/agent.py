@@ -53,7 +53,6 @@ from conformance.reference.wire import (
     AGENT_VERSION,
     CHUNK_UPDATES,
     INVALID_PARAMS,
-    LONG_PROMPT,
     MAX_KEY,
     MESSAGE_UPDATES,
     RESOURCE_NOT_FOUND,
@@ -61,6 +60,7 @@ from conformance.reference.wire import (
     JsonObject,
     RequestId,
     RpcError,
+    asks_for_long,
     joined_text,
     log,
     random_hex,
@@ -402,7 +402,7 @@ class ReferenceAgent(Connection):
         if self.v2:
             self.send_update(turn.session, self.build_state_update("running"))
         steps: list[Callable[[Turn], None]]
-        if LONG_PROMPT.search(turn.text):
+        if asks_for_long(turn.text):
             steps = [self.emit_thought, self.emit_long_reply]
         else:
             steps = [self.emit_thought, self.emit_first_reply, self.emit_tool_call,

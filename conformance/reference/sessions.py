@@ -3,11 +3,17 @@ one JSON file per session (so a fresh process can load it), and the turn in prog
 
 from __future__ import annotations
 
-import json
 import os
-import re
 
-from conformance.reference.wire import JsonObject, RequestId, joined_text, now_iso, random_hex
+from conformance.reference.wire import (
+    JsonObject,
+    RequestId,
+    decode,
+    encode,
+    joined_text,
+    now_iso,
+    random_hex,
+)
 
 
 class Session:
@@ -66,6 +72,9 @@ def temp_dir() -> str:
     return "/tmp"
 
 
+HEX = "0123456789abcdef"  # a session ID is sess_ and 32 of these
+
+
 class SessionStore:
     """One JSON file per session, replaced atomically after every change but the most
     frequent one: a block added to the message the session streams last (a chunk) is
@@ -75,8 +84,6 @@ class SessionStore:
     Loading reads the file, then the journal's whole lines; a line says where its block
     goes (the record and the block's place in it), so a line the file already holds (the
     agent ended between the two) is not added twice, and a cut last line is left out."""
-
-    SESSION_ID = re.compile(r"sess_[0-9a-f]{32}\Z")
 
     def __init__(self, directory: str | None = None) -> None:
         self.directory = directory or self.default_directory()
@@ -97,7 +104,8 @@ class SessionStore:
 
     def path(self, session_id: str) -> str | None:
         # Session IDs come from the client: never let one name a path.
-        if not isinstance(session_id, str) or not self.SESSION_ID.match(session_id):
+        if not (isinstance(session_id, str) and len(session_id) == 37
+                and session_id.startswith("sess_") and not session_id[5:].strip(HEX)):
             return None
         return os.path.join(self.directory, session_id + ".json")
 
@@ -110,7 +118,7 @@ class SessionStore:
         if path is None or not os.path.exists(path):
             return None
         with open(path, encoding="utf-8") as f:
-            session = Session.from_json(json.load(f))
+            session = Session.from_json(decode(f.read()))
         try:
             with open(self.journal(path), "rb") as f:
                 journal = f.read()
@@ -118,7 +126,7 @@ class SessionStore:
             return session
         for line in journal.splitlines():
             try:
-                op = json.loads(line)
+                op = decode(line.decode("utf-8"))
                 content = session.history[op["record"]]["content"]
                 if len(content) == op["block"]:
                     content.append(op["content"])
@@ -137,8 +145,8 @@ class SessionStore:
             return
         session.updated_at = now_iso()
         content = record["content"]
-        line = json.dumps({"record": len(history) - 1, "block": len(content) - 1,
-                           "content": content[-1], "updatedAt": session.updated_at})
+        line = encode({"record": len(history) - 1, "block": len(content) - 1,
+                       "content": content[-1], "updatedAt": session.updated_at})
         fd = os.open(self.journal(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             os.write(fd, (line + "\n").encode("ascii"))  # ASCII escapes: always encodable
@@ -153,7 +161,7 @@ class SessionStore:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(json.dumps(session.to_json()))  # ASCII escapes: always encodable
+                f.write(encode(session.to_json()))  # ASCII escapes: always encodable
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):

@@ -3,14 +3,14 @@ one way a message is encoded to (and decoded from) a line."""
 
 from __future__ import annotations
 
-import json
 import os
-import re  # json imports it anyway
 import sys
 import time
 
 # The agent starts once per case, so its modules import no more than they use at run time:
-# not typing (the types below are for the type checker; at run time they are the classes).
+# not typing (the types below are for the type checker; at run time they are the classes),
+# and neither json nor re (see ``_codec``: the two, with the enum module re loads, were a
+# third of a fixture agent's start-up).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -45,8 +45,17 @@ CHUNK_UPDATES = {
 }
 # v2 only: whole-message upserts.
 MESSAGE_UPDATES = {"user": "user_message", "agent": "agent_message", "thought": "agent_thought"}
-# A prompt containing the word "long" gets a long, cancellable reply.
-LONG_PROMPT = re.compile(r"\blong\b", re.IGNORECASE)
+
+
+def asks_for_long(text: str) -> bool:
+    """Whether a prompt holds the word "long" (any case): it gets a long, cancellable
+    reply. ``re`` is loaded only for a prompt that may (most prompts never load it)."""
+    if "long" not in text.lower():
+        return False
+    import re
+
+    return re.search(r"\blong\b", text, re.IGNORECASE) is not None
+
 
 class RpcError(Exception):
     """A JSON-RPC error answer to the request being handled."""
@@ -66,23 +75,88 @@ def joined_text(blocks: list[JsonObject]) -> str:
     return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
 
 
-def decode_line(raw: bytes) -> Any:
-    """Parse one line as strict JSON (no NaN or Infinity)."""
+class _Strict:
+    """The settings of ``json.loads(text, parse_constant=reject)``, for ``_json``'s scanner."""
 
-    def reject(constant: str) -> Any:
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+
+    @staticmethod
+    def parse_constant(constant: str) -> Any:
         raise ValueError(f"{constant} is not JSON")
 
-    return json.loads(raw.decode("utf-8"), parse_constant=reject)
+
+def _codec() -> tuple[Any, Any] | None:
+    """``json``'s own C scanner and encoder maker (the ``_json`` module), used as
+    ``json.loads`` and ``json.dumps`` use them, without importing ``json``: its import
+    compiles regular expressions at every start. None where they are missing or are not
+    what ``json`` makes of them (another Python: ``json`` then does the work)."""
+    try:
+        from _json import encode_basestring, encode_basestring_ascii, make_encoder, make_scanner
+
+        def default(o: Any) -> Any:
+            raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+        def encoder(ascii_only: bool) -> Any:  # fresh markers (the cycle check) each time
+            return make_encoder({}, default, encode_basestring_ascii if ascii_only
+                                else encode_basestring, None, ":", ",", False, False, True)
+
+        probe = {"a": [1, 2.5, None, True, "\u00e9\n"]}
+        ascii_text = '{"a":[1,2.5,null,true,"\\u00e9\\n"]}'
+        scanner = make_scanner(_Strict)
+        if ("".join(encoder(False)(probe, 0)) != ascii_text.replace("\\u00e9", "\u00e9")
+                or "".join(encoder(True)(probe, 0)) != ascii_text
+                or scanner(ascii_text, 0) != (probe, len(ascii_text))):
+            return None
+        return scanner, encoder
+    except (ImportError, TypeError, ValueError, StopIteration):
+        return None
+
+
+_CODEC = _codec()
+_BLANK = " \t\n\r"  # JSON's whitespace
+
+
+def decode(text: str) -> Any:
+    """``json.loads(text)``, strict: NaN and Infinity are refused. A text that is not one
+    JSON value is left to ``json`` itself, so the error is the one it gives (the scanner
+    builds its error from ``json.decoder`` and, before that is loaded, has none to give)."""
+    if _CODEC is not None:
+        start = len(text) - len(text.lstrip(_BLANK))
+        try:
+            value, end = _CODEC[0](text, start)
+        except Exception:  # noqa: BLE001 - json says why (the scanner cannot, without it)
+            pass
+        else:
+            if not text[end:].lstrip(_BLANK):
+                return value
+    import json
+
+    return json.loads(text, parse_constant=_Strict.parse_constant)
+
+
+def encode(value: Any, *, ascii_only: bool = True) -> str:
+    """``json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))``."""
+    if _CODEC is not None:
+        return "".join(_CODEC[1](ascii_only)(value, 0))
+    import json
+
+    return json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))
+
+
+def decode_line(raw: bytes) -> Any:
+    """Parse one line as strict JSON (no NaN or Infinity)."""
+    return decode(raw.decode("utf-8"))
 
 
 def encode_line(message: WireMessage) -> bytes:
     """One compact UTF-8 JSON line. Falls back to ASCII escapes for strings
     that cannot be encoded as UTF-8 (lone surrogates echoed from a prompt)."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
     try:
-        return (text + "\n").encode("utf-8")
+        return (encode(message, ascii_only=False) + "\n").encode("utf-8")
     except UnicodeEncodeError:
-        return (json.dumps(message, separators=(",", ":")) + "\n").encode("ascii")
+        return (encode(message) + "\n").encode("ascii")
 
 
 def now_iso() -> str:
