@@ -104,7 +104,8 @@ def _codec() -> tuple[Any, Any] | None:
 
         probe = {"a": [1, 2.5, None, True, "\u00e9\n"]}
         ascii_text = '{"a":[1,2.5,null,true,"\\u00e9\\n"]}'
-        scanner = make_scanner(_Strict)
+        settings: Any = _Strict  # the scanner reads these attributes (typeshed says a scanner)
+        scanner = make_scanner(settings)
         if ("".join(encoder(False)(probe, 0)) != ascii_text.replace("\\u00e9", "\u00e9")
                 or "".join(encoder(True)(probe, 0)) != ascii_text
                 or scanner(ascii_text, 0) != (probe, len(ascii_text))):
