@@ -8,6 +8,9 @@ from typing import Any
 
 MAX_SHOWN = 160
 
+# the characters XML 1.0 forbids (all but tab, newline, carriage return, U+0020-U+D7FF,
+# U+E000-U+FFFD and U+10000-U+10FFFF)
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 # What a terminal would act on or hide: C0/C1 controls and DEL (ANSI escapes start with
 # ESC), lone surrogates, line/paragraph separators, and the invisible format characters
 # that reorder or hide text (bidi overrides and isolates, zero-width characters, BOM).
@@ -34,13 +37,5 @@ def xml_safe(value: Any, limit: int = 4000) -> str:
     """Text XML 1.0 can carry: characters it forbids are escaped as \\uXXXX."""
     full = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = full[: limit + 1]  # escaping never shortens: cut first
-    out = []
-    for ch in text:
-        cp = ord(ch)
-        if (cp in (0x9, 0xA, 0xD) or 0x20 <= cp <= 0xD7FF or 0xE000 <= cp <= 0xFFFD
-                or 0x10000 <= cp <= 0x10FFFF):
-            out.append(ch)
-        else:
-            out.append(f"\\u{cp:04x}")
-    s = "".join(out)
+    s = _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return s if len(full) <= limit and len(s) <= limit else f"{s[:limit]}... [{len(full)} chars]"
