@@ -28,6 +28,7 @@ loop.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -88,14 +89,20 @@ class Signals:
         self.driving = False
         self.cutoff = cutoff
         self._old: dict[int, Any] = {}
+        self._quiet = contextlib.ExitStack()
 
     def __enter__(self) -> Signals:  # noqa: PYI034 - typing.Self needs Python 3.11
         if self.enabled:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
+        from conformance.transport.process import swallowed_quietly
+
+        # a raise Python drops (in a gc callback) is not printed: the signal is noted
+        self._quiet.enter_context(swallowed_quietly(KeyboardInterrupt))
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._quiet.close()
         for sig, old in self._old.items():
             signal.signal(sig, old)
 

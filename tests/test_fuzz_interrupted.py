@@ -223,3 +223,53 @@ def test_a_stop_that_lands_inside_a_spawn_waits_for_the_pid_to_be_kept(site: str
     out = json.loads(run.stdout)
     assert out["stopped"] is True, out
     assert len(out["forked"]) == 1 and out["kept"] == out["forked"], out
+
+
+GC_PROBE = """
+import gc, os, signal, sys
+from conformance.engine import Signals
+from conformance.fuzz.keeper import Interrupted, interrupts, raise_pending
+from conformance.lifecycle import Cutoff
+
+fired = []
+
+def in_gc(phase, info):  # the signal arrives while the collector runs: the handler's raise
+    if phase == "start" and not fired:  # lands here, and Python drops it
+        fired.append(1)
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            pass
+
+gc.callbacks.append(in_gc)
+if sys.argv[1] == "fuzz":
+    try:
+        with interrupts():
+            gc.collect()
+            assert fired
+            raise_pending()  # what the fuzz engines call between runs
+        print("not stopped")
+    except Interrupted as e:
+        print("stopped by", e.signum)
+else:
+    cutoff = Cutoff()
+    with Signals(True, cutoff) as signals:
+        signals.driving = True
+        gc.collect()
+        assert fired
+    print("stopped by", signals.signum, cutoff.reason())
+"""
+
+
+@pytest.mark.parametrize("road", ["fuzz", "suite"])
+def test_a_stop_whose_raise_python_drops_stops_the_run_without_a_traceback(road: str) -> None:
+    """A run's SIGINT handler raises to stop it; where the handler runs inside a garbage-
+    collector callback (Hypothesis installs one), Python drops the raise and would print
+    "Exception ignored in ... Traceback" (a fuzz run cancelled in CI printed one). The
+    signal is still noted, so the run stops (the fuzz engines raise it again, the suite
+    cuts its cases), and nothing is printed."""
+    done = subprocess.run([sys.executable, "-c", GC_PROBE, road], capture_output=True,
+                          text=True, timeout=60, check=False, env=cli_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == (["stopped", "by", "2"] if road == "fuzz"
+                                   else ["stopped", "by", "2", "SIGINT"]), done.stdout
+    assert done.stderr == "", done.stderr

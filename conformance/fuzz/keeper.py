@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.fuzz import database, regressions
+from conformance.transport.process import swallowed_quietly
 
 
 class Interrupted(BaseException):
@@ -52,7 +53,8 @@ def interrupts(enabled: bool = True) -> Iterator[list[int]]:
 
     old = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield got
+        with swallowed_quietly(Interrupted):  # raise_pending raises it again
+            yield got
     finally:
         _PENDING.clear()
         for sig, previous in old.items():
