@@ -19,16 +19,14 @@ owns the rest, once for all of them:
   (:func:`conformance.repetition.merge_runs`), so every shell reports a rule that came
   out differently between repetitions the same way.
 
-The command line runs a whole plan (:func:`run_suite`, serially or with ``--jobs``);
-the pytest plugin runs it one item at a time (:meth:`Engine.result_at`) and reports
-each case as the engine decided (:meth:`Engine.unfinished`; under pytest-xdist, where a
-worker holds only some cases, :meth:`Engine.as_serial`). No role or shell writes its own
-loop.
+The command line runs a whole plan (:func:`run_suite`, serially or with ``--jobs``); the
+pytest plugin runs it one item at a time (:meth:`Engine.result_at`) and reports each case
+as the engine decided (:meth:`Engine.unfinished`; under pytest-xdist, where a worker holds
+only some cases, :meth:`Engine.as_serial`). No role or shell writes its own loop.
 """
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import threading
 import time
@@ -47,13 +45,13 @@ from conformance.lifecycle import (
     new_transcript,
     not_run,
     save,
+    swallowed_quietly,
 )
 from conformance.results import CaseResult, Outcome, Reason, RunResult
 from conformance.settings import RunSettings
 from conformance.usage import UsageError
 
-__all__ = ["Engine", "NothingToRun", "RunInterrupted", "Shortcut", "Signals", "Suite",
-           "run_suite"]
+__all__ = ["Engine", "NothingToRun", "RunInterrupted", "Shortcut", "Signals", "Suite", "run_suite"]
 
 
 class RunInterrupted(Exception):
@@ -76,11 +74,11 @@ class NothingToRun(UsageError):
 class Signals:
     """While a run lasts, SIGINT and SIGTERM stop the case being driven, not the grading.
 
-    The first signal raises KeyboardInterrupt only while a case drives its
-    target in this thread (so a blocked wait ends at once); otherwise it is
-    noted, cases driven by other threads are cut through the run's Cutoff, and
-    the run stops after them. Later signals are noted only: cleanup and the
-    reports are bounded and must not be torn.
+    The first signal raises KeyboardInterrupt only while a case drives its target in this
+    thread (so a blocked wait ends at once); otherwise it is noted, cases driven by other
+    threads are cut through the run's Cutoff, and the run stops after them. Later signals
+    are noted only: cleanup and the reports are bounded and must not be torn. A raise
+    Python drops (the handler ran in a gc callback) is not printed: the signal is noted.
     """
 
     def __init__(self, enabled: bool, cutoff: Cutoff) -> None:
@@ -89,20 +87,17 @@ class Signals:
         self.driving = False
         self.cutoff = cutoff
         self._old: dict[int, Any] = {}
-        self._quiet = contextlib.ExitStack()
+        self._quiet = swallowed_quietly(KeyboardInterrupt)
 
     def __enter__(self) -> Signals:  # noqa: PYI034 - typing.Self needs Python 3.11
         if self.enabled:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
-        from conformance.transport.process import swallowed_quietly
-
-        # a raise Python drops (in a gc callback) is not printed: the signal is noted
-        self._quiet.enter_context(swallowed_quietly(KeyboardInterrupt))
+        self._quiet.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._quiet.close()
+        self._quiet.__exit__(None, None, None)
         for sig, old in self._old.items():
             signal.signal(sig, old)
 
@@ -297,10 +292,9 @@ class Engine:
             else:
                 from conformance.parallel import play_concurrently
 
-                play_concurrently(self.result, plan, self.play, jobs=run.jobs,
-                                  signals=signals, run_cut=self.run_cut,
-                                  progress=run.progress, not_run=self.not_run,
-                                  record=self.record)
+                play_concurrently(self.result, plan, self.play, jobs=run.jobs, signals=signals,
+                                  run_cut=self.run_cut, progress=run.progress,
+                                  not_run=self.not_run, record=self.record)
         return signals.signum
 
     # -- one item at a time (the pytest plugin) ----------------------------------------
@@ -428,9 +422,8 @@ def keep_not_run(engine: Engine, directory: Path | None) -> None:
 def run_suite(suite: Suite, run: Settings, result: RunResult | None = None,
               started: Callable[[], None] | None = None) -> RunResult:
     """Run a whole suite: every case of its plan played or said why not, concluded.
-    ``started`` is called once the plan is known to run something (a shell's "writing
-    the reports under ..."). Raises :class:`RunInterrupted` (with what was graded) after
-    SIGINT/SIGTERM."""
+    ``started`` is called once the plan is known to run something (a shell's "writing the
+    reports under ..."). Raises :class:`RunInterrupted` (with what was graded) after a signal."""
     engine = Engine(suite, run, result)
     if started is not None:
         started()

@@ -28,8 +28,10 @@ import contextvars
 import dataclasses
 import re
 import signal
+import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -74,6 +76,27 @@ class Cutoff:
         if self.at is not None and time.monotonic() >= self.at:
             return "deadline"
         return self.parent.reason() if self.parent is not None else ""
+
+@contextmanager
+def swallowed_quietly(*types: type[BaseException]) -> Iterator[None]:
+    """While the block runs, a raise of ``types`` that Python had to drop is not printed.
+    A run's signal handler raises to stop it; where the handler runs inside a garbage-
+    collector callback (Hypothesis installs one), Python drops the raise and prints
+    "Exception ignored in" with a traceback. The handler has noted the signal by then and
+    the run stops on that note, so the traceback would be noise on a clean stop. Any other
+    exception Python drops is printed as before."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, types):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
 
 class CaseStop(Exception):
     """A drive ended before its last step (raised by a role's drive, caught by play_case)."""

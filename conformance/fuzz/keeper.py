@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.fuzz import database, regressions
-from conformance.transport.process import swallowed_quietly
+from conformance.lifecycle import swallowed_quietly
 
 
 class Interrupted(BaseException):

@@ -15,7 +15,6 @@ import queue
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -61,27 +60,6 @@ def signals_held() -> Iterator[None]:
             signal.signal(sig, handler)
         for signum in held:
             signal.raise_signal(signum)
-
-
-@contextmanager
-def swallowed_quietly(*types: type[BaseException]) -> Iterator[None]:
-    """While the block runs, a raise of ``types`` that Python had to drop is not printed.
-    A run's signal handler raises to stop it; where the handler runs inside a garbage-
-    collector callback (Hypothesis installs one), Python drops the raise and prints
-    "Exception ignored in" with a traceback. The handler has noted the signal by then and
-    the run stops on that note, so the traceback would be noise on a clean stop. Any other
-    exception Python drops is printed as before."""
-    previous = sys.unraisablehook
-
-    def hook(unraisable: Any) -> None:
-        if not isinstance(unraisable.exc_value, types):
-            previous(unraisable)
-
-    sys.unraisablehook = hook
-    try:
-        yield
-    finally:
-        sys.unraisablehook = previous
 
 
 def signal_group(pgid: int, sig: int) -> None:
