@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, run_cli
@@ -114,13 +115,58 @@ def test_a_dead_target_collects_no_pass(tmp_path: Path) -> None:
     ("exit_on_null_id", "MID-C-04", 2)])
 def test_a_crash_graded_as_a_fault_carries_its_consequences(tmp_path: Path, fixture: str,
                                                             cause: str, fails: int) -> None:
-    client = REPO_ROOT / "fixtures" / "clients" / f"{fixture}.py"
     out = tmp_path / "r.json"
-    proc = run_cli("--client", f"{sys.executable} {client} --agent-cmd {{agent}}",
-                   "--client-profile", CLIENT_PROFILE, "--protocol", "1",
-                   "--case", "client-missing-and-null", "--json", str(out))
+    proc = run_cli(*_missing_and_null(fixture), "--json", str(out))
     assert proc.returncode == 1
-    report = json.loads(out.read_text(encoding="utf-8"))
+    _assert_one_crash_fault(json.loads(out.read_text(encoding="utf-8")), cause, fails)
+
+
+def test_a_crash_is_graded_alike_when_the_doubles_reports_arrive_late(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client dies on the chunk its agent double just wrote; the double reported that
+    chunk on its own channel first, but the suite may read the client's exit before it
+    reads that report (a busy machine). The rows do not depend on which comes first:
+    here every report is read late, and the null ID is still the cause."""
+    import time
+
+    from conformance.client.channel import SuiteSide
+
+    class LateReader:
+        def __init__(self, f: Any) -> None:
+            self._f = f
+
+        def readline(self, limit: int = -1) -> bytes:
+            time.sleep(0.05)
+            return bytes(self._f.readline(limit))
+
+        def close(self) -> None:
+            self._f.close()
+
+    class LateSocket:
+        def __init__(self, sock: Any) -> None:
+            self._sock = sock
+
+        def makefile(self, mode: str) -> LateReader:
+            return LateReader(self._sock.makefile(mode))
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._sock, name)
+
+    serve = SuiteSide._serve
+    monkeypatch.setattr(SuiteSide, "_serve", lambda self, sock: serve(self, LateSocket(sock)))
+    out = tmp_path / "r.json"
+    proc = run_cli(*_missing_and_null("exit_on_null_id"), "--json", str(out), in_process=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    _assert_one_crash_fault(json.loads(out.read_text(encoding="utf-8")), "MID-C-04", 2)
+
+
+def _missing_and_null(fixture: str) -> tuple[str, ...]:
+    client = REPO_ROOT / "fixtures" / "clients" / f"{fixture}.py"
+    return ("--client", f"{sys.executable} {client} --agent-cmd {{agent}}", "--client-profile",
+            CLIENT_PROFILE, "--protocol", "1", "--case", "client-missing-and-null")
+
+
+def _assert_one_crash_fault(report: dict[str, Any], cause: str, fails: int) -> None:
     by_rule: dict[str, list[dict[str, object]]] = {}
     for r in report["results"]:
         by_rule.setdefault(r["requirement"], []).append(r)

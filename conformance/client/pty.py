@@ -218,9 +218,7 @@ class PtyClient(DoubleTally):
             fds = [wake] if self.eof or self.child is None else [wake, self.child.child_fd]
             ready, _, _ = select.select(fds, [], [], min(remaining, CUT_POLL))
             if wake in ready:
-                self.control.drain_wake()
-                while (ev := self.control.next_event(0)) is not None:
-                    self.count(ev.name, ev.data)
+                self._tally_reports()
                 deadline = time.monotonic() + silence
             if self.child is not None and not self.eof and self.child.child_fd in ready:
                 try:
@@ -241,12 +239,37 @@ class PtyClient(DoubleTally):
                 if self.template.one_shot and any(
                         not d.closed for d in self.control.doubles.values()):
                     continue  # the double's last reports may still be on their way
+                self._settle(silence)
+                if done():
+                    return  # the turn had ended before the exit: the next step meets it
                 rc = self._reap()
                 if not quiet:
                     self._event("early-exit", {"waiting_for": waiting_for, "returncode": rc,
                                                "signal": None})
                 raise ClientAborted(f"the client exited while the suite waited for {waiting_for}",
                                     "exited")
+
+    def _settle(self, limit: float) -> None:
+        """The client exited: wait, at most ``limit`` s, until the agents it started have
+        closed their reports. A double reports each line before it writes it, but on its own
+        channel, which the suite may read after it reads the client's exit: what the client
+        was sent before it died is in the transcript before its exit, whichever the suite
+        read first."""
+        end = time.monotonic() + limit
+        wake = self.control.wake_fd
+        while any(not d.closed for d in self.control.doubles.values()):
+            check_cut(self.cutoff)
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            if select.select([wake], [], [], min(left, CUT_POLL))[0]:
+                self._tally_reports()
+
+    def _tally_reports(self) -> None:
+        """Count the doubles' events the control channel has woken the suite for."""
+        self.control.drain_wake()
+        while (ev := self.control.next_event(0)) is not None:
+            self.count(ev.name, ev.data)
 
     def _reap(self) -> int | None:
         child = self.child
