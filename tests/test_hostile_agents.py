@@ -408,3 +408,30 @@ def test_fixture_table_lists_every_hostile_agent() -> None:
     tested = "".join(p.read_text("utf-8") for p in Path(__file__).parent.glob("test_*.py"))
     for name in agents:
         assert f'"{name}"' in tested, f"{name} has no test"
+
+
+def test_a_ready_line_nobody_reads_any_more_does_not_end_the_agent(tmp_path: Path) -> None:
+    """Cases side by side share one ready FIFO; the test reads the first line and closes
+    it. An agent that writes after that must go on with its hostile part (a case the test
+    interrupts must still be in flight), not exit as if its stdout had closed. Made certain
+    here: a line longer than the FIFO holds blocks its writer until the reader closes."""
+    import subprocess
+
+    from helpers import wait_ready
+
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    agents = Path(__file__).resolve().parents[1] / "fixtures" / "hostile" / "agents"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from _hostile import signal_ready; "
+            "signal_ready('x' * 1_000_000); print('went on')")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(agents)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HOSTILE_READY_FIFO": str(fifo)})
+    try:
+        assert wait_ready(fifo).startswith("x")  # one read, then the FIFO is closed
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, out) == (0, "went on\n"), err
