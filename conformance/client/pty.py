@@ -122,6 +122,7 @@ class PtyClient(DoubleTally):
         self.child: Any = None
         self.buf = bytearray()
         self.eof = False
+        self.first_double = 0  # the control connection of the first double it started
         self.read_bytes = 0
         self.started: list[int] = []  # pids of every client process started
 
@@ -144,6 +145,7 @@ class PtyClient(DoubleTally):
         self.child.ptyproc.delayafterclose = self.child.ptyproc.delayafterterminate = 0.0
         self.buf.clear()
         self.eof = False
+        self.first_double = len(self.control.doubles)
         self.transcript.add(self._conn(), "harness", "harness", event="start",
                             data={"argv": list(argv), "pid_role": "client",
                                   "pid": self.child.pid, "pgid": self.child.pid})
@@ -236,8 +238,7 @@ class PtyClient(DoubleTally):
                     raise ClientAborted(f"the client flooded its output ({self.max_output} bytes)",
                                         "flooded its output")
             if self.eof and not done():
-                if self.template.one_shot and any(
-                        not d.closed for d in self.control.doubles.values()):
+                if self.template.one_shot and self._reporting():
                     continue  # the double's last reports may still be on their way
                 self._settle(silence)
                 if done():
@@ -257,13 +258,18 @@ class PtyClient(DoubleTally):
         read first."""
         end = time.monotonic() + limit
         wake = self.control.wake_fd
-        while any(not d.closed for d in self.control.doubles.values()):
+        while self._reporting():
             check_cut(self.cutoff)
             left = end - time.monotonic()
             if left <= 0:
                 break
             if select.select([wake], [], [], min(left, CUT_POLL))[0]:
                 self._tally_reports()
+
+    def _reporting(self) -> bool:
+        """Does an agent double this client process started still report?"""
+        return any(not d.closed for d in list(self.control.doubles.values())
+                   if d.conn >= self.first_double)
 
     def _tally_reports(self) -> None:
         """Count the doubles' events the control channel has woken the suite for."""
