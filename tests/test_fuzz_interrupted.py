@@ -10,6 +10,7 @@ terminal and ``--junitxml`` say interrupted.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -47,9 +48,35 @@ def test_cancelled_client_fuzz_run_is_not_a_pass(tmp_path: Path, sig: signal.Sig
     assert "INTERRUPTED" in (tmp_path / "report.md").read_text("utf-8")
 
 
+#: A plugin (``-p``) that sends the session its own stop while the garbage collector runs,
+#: two seconds into the first fuzz test: the handler's raise lands in the gc callback
+#: Hypothesis and this module install, where Python drops it.
+STOP_IN_GC = """
+import gc, os, signal, time
+
+state = {"at": None}
+
+def in_gc(phase, info):
+    if phase == "start" and state["at"] is not None and time.monotonic() >= state["at"]:
+        state["at"] = None
+        os.kill(os.getpid(), signal.{sig})
+        for _ in range(1000):
+            pass  # the handler runs here, inside the callback
+
+def pytest_runtest_call(item):
+    if not gc.callbacks.count(in_gc):
+        state["at"] = time.monotonic() + 2.0
+        gc.callbacks.append(in_gc)
+"""
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_cancelled_plugin_fuzz_session_is_not_a_pass(tmp_path: Path,
-                                                     sig: signal.Signals) -> None:
+@pytest.mark.parametrize("where", ["handler", "gc"])
+def test_cancelled_plugin_fuzz_session_is_not_a_pass(tmp_path: Path, sig: signal.Signals,
+                                                     where: str) -> None:
+    """A stop during ``--acp-fuzz`` ends the session 128+N, INTERRUPTED, never a pass: sent
+    from outside, or landing where Python drops the handler's raise (a gc callback), when
+    the next run raises it again (once a deep fuzz went on for minutes)."""
     env = cli_env({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     env.pop("PYTEST_ADDOPTS", None)
     log = tmp_path / "log.txt"
@@ -58,13 +85,19 @@ def test_cancelled_plugin_fuzz_session_is_not_a_pass(tmp_path: Path,
             "--rootdir", str(tmp_path), "--acp-fuzz", "--acp-fuzz-effort", "deep",
             "--acp-agent", subprocess.list2cmdline(reference_agent_command()),
             "--junitxml", "junit.xml", "-v"]
+    if where == "gc":
+        (tmp_path / "stop_in_gc.py").write_text(STOP_IN_GC.replace("{sig}", sig.name), "utf-8")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path),
+                                                          env.get("PYTHONPATH")]))
+        args[3:3] = ["-p", "stop_in_gc"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         wait_for_line(log, "acp-fuzz-agent::agent_v1")  # the fuzz test is generating
-        time.sleep(2.0)
-        proc.send_signal(sig)
+        if where == "handler":
+            time.sleep(2.0)
+            proc.send_signal(sig)
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
@@ -73,6 +106,7 @@ def test_cancelled_plugin_fuzz_session_is_not_a_pass(tmp_path: Path,
     text = log.read_text("utf-8", "replace")
     assert proc.returncode == 128 + sig, text[-3000:]  # not pytest's 2, not killed by it
     assert "INTERNALERROR" not in text
+    assert "Exception ignored" not in text  # the dropped raise is not printed
     assert f"verdict: INTERRUPTED by {sig.name}" in text
     assert "PASSED" not in text and "did not repeat" not in text
     root = ET.parse(tmp_path / "junit.xml").getroot()

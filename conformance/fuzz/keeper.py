@@ -46,9 +46,7 @@ def interrupts(enabled: bool = True) -> Iterator[list[int]]:
 
     def handle(signum: int, frame: Any) -> None:
         got.append(signum)
-        _RECEIVED.append(signum)
-        if len(got) == 1:
-            _PENDING.append(signum)  # in case the raise lands where it is swallowed (a gc hook)
+        if noted(signum):
             raise Interrupted(signum)
 
     old = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -63,6 +61,18 @@ def interrupts(enabled: bool = True) -> Iterator[list[int]]:
 
 _RECEIVED: list[int] = []  # every signal :func:`interrupts` took in this process
 _PENDING: list[int] = []  # the signal that interrupts the block running now
+
+
+def noted(signum: int) -> bool:
+    """Note a SIGINT/SIGTERM a fuzz run took (the handler of :func:`interrupts`, or of a
+    shell that owns the signal handlers: the pytest plugin). True for the first: its
+    handler raises, and :func:`raise_pending` raises again should Python drop that raise
+    (in a gc callback), so generation stops at its next run whichever handler took it."""
+    _RECEIVED.append(signum)
+    if _PENDING:
+        return False
+    _PENDING.append(signum)
+    return True
 
 
 def raise_pending() -> None:
@@ -168,4 +178,4 @@ class Keeper:
         return saved.path
 
 
-__all__ = ["Interrupted", "Keeper", "interrupts", "raise_pending", "received"]
+__all__ = ["Interrupted", "Keeper", "interrupts", "noted", "raise_pending", "received"]

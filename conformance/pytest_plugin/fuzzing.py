@@ -70,6 +70,9 @@ class Interrupted:
                 self._old[sig] = signal.signal(sig, self._interrupt)
 
     def _interrupt(self, signum: int, frame: Any) -> None:
+        from conformance.fuzz.keeper import noted
+
+        noted(signum)  # should this raise be dropped, the next run raises it (timing_proof)
         if not self.signum:
             self.signum = signum
             raise KeyboardInterrupt
@@ -233,8 +236,10 @@ def timing_proof(test: Any, campaign: Any, protocol: int) -> Any:
     "inconsistent data generation", a failure that did not fail again) become what they
     mean: the finding the campaign recorded for this version (shrunk and saved already),
     or, when no rule broke, a skip that says why (never a pass, never Hypothesis'
-    traceback). HypoFuzz fuzzes the inner ``@given`` test (``test.hypothesis``, copied
-    by ``functools.wraps``) and handles flakiness its own way."""
+    traceback). A stop whose raise Python dropped (in a gc callback) is raised again by
+    the next run (``keeper.raise_pending``) and ends the session as the interrupt it is.
+    HypoFuzz fuzzes the inner ``@given`` test (``test.hypothesis``, copied by
+    ``functools.wraps``) and handles flakiness its own way."""
     import functools
 
     @functools.wraps(test)
@@ -242,9 +247,17 @@ def timing_proof(test: Any, campaign: Any, protocol: int) -> Any:
         __tracebackhide__ = True  # the finding is the report, not this frame
         from hypothesis.errors import Flaky
 
+        from conformance.fuzz.keeper import Interrupted, received
+        from conformance.lifecycle import swallowed_quietly
+
         try:
-            test(*args, **kwargs)
+            with swallowed_quietly(KeyboardInterrupt):  # noted: the next run raises it
+                test(*args, **kwargs)
+        except Interrupted:  # the signal's own raise was dropped; the next run raised it
+            raise KeyboardInterrupt from None
         except Flaky as exc:
+            if received() is not None:  # a signal, not the target, made the repeat differ
+                raise KeyboardInterrupt from None
             found = _finding_of(exc, campaign, protocol)
             if found is not None:
                 raise found from None
