@@ -250,3 +250,55 @@ def test_interrupted_session_under_xdist_keeps_and_grades(tmp_path: Path, sig: s
         assert cases[name]["cut"] == sig.name
         assert not any(o == "pass" for o in results[name].values())
     assert_markdown_junit_and_console_say_interrupted(tmp_path, sig, log)
+
+
+#: A plugin (``-p``) that sends the session its own SIGTERM from inside a gc callback as
+#: the third item is set up: between cases, where the plugin's handler raises and Python
+#: drops that raise.
+STOP_BETWEEN_ITEMS_IN_GC = """
+import gc, os, signal
+
+state = {"items": 0, "armed": False}
+
+def in_gc(phase, info):
+    if phase == "start" and state["armed"]:
+        state["armed"] = False
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            pass  # the handler runs here, inside the callback
+
+gc.callbacks.append(in_gc)
+
+def pytest_runtest_setup(item):
+    state["items"] += 1
+    if state["items"] == 3:
+        state["armed"] = True
+        gc.collect()
+"""
+
+
+def test_a_stop_between_items_whose_raise_is_dropped_stops_the_session(
+        tmp_path: Path) -> None:
+    """The handler noted the stop before it raised: the session stops after the item in
+    progress and exits 128+15 with the cases not reached not run, not played to the end
+    (they were, the raise dropped), and the dropped raise prints nothing."""
+    from conformance.cli.demo import reference_agent_command
+
+    (tmp_path / "stop_between.py").write_text(STOP_BETWEEN_ITEMS_IN_GC, "utf-8")
+    env = cli_env({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    env.pop("PYTEST_ADDOPTS", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+    args = [sys.executable, "-m", "pytest", "-p", "stop_between", "-p",
+            "conformance.pytest_plugin", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+            "--acp-agent", subprocess.list2cmdline(reference_agent_command()),
+            "--acp-protocol", "1", "--acp-json", "report.json"]
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    log = done.stdout + done.stderr
+    assert done.returncode == 128 + signal.SIGTERM, log[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text("utf-8"))
+    assert report["interrupted"] == "SIGTERM" and report["summary"]["verdict"] == "interrupted"
+    played = [c for c in report["cases"] if c.get("reason") != "not_run"]
+    assert 2 <= len(played) <= 3 < len(report["cases"]), [c["case"] for c in played]
+    assert "verdict: INTERRUPTED by SIGTERM" in log
+    assert "Exception ignored" not in log  # the dropped raise is not printed

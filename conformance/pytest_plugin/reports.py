@@ -48,6 +48,9 @@ class Reports:
         self.signum = 0  # the signal that interrupted the session (0: none did)
         self.session: pytest.Session | None = None
         self._old: dict[int, Any] = {}
+        from conformance.lifecycle import swallowed_quietly
+
+        self._quiet = swallowed_quietly(KeyboardInterrupt)
         self.worker = hasattr(config, "workerinput")  # an xdist worker (-n N)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -66,11 +69,12 @@ class Reports:
         self.signum = signum
         if workers.relay(self.config, signum):  # xdist's controller: its workers play the cases
             return  # and it waits for their reports
+        if self.session is not None:  # pytest stops after the item in progress, should
+            # the raise below be dropped (in a gc callback) or the engine cut the case
+            self.session.shouldstop = f"interrupted by {signal.Signals(signum).name}"
         state = self.config.stash.get(STATE, None)
         if state is None or not (state.playing or self.worker):
             raise KeyboardInterrupt
-        if self.session is not None:  # pytest stops after the item in progress
-            self.session.shouldstop = f"interrupted by {signal.Signals(signum).name}"
         state.interrupt(signum, frame)  # KeyboardInterrupt while it drives the target
 
     @pytest.hookimpl(tryfirst=True)
@@ -85,8 +89,13 @@ class Reports:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
+        if self._old:  # a stop whose raise Python drops (in a gc callback) stops the
+            # session all the same (shouldstop): no warning with a traceback for it
+            self._quiet.__enter__()
 
     def pytest_unconfigure(self) -> None:
+        if self.session is not None and self._old:
+            self._quiet.__exit__(None, None, None)
         for sig, old in self._old.items():
             signal.signal(sig, old)
         workers.unregister(self.config)
