@@ -307,3 +307,20 @@ def test_a_stop_whose_raise_python_drops_stops_the_run_without_a_traceback(road:
     assert done.stdout.split() == (["stopped", "by", "2"] if road == "fuzz"
                                    else ["stopped", "by", "2", "SIGINT"]), done.stdout
     assert done.stderr == "", done.stderr
+
+
+def test_a_noted_stop_is_raised_by_the_next_run_until_its_block_is_over() -> None:
+    """Whichever handler took the signal (the fuzz command's, or the plugin's), the next run
+    raises it; once the block that took it is over (the session's end), runs start clean:
+    a pytest process that ran one interrupted fuzz session does not stop the next."""
+    from conformance.fuzz.keeper import Interrupted, noted, raise_pending, settled
+
+    try:
+        assert noted(signal.SIGTERM) is True  # the first: its handler raises
+        assert noted(signal.SIGINT) is False  # later ones are only noted
+        with pytest.raises(Interrupted) as caught:
+            raise_pending()
+        assert caught.value.signum == signal.SIGTERM
+    finally:
+        settled()
+    raise_pending()  # nothing pending: returns

@@ -54,7 +54,7 @@ def interrupts(enabled: bool = True) -> Iterator[list[int]]:
         with swallowed_quietly(Interrupted):  # raise_pending raises it again
             yield got
     finally:
-        _PENDING.clear()
+        settled()
         for sig, previous in old.items():
             signal.signal(sig, previous)
 
@@ -73,6 +73,11 @@ def noted(signum: int) -> bool:
         return False
     _PENDING.append(signum)
     return True
+
+
+def settled() -> None:
+    """The block that took the signal is over: later runs in this process start clean."""
+    _PENDING.clear()
 
 
 def raise_pending() -> None:
@@ -178,4 +183,5 @@ class Keeper:
         return saved.path
 
 
-__all__ = ["Interrupted", "Keeper", "interrupts", "noted", "raise_pending", "received"]
+__all__ = ["Interrupted", "Keeper", "interrupts", "noted", "raise_pending", "received",
+           "settled"]

@@ -87,6 +87,9 @@ class Interrupted:
     def pytest_unconfigure(self) -> None:
         import signal
 
+        from conformance.fuzz.keeper import settled
+
+        settled()
         for sig, old in self._old.items():
             signal.signal(sig, old)
 
