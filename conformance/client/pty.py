@@ -238,9 +238,7 @@ class PtyClient(DoubleTally):
                     raise ClientAborted(f"the client flooded its output ({self.max_output} bytes)",
                                         "flooded its output")
             if self.eof and not done():
-                if self.template.one_shot and self._reporting():
-                    continue  # the double's last reports may still be on their way
-                self._settle(silence)
+                self._settle(silence)  # a one-shot client's turn ends as it exits, too
                 if done():
                     return  # the turn had ended before the exit: the next step meets it
                 rc = self._reap()
