@@ -64,7 +64,7 @@ def in_gc(phase, info):
             pass  # the handler runs here, inside the callback
 
 def pytest_runtest_call(item):
-    if not gc.callbacks.count(in_gc):
+    if in_gc not in gc.callbacks:
         state["at"] = time.monotonic() + 2.0
         gc.callbacks.append(in_gc)
 """
@@ -313,14 +313,16 @@ def test_a_noted_stop_is_raised_by_the_next_run_until_its_block_is_over() -> Non
     """Whichever handler took the signal (the fuzz command's, or the plugin's), the next run
     raises it; once the block that took it is over (the session's end), runs start clean:
     a pytest process that ran one interrupted fuzz session does not stop the next."""
-    from conformance.fuzz.keeper import Interrupted, noted, raise_pending, settled
+    from conformance.fuzz.keeper import Interrupted, noted, pending, raise_pending, settled
 
     try:
         assert noted(signal.SIGTERM) is True  # the first: its handler raises
         assert noted(signal.SIGINT) is False  # later ones are only noted
+        assert pending() == signal.SIGTERM
         with pytest.raises(Interrupted) as caught:
             raise_pending()
         assert caught.value.signum == signal.SIGTERM
     finally:
         settled()
+    assert pending() is None
     raise_pending()  # nothing pending: returns

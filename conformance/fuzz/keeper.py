@@ -80,6 +80,11 @@ def settled() -> None:
     _PENDING.clear()
 
 
+def pending() -> int | None:
+    """The signal the running block (a fuzz command, a plugin session) took, or None."""
+    return _PENDING[0] if _PENDING else None
+
+
 def raise_pending() -> None:
     """Raise :class:`Interrupted` again if the running block took its signal: the raise
     in the handler can land in code that swallows it (Python ignores an exception raised
@@ -183,5 +188,5 @@ class Keeper:
         return saved.path
 
 
-__all__ = ["Interrupted", "Keeper", "interrupts", "noted", "raise_pending", "received",
-           "settled"]
+__all__ = ["Interrupted", "Keeper", "interrupts", "noted", "pending", "raise_pending",
+           "received", "settled"]

@@ -63,8 +63,11 @@ class Interrupted:
         import signal
         import threading
 
+        from conformance.lifecycle import swallowed_quietly
+
         self.signum = 0
         self._old: dict[int, Any] = {}
+        self._quiet = swallowed_quietly(KeyboardInterrupt)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._interrupt)
@@ -84,12 +87,18 @@ class Interrupted:
 
             showable(excinfo)
 
+    def pytest_sessionstart(self) -> None:
+        if self._old:  # after pytest's own hook: a raise Python drops (in a gc callback) is
+            self._quiet.__enter__()  # noted, and the next run raises it: no warning for it
+
     def pytest_unconfigure(self) -> None:
         import signal
 
         from conformance.fuzz.keeper import settled
 
         settled()
+        if self._old:
+            self._quiet.__exit__(None, None, None)
         for sig, old in self._old.items():
             signal.signal(sig, old)
 
@@ -250,17 +259,15 @@ def timing_proof(test: Any, campaign: Any, protocol: int) -> Any:
         __tracebackhide__ = True  # the finding is the report, not this frame
         from hypothesis.errors import Flaky
 
-        from conformance.fuzz.keeper import Interrupted, received
-        from conformance.lifecycle import swallowed_quietly
+        from conformance.fuzz.keeper import Interrupted, pending
 
         try:
-            with swallowed_quietly(KeyboardInterrupt):  # noted: the next run raises it
-                test(*args, **kwargs)
+            test(*args, **kwargs)
         except Interrupted:  # the signal's own raise was dropped; the next run raised it
             raise KeyboardInterrupt from None
         except Flaky as exc:
-            if received() is not None:  # a signal, not the target, made the repeat differ
-                raise KeyboardInterrupt from None
+            if pending() is not None:  # this session's stop, not the target, made the
+                raise KeyboardInterrupt from None  # repeat differ
             found = _finding_of(exc, campaign, protocol)
             if found is not None:
                 raise found from None
