@@ -18,10 +18,12 @@ from typing import Any
 import pytest
 from helpers import GRADING_OPTION_SETS, text, transcript, update
 from random_transcripts import random_entries
+from replay_transcripts import replay_entries
 
 from conformance import transcript as tmod
 from conformance.checks import base, grade
 from conformance.checks.identity import TURN_TUPLE
+from conformance.checks.replay import Replay
 from conformance.results import Outcome
 from conformance.transcript import Entry, Transcript
 
@@ -147,3 +149,44 @@ def test_a_reuse_cites_the_first_use_across_turns_and_kinds() -> None:
     assert "an agent message and a thought message" in rows["MID-A-02/cross-kind-reuse"].message
     assert rows["MID-A-02/cross-turn-reuse"].entries == (seqs[1], seqs[5])
     assert "of turn 1 reappears in turn 2" in rows["MID-A-02/cross-turn-reuse"].message
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_replayed_turns_compared_as_they_end_grade_as_compared_at_the_end(
+        protocol: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replayed turn is compared with its live turn as soon as the replay's next turn
+    begins (and let go), a live turn's tables by ID go when the next turn begins, and the
+    turn a replay may see stream beside it waits for the end: the findings are those of
+    comparing every turn at the end, row for row, evidence and order included."""
+    cases = [replay_entries(seed, protocol) for seed in range(60)]
+    cases += [entries for _, entries, p, role in _cases() if p == protocol and role == "agent"]
+    when = {"early": 0, "end": 0}
+    at_end = [False]
+    compare, finish = Replay.compare, Replay.finish
+
+    def counted(self: Replay, *a: Any) -> None:
+        when["end" if at_end[0] else "early"] += 1
+        compare(self, *a)
+
+    def finishing(self: Replay) -> None:
+        at_end[0] = True
+        try:
+            finish(self)
+        finally:
+            at_end[0] = False
+
+    monkeypatch.setattr(Replay, "compare", counted)
+    monkeypatch.setattr(Replay, "finish", finishing)
+    graded = [grade(entries, protocol=protocol, options=o) for entries in cases
+              for o in GRADING_OPTION_SETS]
+    assert when["early"] > 100 and when["end"] > 10, when  # both ways were really taken
+    rows = {(f.requirement, f.outcome) for found in graded for f in found}
+    for rule in ("MID-A-08/collides-other-epoch", "MID-A-03/replay-crosscheck",
+                 "MID-A-07/replay-duplicate" if protocol == 1 else "MID-V2-06/replay-duplicate"):
+        assert any(r == rule and o in (Outcome.FAIL, Outcome.WARN) for r, o in rows), rule
+    monkeypatch.setattr(Replay, "early", False)
+    when.update(early=0, end=0)
+    again = [grade(entries, protocol=protocol, options=o) for entries in cases
+             for o in GRADING_OPTION_SETS]
+    assert when["early"] == 0 and when["end"] > 200, when
+    assert again == graded

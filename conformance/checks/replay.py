@@ -107,16 +107,41 @@ class Msg:
 @dataclass(slots=True)
 class Turn:
     msgs: list[Msg] = field(default_factory=list)
-    # messages by ID (the first kind to use it); (kind, ID) for another kind under that ID
-    index: dict[str, Msg] = field(default_factory=dict)
+    # messages by ID (the first kind to use it); (kind, ID) for another kind under that ID;
+    # None once a later turn of the session began (``compact``): built again from ``msgs``
+    # if a late update comes to this turn
+    index: dict[str, Msg] | None = field(default_factory=dict)
     others: dict[tuple[str, str], Msg] | None = None
+
+    def lookup(self) -> dict[str, Msg]:
+        """``index``, built from ``msgs`` after ``compact`` (the same tables: at most one
+        message per kind and ID, the first under an ID in ``index``)."""
+        index = self.index
+        if index is None:
+            index, others = {}, None
+            for m in self.msgs:
+                if m.mid is None:
+                    continue
+                if m.mid not in index:
+                    index[m.mid] = m
+                else:
+                    if others is None:
+                        others = {}
+                    others[(m.kind, m.mid)] = m
+            self.index, self.others = index, others
+        return index
+
+    def compact(self) -> None:
+        """A later turn of the session began: the tables by ID go (``msgs`` is the turn)."""
+        self.index = self.others = None
 
     def apply(self, ev: MessageEvent) -> Msg:
         """Appendix G reducer: chunks append, upserts with content replace."""
         mid = ev.mid
         msg = None
         if mid is not None:
-            msg = self.index.get(mid)
+            index = self.index if self.index is not None else self.lookup()
+            msg = index.get(mid)
             if msg is not None and msg.kind != ev.kind:
                 msg = self.others.get((ev.kind, mid)) if self.others else None
         elif self.msgs:
@@ -127,8 +152,8 @@ class Turn:
             msg = Msg(ev.kind, mid, ev.seq)
             self.msgs.append(msg)
             if mid is not None:
-                if mid not in self.index:
-                    self.index[mid] = msg
+                if mid not in index:
+                    index[mid] = msg
                 else:
                     if self.others is None:
                         self.others = {}
@@ -159,11 +184,13 @@ def _share_texts(rep: _Replay) -> None:
     n = len(rep.turns) - 1
     if n >= len(rep.history):
         return
-    live = rep.history[n]
-    for m in rep.turns[n].msgs:
+    live, replayed = rep.history[n], rep.turns[n]
+    if replayed is None:
+        return
+    for m in replayed.msgs:
         if m.mid is None:
             continue
-        lm = live.index.get(m.mid)
+        lm = live.lookup().get(m.mid)
         if lm is None or lm.kind != m.kind:
             continue
         text = lm.text
@@ -192,7 +219,18 @@ class _Replay:
     protocol: int
     start_seq: int
     history: list[Turn]  # live turns before this replay
-    turns: list[Turn] = field(default_factory=list)
+    # the replayed turns; None for one already compared with its live turn (``Replay.compare``)
+    turns: list[Turn | None] = field(default_factory=list)
+    # the one live turn that may still stream beside the replay (the newest of the epoch
+    # before): its replayed turn is compared only at the end, like every turn beyond it
+    open: Turn | None = None
+    # the cross-check's findings so far, by replayed turn, reported at the end in turn order
+    # (as if every turn were compared then: the first few of a rule are reported in full)
+    pending: list[tuple[int, str, str, list[int], Any, Any]] = field(default_factory=list)
+    # regenerated IDs (turn, kind, live message, replayed ID, entry): checked at the end
+    # against the first live message of each ID (a live message may still come)
+    regenerated: list[tuple[int, str, Msg, str, int]] = field(default_factory=list)
+    stable: int = 0  # replayed messages that kept their live ID
     last_key: tuple[str, str] | None = None
     runs: dict[tuple[str, str], int] = field(default_factory=dict)
     upserted: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -223,6 +261,10 @@ class Replay(Checker):
         Rule("MID-V2-11/not-retained"),
         Rule("MID-V2-12"),
     )
+    # Let go early (tests turn it off and demand the same findings): a complete replayed turn
+    # is compared with its live turn at once, and a live turn's tables by ID go when the
+    # session's next turn begins.
+    early = True
 
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
@@ -245,6 +287,9 @@ class Replay(Checker):
         self.draft = Rule("MID-V2-12").record.applies_under(self.profile.name)
         self.no_replay: set[int] = set()  # entries of v2 resumes without replayFrom
         self.loads: set[int] = set()  # entries of v1 session/load requests
+        # the newest live turn of each session and epoch (its number, the turn): the one a
+        # replay of the next epoch may see stream beside it (``_Replay.open``)
+        self.newest: dict[tuple[str, int], tuple[int, Turn]] = {}
 
     def on_turn_start(self, ev: TurnStart) -> None:
         if ev.protocol < 2 or not self.draft:
@@ -289,8 +334,10 @@ class Replay(Checker):
         if ev.requested:
             self.exercised("MID-V2-06/after-response" if ev.protocol >= 2
                            else "MID-A-07/after-response")
+            newest = self.newest.get((ev.session, ev.epoch.index - 1))
             self.replays[ev.session] = _Replay(ev.session, ev.protocol, ev.seq,
                                                list(self.history.get(ev.session, [])),
+                                               open=newest[1] if newest else None,
                                                prompts=list(self.prompts.get(ev.session, [])))
 
     def _beside_resume(self, ev: MessageEvent) -> None:
@@ -323,7 +370,7 @@ class Replay(Checker):
         rep = self.replays.pop(ev.session, None)
         if rep is not None:
             if rep.turns:
-                _share_texts(rep)
+                self._turn_done(rep)
             rep.runs.clear()  # read only while the replay runs; the cross-check needs the turns
             rep.upserted.clear()
             rep.primed.clear()
@@ -355,7 +402,13 @@ class Replay(Checker):
             turn = self.live.get(key)
             if turn is None:
                 turn = self.live[key] = Turn()
-                self.history.setdefault(ev.session, []).append(turn)
+                history = self.history.setdefault(ev.session, [])
+                if history and self.early:
+                    history[-1].compact()
+                history.append(turn)
+                newest = self.newest.get(key[:2])
+                if newest is None or ev.turn >= newest[0]:
+                    self.newest[key[:2]] = (ev.turn, turn)
             msg = turn.apply(ev)
             if ev.kind == "user" and ev.protocol >= 2:
                 self._live_echo(ev)
@@ -403,12 +456,14 @@ class Replay(Checker):
                 rep.last_kind != "user"
                 or (ev.mid is not None and ev.mid != rep.last_user_mid))):
             if rep.turns:
-                _share_texts(rep)
+                self._turn_done(rep)
             rep.turns.append(Turn())
         rep.last_kind = ev.kind
         if ev.kind == "user":
             rep.last_user_mid = ev.mid
-        msg = rep.turns[-1].apply(ev)
+        current = rep.turns[-1]
+        assert current is not None  # only a complete turn is compared and let go
+        msg = current.apply(ev)
         if ev.mid is None:
             if not v2:  # a repeat appends to it; in v2 each ID-less chunk is a finding
                 self.tail = msg
@@ -518,69 +573,89 @@ class Replay(Checker):
                        "session/prompt response returned", key=(rep.session, lp.rid),
                        entries=entries, expected=short(lp.rid), actual=short(replayed.mid))
 
+    def _turn_done(self, rep: _Replay) -> None:
+        """The replay's last turn is complete: compared with its live turn now, and let go,
+        unless that live turn may still stream (``_Replay.open``) or ``early`` is off."""
+        n = len(rep.turns) - 1
+        replayed = rep.turns[n]
+        assert replayed is not None
+        if not self.early or (n < len(rep.history) and rep.history[n] is rep.open):
+            _share_texts(rep)
+            return
+        if n < len(rep.history):
+            self.compare(rep, n, rep.history[n], replayed)
+        rep.turns[n] = None
+
     def _crosscheck(self, rep: _Replay) -> None:
         if not rep.history or not rep.turns:
             return
         for rule in ("MID-A-08/stability", "MID-A-08/collides-other-epoch",
                      "MID-A-03/replay-crosscheck"):
             self.exercised(rule)
-        dup_rule = self._dup_rule(rep.protocol)
-        stable = regenerated = 0
-        live_by_id: dict[str, Msg] | None = None  # built when a regenerated ID needs it
-        for live, replayed in zip(rep.history, rep.turns, strict=False):
-            for kind in ("user", "agent", "thought", "session"):
-                lm = [m for m in live.msgs if m.kind == kind]
-                rm = [m for m in replayed.msgs if m.kind == kind]
-                if not lm or not rm:
-                    continue
-                if len(lm) == len(rm) and all(a.text == b.text for a, b in zip(lm, rm, strict=False)):
-                    for a, b in zip(lm, rm, strict=False):
-                        if a.mid is None or b.mid is None:
-                            continue
-                        if a.mid == b.mid:
-                            stable += 1
-                        else:
-                            regenerated += 1
-                            if live_by_id is None:
-                                live_by_id = _first_by_id(rep.history)
-                            other = live_by_id.get(b.mid)
-                            if other is not None and other is not a:
-                                self.found("MID-A-08/collides-other-epoch",
-                                           f"replayed {kind} message takes ID {short(b.mid)!r}, "
-                                           f"which a different live message had",
-                                           entries=[other.seq, b.seq],
-                                           expected="a fresh ID or the message's own live ID",
-                                           actual=short(b.mid))
-                    continue
-                if "".join(m.text for m in lm) != "".join(m.text for m in rm):
-                    continue  # the agent rewrote history: nothing to infer about IDs
-                if len(lm) > len(rm):
-                    fragments = sum(1 for m in lm[:-1] if not m.text.rstrip(" ").endswith(
-                        SENTENCE_END))
-                    if fragments >= max(1, (len(lm) - 1) // 2):
-                        self.found("MID-A-03/replay-crosscheck",
-                                   f"live {kind} chunks under {len(lm)} IDs replay as "
-                                   f"{len(rm)} message(s): the live IDs were not stable across "
-                                   f"the chunks of one message",
-                                   entries=[lm[0].seq, rm[0].seq],
-                                   expected=[short(m.text, 60) for m in rm],
-                                   actual=[short(m.mid or "", 40) for m in lm[:6]])
-                    else:
-                        self.found(dup_rule,
-                                   f"replay folds {len(lm)} live {kind} messages into {len(rm)} "
-                                   f"(one ID for several messages)",
-                                   entries=[lm[0].seq, rm[0].seq],
-                                   expected=[short(m.text, 60) for m in lm],
-                                   actual=[short(m.text, 60) for m in rm])
-                else:
-                    self.found("MID-A-03/replay-crosscheck",
-                               f"{len(lm)} live {kind} message(s) replay as {len(rm)}: replayed "
-                               f"IDs split what one live ID grouped",
-                               entries=[lm[0].seq, rm[0].seq],
-                               expected=[short(m.text, 60) for m in lm],
-                               actual=[short(m.text, 60) for m in rm])
+        for n, (live, replayed) in enumerate(zip(rep.history, rep.turns, strict=False)):
+            if replayed is not None:
+                self.compare(rep, n, live, replayed)
+        rep.pending.sort(key=lambda p: p[0])  # stable: in turn order, as they were found
+        for _, rule, message, entries, expected, actual in rep.pending:
+            self.found(rule, message, entries=entries, expected=expected, actual=actual)
+        if rep.regenerated:
+            rep.regenerated.sort(key=lambda r: r[0])
+            live_by_id = _first_by_id(rep.history)
+            for _, kind, a, mid, seq in rep.regenerated:
+                other = live_by_id.get(mid)
+                if other is not None and other is not a:
+                    self.found("MID-A-08/collides-other-epoch",
+                               f"replayed {kind} message takes ID {short(mid)!r}, "
+                               f"which a different live message had",
+                               entries=[other.seq, seq],
+                               expected="a fresh ID or the message's own live ID",
+                               actual=short(mid))
+        stable, regenerated = rep.stable, len(rep.regenerated)
         if stable or regenerated:
             verdict = ("stable" if not regenerated else "regenerated" if not stable else "mixed")
             self.found("MID-A-08/stability",
                        f"replayed IDs are {verdict} ({stable} kept, {regenerated} new)",
                        entries=[rep.start_seq], actual=verdict)
+
+    def compare(self, rep: _Replay, n: int, live: Turn, replayed: Turn) -> None:
+        """Live turn ``n`` against its replay: what the IDs say, kept in ``rep`` for the end."""
+        pending = rep.pending
+        dup_rule = self._dup_rule(rep.protocol)
+        for kind in ("user", "agent", "thought", "session"):
+            lm = [m for m in live.msgs if m.kind == kind]
+            rm = [m for m in replayed.msgs if m.kind == kind]
+            if not lm or not rm:
+                continue
+            if len(lm) == len(rm) and all(a.text == b.text for a, b in zip(lm, rm, strict=False)):
+                for a, b in zip(lm, rm, strict=False):
+                    if a.mid is None or b.mid is None:
+                        continue
+                    if a.mid == b.mid:
+                        rep.stable += 1
+                    else:
+                        rep.regenerated.append((n, kind, a, b.mid, b.seq))
+                continue
+            if "".join(m.text for m in lm) != "".join(m.text for m in rm):
+                continue  # the agent rewrote history: nothing to infer about IDs
+            if len(lm) > len(rm):
+                fragments = sum(1 for m in lm[:-1] if not m.text.rstrip(" ").endswith(
+                    SENTENCE_END))
+                if fragments >= max(1, (len(lm) - 1) // 2):
+                    pending.append((n, "MID-A-03/replay-crosscheck",
+                                    f"live {kind} chunks under {len(lm)} IDs replay as "
+                                    f"{len(rm)} message(s): the live IDs were not stable across "
+                                    f"the chunks of one message", [lm[0].seq, rm[0].seq],
+                                    [short(m.text, 60) for m in rm],
+                                    [short(m.mid or "", 40) for m in lm[:6]]))
+                else:
+                    pending.append((n, dup_rule,
+                                    f"replay folds {len(lm)} live {kind} messages into {len(rm)} "
+                                    f"(one ID for several messages)", [lm[0].seq, rm[0].seq],
+                                    [short(m.text, 60) for m in lm],
+                                    [short(m.text, 60) for m in rm]))
+            else:
+                pending.append((n, "MID-A-03/replay-crosscheck",
+                                f"{len(lm)} live {kind} message(s) replay as {len(rm)}: replayed "
+                                f"IDs split what one live ID grouped", [lm[0].seq, rm[0].seq],
+                                [short(m.text, 60) for m in lm],
+                                [short(m.text, 60) for m in rm]))
