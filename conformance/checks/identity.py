@@ -74,7 +74,10 @@ class _EpochState:
     kinds: dict[tuple[str, str], int] = field(default_factory=dict)
     replay_turn: int = 0
     last_kind: str | None = None
-    turns: set[Any] = field(default_factory=set)  # turn keys that carried an ID
+    # turn keys that carried an ID, two at most: a second one exercises
+    # MID-A-02/cross-turn-reuse, and no rule asks for more
+    turns: set[Any] = field(default_factory=set)
+    numbers: dict[Any, int] = field(default_factory=dict)  # this epoch's turn keys, numbered
     tk: Any = None  # the last turn key: one tuple per turn, not one per message
     tn: int = -1  # its number (Uniqueness.turn_keys)
 
@@ -111,13 +114,16 @@ class Uniqueness(Checker):
         # the turn keys of each session that carried an ID, numbered: a first use keeps
         # the number, and a turn's tables below are keyed by it (with the kind's code)
         self.turn_keys: list[Any] = []
-        self.turn_numbers: dict[tuple[str, Any], int] = {}
         # the last ID of a turn's chunks per kind, once they had more than TURN_TUPLE IDs
         self.turn_last: dict[int, str] = {}
         # the IDs of each turn's chunks, per kind: None before any, one ID, then a set
         # (a tuple of them, the last one used last, until more than TURN_TUPLE)
         self.turn_ids: dict[int, str | tuple[str, ...] | set[str] | None] = {}
+        # the first session to use each ID; while one session alone used IDs, none is kept
+        # (``one_session``: they are all its own), and the table starts with a second one
         self.session_of_id: dict[str, str] = {}
+        self.one_session: str | None = None
+        self.many_sessions = False
         self.cross_session_reported = False
         self.response_ids: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
         # turns the suite cancelled while they ran, and the (cancelled turn, later turn)
@@ -161,11 +167,12 @@ class Uniqueness(Checker):
         if mid is None:
             return
         tk = turn_key(ev, st)
-        if tk not in st.turns:
-            st.turns.add(tk)
+        turns = st.turns
+        if len(turns) < 2 and tk not in turns:
+            turns.add(tk)
         tn = st.tn
         if tn < 0:
-            tn = st.tn = self._turn_number(ev.session, tk)
+            tn = st.tn = self._turn_number(st, tk)
         v2 = ev.protocol >= 2
         self._cross_session(ev, mid)
         by_id, kinds = st.by_id, st.kinds
@@ -294,10 +301,10 @@ class Uniqueness(Checker):
             else:
                 kinds[(ev.kind, mid)] = seen
 
-    def _turn_number(self, session: str, tk: Any) -> int:
-        n = self.turn_numbers.get((session, tk))
+    def _turn_number(self, st: _EpochState, tk: Any) -> int:
+        n = st.numbers.get(tk)
         if n is None:
-            n = self.turn_numbers[session, tk] = len(self.turn_keys)
+            n = st.numbers[tk] = len(self.turn_keys)
             self.turn_keys.append(tk)
         return n
 
@@ -323,7 +330,19 @@ class Uniqueness(Checker):
                        expected="a fresh ID per user message", actual=short(rid))
 
     def _cross_session(self, ev: MessageEvent, mid: str) -> None:
-        owner = self.session_of_id.setdefault(mid, ev.session)
+        if self.many_sessions:
+            owner = self.session_of_id.setdefault(mid, ev.session)
+        else:
+            if self.one_session is None:
+                self.one_session = ev.session
+            if ev.session == self.one_session:
+                owner = ev.session  # every ID so far is this session's: nothing kept per ID
+            else:  # a second session: the first one's IDs, from its epochs' first uses
+                for (session, _), st in self.epochs.items():
+                    if session == self.one_session:
+                        self.session_of_id.update(dict.fromkeys(st.by_id, session))
+                self.many_sessions = True
+                owner = self.session_of_id.setdefault(mid, ev.session)
         if len(self.epochs) > 1:
             if "MID-A-02/cross-session" not in self.marked:
                 self.mark("MID-A-02/cross-session")

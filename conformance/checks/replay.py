@@ -21,6 +21,7 @@ as a live update of its turn, and these rules never read it as replay.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,18 +107,42 @@ class Msg:
 
 @dataclass(slots=True)
 class Turn:
-    msgs: list[Msg] = field(default_factory=list)
+    # its messages; None once packed (``compact``)
+    msgs: list[Msg] | None = field(default_factory=list)
     # messages by ID (the first kind to use it); (kind, ID) for another kind under that ID;
-    # None once a later turn of the session began (``compact``): built again from ``msgs``
-    # if a late update comes to this turn
+    # None once a later turn of the session began (``compact``): built again from the
+    # messages if a late update comes to this turn
     index: dict[str, Msg] | None = field(default_factory=dict)
     others: dict[tuple[str, str], Msg] | None = None
+    # a turn no update is expected for, in four objects, not one (or three) a message: the
+    # messages' kinds and IDs in turn, their entries, their texts joined, where each ends
+    packed: tuple[tuple[Any, ...], array[int], str, array[int]] | None = None
+
+    def rows(self) -> list[Msg]:
+        """The turn's messages; made again from ``packed`` (new objects, not kept)."""
+        if self.msgs is not None:
+            return self.msgs
+        assert self.packed is not None
+        pairs, seqs, text, ends = self.packed
+        out, start = [], 0
+        for i, seq in enumerate(seqs):
+            end = ends[i]
+            out.append(Msg(pairs[2 * i], pairs[2 * i + 1], seq, text[start:end]))
+            start = end
+        return out
+
+    def thaw(self) -> None:
+        """A late update came to a packed turn: its messages are objects again."""
+        if self.msgs is None:
+            self.msgs, self.packed = self.rows(), None
 
     def lookup(self) -> dict[str, Msg]:
-        """``index``, built from ``msgs`` after ``compact`` (the same tables: at most one
+        """``index``, built from the messages after ``compact`` (the same tables: at most one
         message per kind and ID, the first under an ID in ``index``)."""
         index = self.index
         if index is None:
+            self.thaw()
+            assert self.msgs is not None
             index, others = {}, None
             for m in self.msgs:
                 if m.mid is None:
@@ -132,11 +157,30 @@ class Turn:
         return index
 
     def compact(self) -> None:
-        """A later turn of the session began: the tables by ID go (``msgs`` is the turn)."""
+        """A later turn of the session began: the tables by ID go, and the messages are
+        packed (what the cross-check reads: kind, ID, entry, text)."""
         self.index = self.others = None
+        msgs = self.msgs
+        if not msgs:
+            return
+        pairs: list[Any] = []
+        texts: list[str] = []
+        ends = array("q")
+        end = 0
+        for m in msgs:
+            pairs += (m.kind, m.mid)
+            text = m.text
+            texts.append(text)
+            end += len(text)
+            ends.append(end)
+        self.packed = (tuple(pairs), array("q", [m.seq for m in msgs]), "".join(texts), ends)
+        self.msgs = None
 
     def apply(self, ev: MessageEvent) -> Msg:
         """Appendix G reducer: chunks append, upserts with content replace."""
+        if self.msgs is None:
+            self.thaw()
+        assert self.msgs is not None
         mid = ev.mid
         msg = None
         if mid is not None:
@@ -166,13 +210,13 @@ class Turn:
         return msg
 
 
-def _first_by_id(turns: list[Turn]) -> dict[str, Msg]:
-    """The first message of ``turns`` under each ID."""
-    first: dict[str, Msg] = {}
-    for turn in turns:
-        for m in turn.msgs:
-            if m.mid is not None:
-                first.setdefault(m.mid, m)
+def _first_by_id(turns: list[Turn]) -> dict[str, tuple[int, int, int]]:
+    """The first message of ``turns`` under each ID: its turn, its place there, its entry."""
+    first: dict[str, tuple[int, int, int]] = {}
+    for t, turn in enumerate(turns):
+        for i, m in enumerate(turn.rows()):
+            if m.mid is not None and m.mid not in first:
+                first[m.mid] = (t, i, m.seq)
     return first
 
 
@@ -187,7 +231,7 @@ def _share_texts(rep: _Replay) -> None:
     live, replayed = rep.history[n], rep.turns[n]
     if replayed is None:
         return
-    for m in replayed.msgs:
+    for m in replayed.rows():
         if m.mid is None:
             continue
         lm = live.lookup().get(m.mid)
@@ -227,9 +271,9 @@ class _Replay:
     # the cross-check's findings so far, by replayed turn, reported at the end in turn order
     # (as if every turn were compared then: the first few of a rule are reported in full)
     pending: list[tuple[int, str, str, list[int], Any, Any]] = field(default_factory=list)
-    # regenerated IDs (turn, kind, live message, replayed ID, entry): checked at the end
-    # against the first live message of each ID (a live message may still come)
-    regenerated: list[tuple[int, str, Msg, str, int]] = field(default_factory=list)
+    # regenerated IDs (turn, kind, the live message's place in its turn, replayed ID, entry):
+    # checked at the end against the first live message of each ID (one may still come)
+    regenerated: list[tuple[int, str, int, str, int]] = field(default_factory=list)
     stable: int = 0  # replayed messages that kept their live ID
     last_key: tuple[str, str] | None = None
     runs: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -525,7 +569,7 @@ class Replay(Checker):
             for sid, turns in self.history.items():
                 first: dict[str, Msg] = {}
                 for turn in turns:
-                    for m in turn.msgs:
+                    for m in turn.rows():
                         if m.mid is not None:
                             had = first.get(m.mid)
                             if had is None or m.seq < had.seq:
@@ -601,13 +645,13 @@ class Replay(Checker):
         if rep.regenerated:
             rep.regenerated.sort(key=lambda r: r[0])
             live_by_id = _first_by_id(rep.history)
-            for _, kind, a, mid, seq in rep.regenerated:
+            for n, kind, place, mid, seq in rep.regenerated:
                 other = live_by_id.get(mid)
-                if other is not None and other is not a:
+                if other is not None and other[:2] != (n, place):
                     self.found("MID-A-08/collides-other-epoch",
                                f"replayed {kind} message takes ID {short(mid)!r}, "
                                f"which a different live message had",
-                               entries=[other.seq, seq],
+                               entries=[other[2], seq],
                                expected="a fresh ID or the message's own live ID",
                                actual=short(mid))
         stable, regenerated = rep.stable, len(rep.regenerated)
@@ -621,19 +665,21 @@ class Replay(Checker):
         """Live turn ``n`` against its replay: what the IDs say, kept in ``rep`` for the end."""
         pending = rep.pending
         dup_rule = self._dup_rule(rep.protocol)
+        rows = live.rows()
         for kind in ("user", "agent", "thought", "session"):
-            lm = [m for m in live.msgs if m.kind == kind]
-            rm = [m for m in replayed.msgs if m.kind == kind]
+            places = [i for i, m in enumerate(rows) if m.kind == kind]
+            lm = [rows[i] for i in places]
+            rm = [m for m in replayed.rows() if m.kind == kind]
             if not lm or not rm:
                 continue
             if len(lm) == len(rm) and all(a.text == b.text for a, b in zip(lm, rm, strict=False)):
-                for a, b in zip(lm, rm, strict=False):
+                for place, a, b in zip(places, lm, rm, strict=False):
                     if a.mid is None or b.mid is None:
                         continue
                     if a.mid == b.mid:
                         rep.stable += 1
                     else:
-                        rep.regenerated.append((n, kind, a, b.mid, b.seq))
+                        rep.regenerated.append((n, kind, place, b.mid, b.seq))
                 continue
             if "".join(m.text for m in lm) != "".join(m.text for m in rm):
                 continue  # the agent rewrote history: nothing to infer about IDs
