@@ -22,7 +22,7 @@ from replay_transcripts import replay_entries
 
 from conformance import transcript as tmod
 from conformance.checks import base, grade
-from conformance.checks.identity import TURN_TUPLE
+from conformance.checks.identity import TURN_TUPLE, Uniqueness
 from conformance.checks.replay import Replay
 from conformance.results import Outcome
 from conformance.transcript import Entry, Transcript
@@ -152,13 +152,15 @@ def test_a_reuse_cites_the_first_use_across_turns_and_kinds() -> None:
 
 
 @pytest.mark.parametrize("protocol", [1, 2])
-def test_replayed_turns_compared_as_they_end_grade_as_compared_at_the_end(
+def test_turns_let_go_early_grade_as_turns_kept_to_the_end(
         protocol: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A replayed turn is compared with its live turn as soon as the replay's next turn
-    begins (and let go), a live turn's tables by ID go when the next turn begins, and the
-    turn a replay may see stream beside it waits for the end: the findings are those of
-    comparing every turn at the end, row for row, evidence and order included."""
+    begins (and let go), a live turn is packed when the next turn begins, the turn a replay
+    may see stream beside it waits for the end, and a turn's chunk-ID tables go once a later
+    turn of its phase is updated (v1 live turns, replayed turns): the findings are those of
+    keeping every turn to the end, row for row, evidence and order included."""
     cases = [replay_entries(seed, protocol) for seed in range(60)]
+    cases += [random_entries(seed, protocol) for seed in range(8, 80)]  # v2 75: back to turn 0
     cases += [entries for _, entries, p, role in _cases() if p == protocol and role == "agent"]
     when = {"early": 0, "end": 0}
     at_end = [False]
@@ -185,8 +187,27 @@ def test_replayed_turns_compared_as_they_end_grade_as_compared_at_the_end(
                  "MID-A-07/replay-duplicate" if protocol == 1 else "MID-V2-06/replay-duplicate"):
         assert any(r == rule and o in (Outcome.FAIL, Outcome.WARN) for r, o in rows), rule
     monkeypatch.setattr(Replay, "early", False)
+    monkeypatch.setattr(Uniqueness, "early", False)
     when.update(early=0, end=0)
     again = [grade(entries, protocol=protocol, options=o) for entries in cases
              for o in GRADING_OPTION_SETS]
     assert when["early"] == 0 and when["end"] > 200, when
     assert again == graded
+
+
+def test_a_turn_carried_beside_a_resume_keeps_its_chunk_ids_past_a_later_turn(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """v1: a resume without replay while turn 1 streams carries it on in its epoch, past a
+    new prompt's echo (turn 2): its chunk IDs are still its own tables when it returns to
+    an earlier ID (MID-A-02/interleave), though a later turn was updated in between."""
+    t = transcript(1, [*_init(1), _prompt(1), _chunk("A", "one"), _chunk("B", "two"),
+                       ("client", {"jsonrpc": "2.0", "id": 2, "method": "session/resume",
+                                   "params": {"sessionId": "s"}}),
+                       ("agent", {"jsonrpc": "2.0", "id": 2, "result": {}}),
+                       _prompt(3), update("user_message_chunk", "U", content=text("go")),
+                       _chunk("A", "three")])
+    found = grade(t.entries, protocol=1)
+    row = next(f for f in found if f.requirement == "MID-A-02/interleave")
+    assert row.outcome is Outcome.WARN and "return to ID 'A' after 'B' in turn 1" in row.message
+    monkeypatch.setattr(Uniqueness, "early", False)
+    assert grade(t.entries, protocol=1) == found

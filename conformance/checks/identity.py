@@ -28,6 +28,7 @@ from conformance.checks.events import (
     MessageEvent,
     PromptAccepted,
     RepeatRun,
+    ReplayStart,
     TurnEnd,
     TurnStart,
 )
@@ -78,6 +79,8 @@ class _EpochState:
     # MID-A-02/cross-turn-reuse, and no rule asks for more
     turns: set[Any] = field(default_factory=set)
     numbers: dict[Any, int] = field(default_factory=dict)  # this epoch's turn keys, numbered
+    last_live: int = -1  # the number of the live turn its last live update went to
+    last_replay: int = -1  # and of the replayed turn
     tk: Any = None  # the last turn key: one tuple per turn, not one per message
     tn: int = -1  # its number (Uniqueness.turn_keys)
 
@@ -96,6 +99,7 @@ def turn_key(ev: MessageEvent, st: _EpochState) -> Any:
 @register
 class Uniqueness(Checker):
     quiet_repeats = True  # past the first repeat (MID-A-02/interleave exercised) nothing is new
+    early = True  # a turn's chunk-ID tables go once it gets no more updates (_moved_on)
     rules = (
         Rule("MID-A-02/user-message-reuse"),
         Rule("MID-A-02/cross-turn-reuse"),
@@ -130,6 +134,7 @@ class Uniqueness(Checker):
         # pairs already graded: which of a cancelled turn's IDs came before the cancel is
         # the suite's race, so a later turn's reuse of them is one finding per pair
         self.cancelled_turns: set[tuple[str, Any]] = set()
+        self.resumed: set[tuple[str, int]] = set()  # (session, epoch) resumed without replay
         self.cancelled_pairs: set[tuple[str, Any, Any]] = set()
 
     def _state(self, ev: MessageEvent) -> _EpochState:
@@ -173,6 +178,7 @@ class Uniqueness(Checker):
         tn = st.tn
         if tn < 0:
             tn = st.tn = self._turn_number(st, tk)
+            self._moved_on(st, tk, tn, ev)
         v2 = ev.protocol >= 2
         self._cross_session(ev, mid)
         by_id, kinds = st.by_id, st.kinds
@@ -301,12 +307,41 @@ class Uniqueness(Checker):
             else:
                 kinds[(ev.kind, mid)] = seen
 
+    def _moved_on(self, st: _EpochState, tk: Any, tn: int, ev: MessageEvent) -> None:
+        """An update of turn ``tn`` after updates of another turn of the epoch. The
+        timeline gives an epoch's replayed turns their updates in order, and in v1 its live
+        turns too (the session's newest turn; a turn carried beside a load or a resume with
+        replay is the last of the epoch before): a later turn of the same phase means the
+        one before gets no more updates, so its chunk-ID tables go (MID-A-02/interleave
+        reads only a turn's own). Not v2's live turns (an update goes to the oldest open
+        turn, which can be an earlier one), nor an epoch's live turns once a resume without
+        replay carried a turn in it (its updates can come after a later turn's)."""
+        replay = tk[0] == "replay"
+        if not self.early or (not replay and (
+                ev.protocol >= 2 or (ev.session, ev.epoch.index) in self.resumed)):
+            return
+        prev = st.last_replay if replay else st.last_live
+        if prev == tn or (prev >= 0 and self.turn_keys[prev][1] > tk[1]):
+            return
+        if prev >= 0:
+            for code in KIND_NAMES:
+                self.turn_ids.pop(prev << 3 | code, None)
+                self.turn_last.pop(prev << 3 | code, None)
+        if replay:
+            st.last_replay = tn
+        else:
+            st.last_live = tn
+
     def _turn_number(self, st: _EpochState, tk: Any) -> int:
         n = st.numbers.get(tk)
         if n is None:
             n = st.numbers[tk] = len(self.turn_keys)
             self.turn_keys.append(tk)
         return n
+
+    def on_replay_start(self, ev: ReplayStart) -> None:
+        if not ev.requested:  # a resume without replay: a streaming turn goes on in the epoch
+            self.resumed.add((ev.session, ev.epoch.index))
 
     def on_turn_end(self, ev: TurnEnd) -> None:
         if ev.cancelled >= 0:

@@ -114,20 +114,21 @@ class Turn:
     # messages if a late update comes to this turn
     index: dict[str, Msg] | None = field(default_factory=dict)
     others: dict[tuple[str, str], Msg] | None = None
-    # a turn no update is expected for, in four objects, not one (or three) a message: the
-    # messages' kinds and IDs in turn, their entries, their texts joined, where each ends
-    packed: tuple[tuple[Any, ...], array[int], str, array[int]] | None = None
+    # a turn no update is expected for, in three objects, not three a message: the
+    # messages' kinds and IDs in turn, their entries and where each one's text ends in
+    # turn, their texts joined
+    packed: tuple[tuple[Any, ...], array[int], str] | None = None
 
     def rows(self) -> list[Msg]:
         """The turn's messages; made again from ``packed`` (new objects, not kept)."""
         if self.msgs is not None:
             return self.msgs
         assert self.packed is not None
-        pairs, seqs, text, ends = self.packed
+        pairs, marks, text = self.packed
         out, start = [], 0
-        for i, seq in enumerate(seqs):
-            end = ends[i]
-            out.append(Msg(pairs[2 * i], pairs[2 * i + 1], seq, text[start:end]))
+        for i in range(0, len(marks), 2):
+            end = marks[i + 1]
+            out.append(Msg(pairs[i], pairs[i + 1], marks[i], text[start:end]))
             start = end
         return out
 
@@ -165,15 +166,16 @@ class Turn:
             return
         pairs: list[Any] = []
         texts: list[str] = []
-        ends = array("q")
+        marks = array("q")
         end = 0
         for m in msgs:
             pairs += (m.kind, m.mid)
             text = m.text
             texts.append(text)
             end += len(text)
-            ends.append(end)
-        self.packed = (tuple(pairs), array("q", [m.seq for m in msgs]), "".join(texts), ends)
+            marks.append(m.seq)
+            marks.append(end)
+        self.packed = (tuple(pairs), marks, "".join(texts))
         self.msgs = None
 
     def apply(self, ev: MessageEvent) -> Msg:
@@ -313,7 +315,7 @@ class Replay(Checker):
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
         self.history: dict[str, list[Turn]] = {}
-        self.live: dict[tuple[str, int, int], Turn] = {}
+        self.live: dict[tuple[str, int], dict[int, Turn]] = {}  # (session, epoch) -> turns
         self.replays: dict[str, _Replay] = {}
         self.done: list[_Replay] = []
         # the first live message of each ID per session (MID-V2-12's evidence), built from
@@ -331,9 +333,6 @@ class Replay(Checker):
         self.draft = Rule("MID-V2-12").record.applies_under(self.profile.name)
         self.no_replay: set[int] = set()  # entries of v2 resumes without replayFrom
         self.loads: set[int] = set()  # entries of v1 session/load requests
-        # the newest live turn of each session and epoch (its number, the turn): the one a
-        # replay of the next epoch may see stream beside it (``_Replay.open``)
-        self.newest: dict[tuple[str, int], tuple[int, Turn]] = {}
 
     def on_turn_start(self, ev: TurnStart) -> None:
         if ev.protocol < 2 or not self.draft:
@@ -378,10 +377,11 @@ class Replay(Checker):
         if ev.requested:
             self.exercised("MID-V2-06/after-response" if ev.protocol >= 2
                            else "MID-A-07/after-response")
-            newest = self.newest.get((ev.session, ev.epoch.index - 1))
+            # the newest live turn of the epoch before: the one that may stream beside it
+            before = self.live.get((ev.session, ev.epoch.index - 1))
             self.replays[ev.session] = _Replay(ev.session, ev.protocol, ev.seq,
                                                list(self.history.get(ev.session, [])),
-                                               open=newest[1] if newest else None,
+                                               open=before[max(before)] if before else None,
                                                prompts=list(self.prompts.get(ev.session, [])))
 
     def _beside_resume(self, ev: MessageEvent) -> None:
@@ -442,17 +442,17 @@ class Replay(Checker):
         elif ev.phase == LIVE and ev.inside in self.loads:
             self._beside_load(ev)
         if ev.phase == LIVE:
-            key = (ev.session, ev.epoch.index, ev.turn)
-            turn = self.live.get(key)
+            key = (ev.session, ev.epoch.index)
+            turns = self.live.get(key)
+            if turns is None:
+                turns = self.live[key] = {}
+            turn = turns.get(ev.turn)
             if turn is None:
-                turn = self.live[key] = Turn()
+                turn = turns[ev.turn] = Turn()
                 history = self.history.setdefault(ev.session, [])
                 if history and self.early:
                     history[-1].compact()
                 history.append(turn)
-                newest = self.newest.get(key[:2])
-                if newest is None or ev.turn >= newest[0]:
-                    self.newest[key[:2]] = (ev.turn, turn)
             msg = turn.apply(ev)
             if ev.kind == "user" and ev.protocol >= 2:
                 self._live_echo(ev)
