@@ -8,7 +8,8 @@ live turns (an echo, agent messages and thoughts as runs of chunks), then is loa
 chunk (v2: as a whole message), now and then changed: a fresh ID, the ID of another live message, two messages
 folded under one ID, one split in two, a message dropped or rewritten. Sometimes a
 turn still streams when the request goes out and goes on beside the replay (and after
-it), and sometimes the session is loaded a second time.
+it), and sometimes the session is loaded a second time. ``storm``: many turns, and
+every message folded or split (more faults of a rule than are listed one by one).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ WORDS = ["Sure", "the file", "is read.", "Next", "I will", "run the tests.", "Do
 
 
 class _Builder:
-    def __init__(self, rng: random.Random, protocol: int) -> None:
+    def __init__(self, rng: random.Random, protocol: int, storm: bool = False) -> None:
         self.rng, self.protocol = rng, protocol
+        self.storm = storm  # many turns, every message changed: more faults than are listed
         self.t = Transcript({"protocol": protocol})
         self.rid = 0
         self.ids = 0
@@ -112,12 +114,14 @@ class _Builder:
             while i < len(msgs):
                 kind, mid, text = msgs[i]
                 r = rng.random()
+                if self.storm:  # each agent message and thought folded or split
+                    r = 1.0 if kind == "user" else 0.12 + r * 0.08
                 if r < 0.08:
                     mid = self.new_id()  # regenerated
                 elif r < 0.12:
                     mid = rng.choice(every)[1]  # the ID of another live message
                 elif r < 0.16 and i + 1 < len(msgs) and msgs[i + 1][0] == kind:
-                    text = text + " " + msgs[i + 1][2]  # two folded under one ID
+                    text = text + msgs[i + 1][2]  # two folded under one ID
                     i += 1
                 elif r < 0.20 and " " in text:
                     head, tail = text.split(" ", 1)  # one split in two
@@ -170,7 +174,7 @@ class _Builder:
         rid = self.request("session/new", {"cwd": "/", "mcpServers": []})
         self.respond(rid, {"sessionId": "s"})
         for _ in range(rng.randint(1, 2)):  # one load, sometimes two
-            for _ in range(rng.randint(1, 5)):
+            for _ in range(rng.randint(12, 20) if self.storm else rng.randint(1, 5)):
                 self.turn()
             carried = self.turn(end=False) if rng.random() < 0.4 else None
             self.reload(carried)
@@ -180,5 +184,5 @@ class _Builder:
         return list(self.t.entries)
 
 
-def replay_entries(seed: int, protocol: int) -> list[Entry]:
-    return _Builder(random.Random(seed), protocol).build()
+def replay_entries(seed: int, protocol: int, *, storm: bool = False) -> list[Entry]:
+    return _Builder(random.Random(seed), protocol, storm).build()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance import model
-from conformance.checks.base import Checker, Rule, register
+from conformance.checks.base import MAX_FINDINGS_PER_RULE, Checker, Rule, register
 from conformance.checks.events import (
     AFTER_REPLAY,
     LIVE,
@@ -270,9 +270,12 @@ class _Replay:
     # the one live turn that may still stream beside the replay (the newest of the epoch
     # before): its replayed turn is compared only at the end, like every turn beyond it
     open: Turn | None = None
-    # the cross-check's findings so far, by replayed turn, reported at the end in turn order
-    # (as if every turn were compared then: the first few of a rule are reported in full)
-    pending: list[tuple[int, str, str, list[int], Any, Any]] = field(default_factory=list)
+    # the cross-check's findings so far, reported at the end in turn order, as if every turn
+    # were compared then: per rule the first few by turn in full (the sink reports no more
+    # of a rule in full), and how many came after them
+    pending: dict[str, list[tuple[int, str, list[int], Any, Any]]] = field(
+        default_factory=dict)
+    beyond: dict[str, int] = field(default_factory=dict)
     # regenerated IDs (turn, kind, the live message's place in its turn, replayed ID, entry):
     # checked at the end against the first live message of each ID (one may still come)
     regenerated: list[tuple[int, str, int, str, int]] = field(default_factory=list)
@@ -308,8 +311,8 @@ class Replay(Checker):
         Rule("MID-V2-12"),
     )
     # Let go early (tests turn it off and demand the same findings): a complete replayed turn
-    # is compared with its live turn at once, and a live turn's tables by ID go when the
-    # session's next turn begins.
+    # is compared with its live turn at once, and a live turn is packed when the session's
+    # next turn begins.
     early = True
 
     def __init__(self, *a: Any) -> None:
@@ -639,9 +642,11 @@ class Replay(Checker):
         for n, (live, replayed) in enumerate(zip(rep.history, rep.turns, strict=False)):
             if replayed is not None:
                 self.compare(rep, n, live, replayed)
-        rep.pending.sort(key=lambda p: p[0])  # stable: in turn order, as they were found
-        for _, rule, message, entries, expected, actual in rep.pending:
-            self.found(rule, message, entries=entries, expected=expected, actual=actual)
+        for rule, kept in rep.pending.items():
+            for _, message, entries, expected, actual in kept:
+                self.found(rule, message, entries=entries, expected=expected, actual=actual)
+            for _ in range(rep.beyond.get(rule, 0)):  # past the few in full: counted
+                self.found(rule, "", entries=())
         if rep.regenerated:
             rep.regenerated.sort(key=lambda r: r[0])
             live_by_id = _first_by_id(rep.history)
@@ -663,7 +668,18 @@ class Replay(Checker):
 
     def compare(self, rep: _Replay, n: int, live: Turn, replayed: Turn) -> None:
         """Live turn ``n`` against its replay: what the IDs say, kept in ``rep`` for the end."""
-        pending = rep.pending
+
+        def pend(rule: str, message: str, entries: list[int], expected: Any,
+                 actual: Any) -> None:
+            kept = rep.pending.setdefault(rule, [])
+            at = len(kept)
+            while at and kept[at - 1][0] > n:  # in turn order; a turn's own in found order
+                at -= 1
+            kept.insert(at, (n, message, entries, expected, actual))
+            if len(kept) > MAX_FINDINGS_PER_RULE and self.early:  # (off: every one kept)
+                kept.pop()
+                rep.beyond[rule] = rep.beyond.get(rule, 0) + 1
+
         dup_rule = self._dup_rule(rep.protocol)
         rows = live.rows()
         for kind in ("user", "agent", "thought", "session"):
@@ -687,21 +703,21 @@ class Replay(Checker):
                 fragments = sum(1 for m in lm[:-1] if not m.text.rstrip(" ").endswith(
                     SENTENCE_END))
                 if fragments >= max(1, (len(lm) - 1) // 2):
-                    pending.append((n, "MID-A-03/replay-crosscheck",
+                    pend("MID-A-03/replay-crosscheck",
                                     f"live {kind} chunks under {len(lm)} IDs replay as "
                                     f"{len(rm)} message(s): the live IDs were not stable across "
                                     f"the chunks of one message", [lm[0].seq, rm[0].seq],
                                     [short(m.text, 60) for m in rm],
-                                    [short(m.mid or "", 40) for m in lm[:6]]))
+                                    [short(m.mid or "", 40) for m in lm[:6]])
                 else:
-                    pending.append((n, dup_rule,
+                    pend(dup_rule,
                                     f"replay folds {len(lm)} live {kind} messages into {len(rm)} "
                                     f"(one ID for several messages)", [lm[0].seq, rm[0].seq],
                                     [short(m.text, 60) for m in lm],
-                                    [short(m.text, 60) for m in rm]))
+                                    [short(m.text, 60) for m in rm])
             else:
-                pending.append((n, "MID-A-03/replay-crosscheck",
+                pend("MID-A-03/replay-crosscheck",
                                 f"{len(lm)} live {kind} message(s) replay as {len(rm)}: replayed "
                                 f"IDs split what one live ID grouped", [lm[0].seq, rm[0].seq],
                                 [short(m.text, 60) for m in lm],
-                                [short(m.text, 60) for m in rm]))
+                                [short(m.text, 60) for m in rm])
