@@ -42,10 +42,10 @@ from conformance.lifecycle import (
     DEADLINE_NOTE,
     REPETITION,
     Cutoff,
+    QuietDrops,
     new_transcript,
     not_run,
     save,
-    swallowed_quietly,
 )
 from conformance.results import CaseResult, Outcome, Reason, RunResult
 from conformance.settings import RunSettings
@@ -87,17 +87,17 @@ class Signals:
         self.driving = False
         self.cutoff = cutoff
         self._old: dict[int, Any] = {}
-        self._quiet = swallowed_quietly(KeyboardInterrupt)
+        self._quiet = QuietDrops(KeyboardInterrupt)
 
     def __enter__(self) -> Signals:  # noqa: PYI034 - typing.Self needs Python 3.11
         if self.enabled:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
-        self._quiet.__enter__()
+        self._quiet.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._quiet.__exit__(None, None, None)
+        self._quiet.stop()
         for sig, old in self._old.items():
             signal.signal(sig, old)
 

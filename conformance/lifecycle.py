@@ -98,6 +98,26 @@ def swallowed_quietly(*types: type[BaseException]) -> Iterator[None]:
         sys.unraisablehook = previous
 
 
+class QuietDrops:
+    """:func:`swallowed_quietly` for a span between two calls rather than a block (a run, a
+    pytest session from its start to its end). ``stop`` without ``start`` (a session that
+    never started), or twice, does nothing."""
+
+    def __init__(self, *types: type[BaseException]) -> None:
+        self.types = types
+        self._block: Any = None
+
+    def start(self) -> None:
+        if self._block is None:
+            self._block = swallowed_quietly(*self.types)
+            self._block.__enter__()
+
+    def stop(self) -> None:
+        block, self._block = self._block, None
+        if block is not None:
+            block.__exit__(None, None, None)
+
+
 class CaseStop(Exception):
     """A drive ended before its last step (raised by a role's drive, caught by play_case)."""
 
@@ -335,4 +355,4 @@ def not_run(case: Any, protocol: int, note: str, reason: Reason = Reason.NOT_RUN
 
 __all__ = ["CUT_NOTE", "DEADLINE_NOTE", "REPETITION", "CaseAborted", "CaseCut", "CaseNotPlayable",
            "CaseStop", "Drive", "case_scope", "drive_case", "file_stem", "new_transcript", "not_run",
-           "Side", "play_case", "safe_name", "save", "stopped"]
+           "QuietDrops", "Side", "play_case", "safe_name", "save", "stopped", "swallowed_quietly"]

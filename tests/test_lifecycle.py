@@ -379,3 +379,33 @@ def test_a_version_where_no_case_ran_to_its_end_fails_the_run(tmp_path: Path) ->
     assert "acp-conformance: not tested: no v1 case ran to its end" in proc.stderr
     assert "verdict: FAIL" in proc.stdout
     assert {c["outcome"] for c in report["cases"] if c["protocol"] == 2} == {"pass"}
+
+
+def test_quiet_drops_hides_only_its_types_from_start_to_stop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pytest session's span (its start hook to its end hook): a dropped raise of the
+    given types is not printed, any other is; a stop without a start (a session that never
+    started) or a second stop changes nothing, and the stop puts the hook back."""
+    from types import SimpleNamespace
+
+    from conformance.lifecycle import QuietDrops
+
+    printed: list[type] = []
+
+    def recorder(unraisable: Any) -> None:
+        printed.append(type(unraisable.exc_value))
+
+    monkeypatch.setattr(sys, "unraisablehook", recorder)
+    quiet = QuietDrops(KeyboardInterrupt)
+    quiet.stop()
+    assert sys.unraisablehook is recorder
+    quiet.start()
+    quiet.start()  # once only: its stop restores the hook it found
+    sys.unraisablehook(SimpleNamespace(exc_value=KeyboardInterrupt()))
+    sys.unraisablehook(SimpleNamespace(exc_value=ValueError("other")))
+    assert printed == [ValueError]
+    quiet.stop()
+    quiet.stop()
+    assert sys.unraisablehook is recorder
+    sys.unraisablehook(SimpleNamespace(exc_value=KeyboardInterrupt()))
+    assert printed == [ValueError, KeyboardInterrupt]

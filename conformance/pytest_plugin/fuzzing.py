@@ -63,11 +63,11 @@ class Interrupted:
         import signal
         import threading
 
-        from conformance.lifecycle import swallowed_quietly
+        from conformance.lifecycle import QuietDrops
 
         self.signum = 0
         self._old: dict[int, Any] = {}
-        self._quiet = swallowed_quietly(KeyboardInterrupt)
+        self._quiet = QuietDrops(KeyboardInterrupt)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._interrupt)
@@ -89,7 +89,7 @@ class Interrupted:
 
     def pytest_sessionstart(self) -> None:
         if self._old:  # after pytest's own hook: a raise Python drops (in a gc callback) is
-            self._quiet.__enter__()  # noted, and the next run raises it: no warning for it
+            self._quiet.start()  # noted, and the next run raises it: no warning for it
 
     def pytest_unconfigure(self) -> None:
         import signal
@@ -97,8 +97,7 @@ class Interrupted:
         from conformance.fuzz.keeper import settled
 
         settled()
-        if self._old:
-            self._quiet.__exit__(None, None, None)
+        self._quiet.stop()
         for sig, old in self._old.items():
             signal.signal(sig, old)
 

@@ -48,9 +48,9 @@ class Reports:
         self.signum = 0  # the signal that interrupted the session (0: none did)
         self.session: pytest.Session | None = None
         self._old: dict[int, Any] = {}
-        from conformance.lifecycle import swallowed_quietly
+        from conformance.lifecycle import QuietDrops
 
-        self._quiet = swallowed_quietly(KeyboardInterrupt)
+        self._quiet = QuietDrops(KeyboardInterrupt)
         self.worker = hasattr(config, "workerinput")  # an xdist worker (-n N)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -91,11 +91,10 @@ class Reports:
         self.session = session
         if self._old:  # a stop whose raise Python drops (in a gc callback) stops the
             # session all the same (shouldstop): no warning with a traceback for it
-            self._quiet.__enter__()
+            self._quiet.start()
 
     def pytest_unconfigure(self) -> None:
-        if self.session is not None and self._old:
-            self._quiet.__exit__(None, None, None)
+        self._quiet.stop()
         for sig, old in self._old.items():
             signal.signal(sig, old)
         workers.unregister(self.config)
