@@ -14,11 +14,12 @@ every message folded or split (more faults of a rule than are listed one by one)
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
-from conformance.transcript import Entry, Transcript
+import random_transcripts
+
+from conformance.transcript import Entry
 
 KINDS = {"user": "user_message_chunk", "agent": "agent_message_chunk",
          "thought": "agent_thought_chunk"}
@@ -27,52 +28,43 @@ WORDS = ["Sure", "the file", "is read.", "Next", "I will", "run the tests.", "Do
          "all green."]
 
 
-class _Builder:
+class _Builder(random_transcripts._Builder):
+    """Its lines and requests are written as the random transcripts' are."""
+
     def __init__(self, rng: random.Random, protocol: int, storm: bool = False) -> None:
-        self.rng, self.protocol = rng, protocol
+        super().__init__(rng, protocol)
         self.storm = storm  # many turns, every message changed: more faults than are listed
-        self.t = Transcript({"protocol": protocol})
-        self.rid = 0
-        self.ids = 0
+        self.made = 0  # message IDs made
         self.live: list[list[tuple[str, str, str]]] = []  # turns of (kind, ID, text)
 
-    def line(self, src: str, msg: dict[str, Any]) -> None:
-        self.t.add(0, src, "stdin" if src == "client" else "stdout", json.dumps(msg).encode())
-
-    def request(self, method: str, params: dict[str, Any]) -> int:
-        self.rid += 1
-        self.line("client", {"jsonrpc": "2.0", "id": self.rid, "method": method,
-                             "params": params})
-        return self.rid
-
-    def respond(self, rid: int, result: dict[str, Any]) -> None:
+    def answer(self, rid: int, result: dict[str, Any]) -> None:
         self.line("agent", {"jsonrpc": "2.0", "id": rid, "result": result})
 
-    def update(self, update: dict[str, Any]) -> None:
-        self.line("agent", {"jsonrpc": "2.0", "method": "session/update",
-                            "params": {"sessionId": "s", "update": update}})
+    def send(self, update: dict[str, Any]) -> None:
+        self.line("agent", self.update("s", update))
 
-    def chunk(self, kind: str, mid: str, text: str) -> None:
-        self.update({"sessionUpdate": KINDS[kind], "messageId": mid,
-                     "content": {"type": "text", "text": text}})
+    def say(self, kind: str, mid: str, text: str) -> None:
+        """One chunk of a message."""
+        self.send({"sessionUpdate": KINDS[kind], "messageId": mid,
+                   "content": {"type": "text", "text": text}})
 
     def whole(self, kind: str, mid: str, text: str) -> None:
         """v2: the whole message (an echo, a replayed message)."""
-        self.update({"sessionUpdate": UPSERTS[kind], "messageId": mid,
+        self.send({"sessionUpdate": UPSERTS[kind], "messageId": mid,
                      "content": [{"type": "text", "text": text}]})
 
     def idle(self) -> None:
-        self.update({"sessionUpdate": "state_update", "state": "idle",
+        self.send({"sessionUpdate": "state_update", "state": "idle",
                      "stopReason": "end_turn"})
 
     def new_id(self) -> str:
-        self.ids += 1
-        return f"m{self.ids}"
+        self.made += 1
+        return f"m{self.made}"
 
     def stream(self, kind: str, mid: str, text: str) -> None:
         words = text.split(" ")
         for i, w in enumerate(words):
-            self.chunk(kind, mid, w if i == 0 else " " + w)
+            self.say(kind, mid, w if i == 0 else " " + w)
 
     def message(self, kind: str) -> tuple[str, str, str]:
         text = " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(1, 6)))
@@ -89,9 +81,9 @@ class _Builder:
         self.live.append(msgs)
         v2 = self.protocol >= 2
         if v2:
-            self.respond(rid, {"messageId": msgs[0][1]})
+            self.answer(rid, {"messageId": msgs[0][1]})
             self.whole(*msgs[0])
-            self.update({"sessionUpdate": "state_update", "state": "running"})
+            self.send({"sessionUpdate": "state_update", "state": "running"})
         for kind, mid, text in msgs[1:] if v2 else msgs:
             self.stream(kind, mid, text)
         if end:
@@ -102,7 +94,7 @@ class _Builder:
         if self.protocol >= 2:
             self.idle()
         else:
-            self.respond(rid, {"stopReason": "end_turn"})
+            self.answer(rid, {"stopReason": "end_turn"})
 
     def replayed(self) -> list[tuple[str, str, str]]:
         """The live history as the agent replays it, each message changed now and then."""
@@ -150,13 +142,13 @@ class _Builder:
             extra.append(self.message("agent"))
             self.stream(*extra[-1])
         for message in self.replayed():
-            (self.whole if self.protocol >= 2 else self.chunk)(*message)
+            (self.whole if self.protocol >= 2 else self.say)(*message)
         if carried is not None and self.rng.random() < 0.5:  # and more of it, in the window
             extra.append(self.message("agent"))
             self.stream(*extra[-1])
         if self.protocol >= 2:
-            self.update({"sessionUpdate": "replay_complete"})
-        self.respond(rid, {})
+            self.send({"sessionUpdate": "replay_complete"})
+        self.answer(rid, {})
         if carried is not None:  # the rest of the turn after the window, then its end
             if self.rng.random() < 0.7:
                 extra.append(self.message("thought"))
@@ -164,15 +156,15 @@ class _Builder:
             late.extend(extra)
             self.end(carried)
 
-    def build(self) -> list[Entry]:
+    def conversation(self) -> list[Entry]:
         rng = self.rng
         self.t.add(0, "harness", "harness", event="start", data={"pid_role": "agent"})
         rid = self.request("initialize", {"protocolVersion": self.protocol})
-        caps = ({"sessionCapabilities": {"resume": {}}} if self.protocol >= 2
+        caps: dict[str, Any] = ({"sessionCapabilities": {"resume": {}}} if self.protocol >= 2
                 else {"loadSession": True})
-        self.respond(rid, {"protocolVersion": self.protocol, "agentCapabilities": caps})
+        self.answer(rid, {"protocolVersion": self.protocol, "agentCapabilities": caps})
         rid = self.request("session/new", {"cwd": "/", "mcpServers": []})
-        self.respond(rid, {"sessionId": "s"})
+        self.answer(rid, {"sessionId": "s"})
         for _ in range(rng.randint(1, 2)):  # one load, sometimes two
             for _ in range(rng.randint(12, 20) if self.storm else rng.randint(1, 5)):
                 self.turn()
@@ -185,4 +177,4 @@ class _Builder:
 
 
 def replay_entries(seed: int, protocol: int, *, storm: bool = False) -> list[Entry]:
-    return _Builder(random.Random(seed), protocol, storm).build()
+    return _Builder(random.Random(seed), protocol, storm).conversation()
