@@ -127,7 +127,6 @@ class Uniqueness(Checker):
         # (``one_session``: they are all its own), and the table starts with a second one
         self.session_of_id: dict[str, str] = {}
         self.one_session: str | None = None
-        self.many_sessions = False
         self.cross_session_reported = False
         self.response_ids: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
         # turns the suite cancelled while they ran, and the (cancelled turn, later turn)
@@ -365,7 +364,7 @@ class Uniqueness(Checker):
                        expected="a fresh ID per user message", actual=short(rid))
 
     def _cross_session(self, ev: MessageEvent, mid: str) -> None:
-        if self.many_sessions:
+        if self.session_of_id:  # a second session used IDs: the table holds every one
             owner = self.session_of_id.setdefault(mid, ev.session)
         else:
             if self.one_session is None:
@@ -376,7 +375,6 @@ class Uniqueness(Checker):
                 for (session, _), st in self.epochs.items():
                     if session == self.one_session:
                         self.session_of_id.update(dict.fromkeys(st.by_id, session))
-                self.many_sessions = True
                 owner = self.session_of_id.setdefault(mid, ev.session)
         if len(self.epochs) > 1:
             if "MID-A-02/cross-session" not in self.marked:
