@@ -27,7 +27,8 @@ from harness import REPO_ROOT, agent_command, finish_cli, group_alive, start_cli
 from conformance import transcript as tmod
 
 
-def start_silent_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, float]:
+def start_silent_run(tmp_path: Path, env: dict[str, str] | None = None,
+                     ) -> tuple[subprocess.Popen[bytes], int, float]:
     fifo = tmp_path / "ready"
     os.mkfifo(fifo)
     args = ["--agent", agent_command("silent_after_prompt"), "--protocol", "1",
@@ -35,7 +36,7 @@ def start_silent_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, floa
             "--agent-env", f"HOSTILE_READY_FIFO={fifo}",
             "--json", str(tmp_path / "report.json"), "--junit", str(tmp_path / "report.xml"),
             "--transcripts", str(tmp_path / "transcripts"), "--no-color"]
-    proc = start_cli(args, tmp_path)
+    proc = start_cli(args, tmp_path, env=env)
     line = wait_ready(fifo)
     agent_pid = int(line.split()[1])
     return proc, agent_pid, time.monotonic()
@@ -107,11 +108,16 @@ def test_killed_suite_leaves_previous_report_untouched(tmp_path: Path) -> None:
     """SIGKILL (no cleanup at all): the previous report stays whole, no torn transcript."""
     previous = '{"previous": "run"}\n'
     (tmp_path / "report.json").write_text(previous, "utf-8")
-    proc, agent_pid, signalled = start_silent_run(tmp_path)
+    # A killed suite cannot remove its scratch folders (the case's working folder and
+    # home): they go under the test's own folder, not the machine's temporary folder.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc, agent_pid, signalled = start_silent_run(tmp_path, env={"TMPDIR": str(scratch)})
     try:
         proc.kill()
         finish_cli(proc, tmp_path, signalled)
         assert (tmp_path / "report.json").read_text("utf-8") == previous
+        assert {p.name.split("-")[1] for p in scratch.iterdir()} == {"conformance", "home"}
         for path in (tmp_path / "transcripts").glob("*.jsonl") if (
                 tmp_path / "transcripts").exists() else []:
             tmod.load(path)
