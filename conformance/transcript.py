@@ -45,6 +45,8 @@ from typing import Any, Literal
 
 from conformance import TOOL_NAME, __version__
 from conformance.masking import NO_MASK, Masker
+from conformance.model import json_type
+from conformance.results import with_article
 
 FORMAT = "acp-conformance-transcript"
 FORMAT_VERSION = 1
@@ -117,10 +119,47 @@ class Entry:
         if not isinstance(d.get("truncated", 0), int) or not isinstance(d.get("fuzz", False),
                                                                          bool):
             raise TranscriptError(f"{where}: 'truncated' must be an integer and 'fuzz' a boolean")
+        data = d.get("data")
+        if data is not None:
+            problem = _data_problem(data)
+            if problem:
+                raise TranscriptError(f"{where}: harness event data {problem} (is the file "
+                                      "edited?)")
         return cls(seq=seq, t=float(t), conn=conn, src=src, stream=stream,
                    raw=d.get("raw"), raw_b64=d.get("raw_b64"), msg=d.get("msg"),
                    error=d.get("error"), fuzz=bool(d.get("fuzz", False)),
                    truncated=d.get("truncated"), event=d.get("event"), data=d.get("data"))
+
+
+# The fields of a harness event's data that the checkers take as they are (the rest they
+# read with care): each, when present and not null, of this type; a list's items strings
+# where the field is in LIST_OF_STRINGS.
+HARNESS_DATA_TYPES: dict[str, type] = {
+    "protocol": int, "returncode": int, "signal": int, "kinds": list, "shown": list,
+}
+LIST_OF_STRINGS = frozenset({"kinds"})
+
+
+def _data_problem(data: Any) -> str | None:
+    """What is wrong with a harness event's ``data`` (see HARNESS_DATA_TYPES), or None."""
+    if type(data) is not dict:
+        return f"must be an object, not {with_article(json_type(data))}"
+    for key, kind in HARNESS_DATA_TYPES.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if type(value) is not kind:
+            return f"{key!r} {_must_be(kind, value)}"
+        if key in LIST_OF_STRINGS and isinstance(value, list) and not all(
+                type(v) is str for v in value):
+            return f"{key!r} must be an array of strings"
+    return None
+
+
+def _must_be(kind: type, value: Any) -> str:
+    """What a reader says of a field of the wrong type: 'must be an integer, not a string'."""
+    wanted = {int: "an integer", str: "a string", list: "an array"}[kind]
+    return f"must be {wanted}, not {with_article(json_type(value))}"
 
 
 def decode_line(raw: bytes) -> tuple[str | None, str | None, Any, str | None]:
@@ -280,7 +319,21 @@ def _parse_header(first: str, path: Path) -> dict[str, Any]:
         raise TranscriptError(
             f"{path}:1: transcript format version {header.get('version')!r} is not supported "
             f"(this tool reads version {FORMAT_VERSION})")
+    for key, (kind, nullable) in HEADER_TYPES.items():
+        value = header.get(key)
+        if key in header and type(value) is not kind and not (nullable and value is None):
+            raise TranscriptError(
+                f"{path}:1: header {key!r} {_must_be(kind, value)} (is the header edited?)")
     return header
+
+
+# The header's fields that the readers take as they are (the rest they read with care):
+# each, when present, of this type (an integer is no boolean), or null where allowed.
+HEADER_TYPES: dict[str, tuple[type, bool]] = {
+    "role": (str, False), "protocol": (int, False), "agent_protocol": (int, True),
+    "side": (str, True), "agent_side": (str, True), "client_side": (str, True),
+    "requirements": (list, True),
+}
 
 
 def open_transcript(path: Path) -> Any:

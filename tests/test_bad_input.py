@@ -158,6 +158,27 @@ ROWS: list[tuple[str, Build, str]] = [
      "t.jsonl:2: seq, conn must be integers and t a number"),
     ("transcript-raw-not-string", lambda t: transcript(t, lines(T[0], T[1], T[2].replace(
         '"raw": "{', '"raw": 5, "x": "{'))), "t.jsonl:3: 'raw' must be a string"),
+    ("transcript-header-role-not-string", lambda t: transcript(t, lines(T[0].replace(
+        '"role": "agent"', '"role": ["agent"]'), *T[1:])),
+     "t.jsonl:1: header 'role' must be a string, not an array"),
+    ("transcript-header-protocol-not-integer", lambda t: transcript(t, lines(T[0].replace(
+        '"protocol": 1', '"protocol": "1"'), *T[1:])),
+     "t.jsonl:1: header 'protocol' must be an integer, not a string"),
+    ("transcript-header-protocol-boolean", lambda t: transcript(t, lines(T[0].replace(
+        '"protocol": 1', '"protocol": true'), *T[1:])),
+     "t.jsonl:1: header 'protocol' must be an integer, not a boolean"),
+    ("transcript-header-requirements-not-array", lambda t: transcript(t, lines(T[0].replace(
+        '"role"', '"requirements": "MID-S-06", "role"'), *T[1:])),
+     "t.jsonl:1: header 'requirements' must be an array, not a string"),
+    ("transcript-harness-data-not-object", lambda t: transcript(t, lines(T[0], T[1].replace(
+        '"data": {', '"data": [{').replace('}}', '}]}'), *T[2:])),
+     "t.jsonl:2: harness event data must be an object, not an array"),
+    ("transcript-harness-data-wrong-type", lambda t: transcript(t, lines(T[0], T[1].replace(
+        '"pid": 1', '"returncode": "0", "pid": 1'), *T[2:])),
+     "t.jsonl:2: harness event data 'returncode' must be an integer, not a string"),
+    ("transcript-harness-kinds-not-strings", lambda t: transcript(t, lines(T[0], T[1].replace(
+        '"pid": 1', '"kinds": [["user"]], "pid": 1'), *T[2:])),
+     "t.jsonl:2: harness event data 'kinds' must be an array of strings"),
     ("transcript-sequence-gap", lambda t: transcript(t, lines(T[0], T[1], T[3])),
      "t.jsonl:3: sequence number 2, expected 1"),
     ("transcript-binary", lambda t: transcript(t, lines(*T[:3]).encode() + b"\xff\xfe\x00\n"),

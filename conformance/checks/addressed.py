@@ -58,6 +58,8 @@ class AddressedMethods(Checker):
             return
         params = model.as_object(msg.get("params"))
         method = msg.get("method")
+        if method is not None and not isinstance(method, str):
+            return  # no call this rule can read (the framing rules grade the shape)
         sid = params.get("sessionId")
         if e.src == "agent" and method == "session/update" and isinstance(sid, str):
             mid = model.as_object(params.get("update")).get("messageId")

@@ -192,7 +192,7 @@ def from_json(data: Any, name: str = "report") -> RunResult:
                            catalogue=str((data.get("graded_against") or {}).get("catalogue")
                                          or ""), repeat=int(data.get("repeat") or 1))
         result.cases = [case_from_json(c, by_case.get(str(c["case"]), [])) for c in data["cases"]]
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a value of another type
         raise ReportFormatError(f"{name}: malformed report ({type(exc).__name__}: {exc})") from None
     return result
 

@@ -75,6 +75,10 @@ def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _meta(r: Run) -> list[tuple[str, str]]:
     """The column heads under the run's label."""
     return [("verdict", r.verdict.upper()), ("role", r.role),
@@ -98,7 +102,7 @@ def read_run(path: Path) -> Run:
                                    ("target_info", "graded_against", "tool", "summary"))
     run = Run(Path(path), str(data.get("target") or ""), str(info.get("name") or ""),
               str(info.get("version") or ""), str(data.get("role") or ""),
-              [p for p in data.get("protocols") or [] if isinstance(p, int)],
+              [p for p in _list(data.get("protocols")) if isinstance(p, int)],
               str(data.get("profile") or ""), str(graded.get("suite") or tool.get("version")
                                                   or ""),
               str(graded.get("catalogue") or "unknown"), str(summary.get("verdict") or "?"))
