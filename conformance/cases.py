@@ -126,16 +126,17 @@ def _remember_valid(entry: Path | None) -> None:
         pass
 
 
-@functools.lru_cache(maxsize=1)
-def step_validator() -> Any:
-    """The validator of one agent step (``$defs/agentStep`` of the case schema): the case
-    files' drive steps and the fuzzer's recorded steps are one vocabulary."""
+@functools.lru_cache(maxsize=2)
+def step_validator(kind: str = "agentStep") -> Any:
+    """The validator of one step of the case schema, ``$defs/agentStep`` (the case files'
+    drive steps and the agent fuzzer's recorded steps are one vocabulary) or
+    ``$defs/streamStep`` (a client turn's updates and the client fuzzer's streams)."""
     import jsonschema
 
     text = (resources.files("conformance") / "data" / "case.schema.json").read_text("utf-8")
     schema = dict(json.loads(text))
     return jsonschema.Draft202012Validator(
-        {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": "#/$defs/agentStep"})
+        {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{kind}"})
 
 
 MAX_NODES = 50_000  # values in one YAML file, aliases expanded (an alias bomb stops here)

@@ -75,7 +75,7 @@ DEFAULT_PROFILE = "acp-sdk-2.4.0"
 
 
 def get(name: str) -> Profile:
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise KeyError(f"unknown profile {name!r} (known: {', '.join(PROFILES)})") from None
+    profile = PROFILES.get(name) if isinstance(name, str) else None  # (a file may hold any)
+    if profile is None:
+        raise KeyError(f"unknown profile {name!r} (known: {', '.join(PROFILES)})")
+    return profile

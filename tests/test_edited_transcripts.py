@@ -235,3 +235,33 @@ def test_a_merged_report_whose_protocols_are_no_list_names_none(
 
 def base_protocols(report: Path) -> list[int]:
     return list(json.loads(report.read_text("utf-8"))["protocols"])
+
+
+def test_replay_of_an_edited_regression_file_is_a_verdict_or_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`replay` of a regression file whose header is edited (the recorded steps of an
+    agent, the stream of a client, the profile, the protocol): FIXED or STILL FAILING
+    against the fixture it names, or one line naming the file. The edits used to reach
+    the stream's player, which raised on a step it did not know."""
+    monkeypatch.chdir(REPO)  # the fixtures' target commands are relative to the repository
+    regressions = sorted((REPO / "fixtures" / "regressions").glob("*.jsonl"))
+    refused = 0
+    for seed in range(40):
+        rnd = random.Random(seed)
+        rows = [json.loads(line) for line in rnd.choice(regressions).read_text(
+            "utf-8").splitlines()]
+        header = rows[0]
+        for _ in range(rnd.randint(1, 3)):
+            part = header.get("steps") or header.get("stream")
+            edit(part if rnd.random() < 0.6 and part else header, rnd)
+        path = tmp_path / f"edited-{seed}.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), "utf-8")
+        status = main(["replay", str(path), "--timeout", "10", "--out", str(tmp_path / "out")])
+        out, err = capsys.readouterr()
+        assert status in (0, 1, 2), f"seed {seed}: exit {status}\n{err}"
+        assert "Traceback" not in err, f"seed {seed}: {err}"
+        if status == 2:
+            refused += 1
+            assert err.startswith("acp-conformance: error: ") and err.count("\n") == 1, err
+    assert 0 < refused < 40

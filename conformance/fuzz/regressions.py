@@ -245,8 +245,36 @@ def read(path: Path) -> Regression:
     else:
         if not isinstance(header.get("stream"), dict):
             raise RegressionError(f"{where}: header 'stream' must be an object")
+        problem = stream_problem(header["stream"])
+        if problem:
+            raise RegressionError(f"{where}: header 'stream': {problem}")
         reg.stream = header["stream"]
     return reg
+
+
+def stream_problem(stream: dict[str, Any]) -> str | None:
+    """What keeps a recorded client stream (and the earlier turns it needs, ``history``)
+    from being played as the case's turns (fuzz.client_case.stream_case), or None."""
+    from conformance.cases import step_validator
+
+    history = stream.get("history", [])
+    if not isinstance(history, list):
+        return "'history' must be a list of turns"
+    valid = step_validator("streamStep").is_valid
+    for part in [*history, stream]:
+        if not isinstance(part, dict):
+            return "each turn of 'history' must be an object"
+        steps, prompt = part.get("steps"), part.get("prompt", "-")
+        if not isinstance(steps, list):
+            return "a turn's 'steps' must be a list"
+        if not isinstance(prompt, str) or not prompt:
+            return "a turn's 'prompt' must be a non-empty string"
+        if not isinstance(part.get("echo", False), bool):
+            return "a turn's 'echo' must be true or false"
+        for step in steps:
+            if not valid(step):
+                return f"not a stream step: {json.dumps(step)[:80]}"
+    return None
 
 
 def files(paths: Iterable[Path]) -> list[Path]:
