@@ -265,3 +265,36 @@ def test_replay_of_an_edited_regression_file_is_a_verdict_or_one_line(
             refused += 1
             assert err.startswith("acp-conformance: error: ") and err.count("\n") == 1, err
     assert 0 < refused < 40
+
+
+def test_an_example_database_entry_this_version_cannot_play_is_skipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A shared example database (a folder, Redis, a CI artifact) may hold counterexamples
+    another version of the suite wrote: a step or a stream step this one does not know, a
+    turn without steps, a protocol it has not. They are skipped; `fuzz --client` used to
+    end with an internal error on such a stream."""
+    from conformance.fuzz.database import KEYS, counterexamples, open_directory
+
+    db = open_directory(tmp_path / "db")
+    agent_ok = {"protocol": 1, "steps": ["start", "new_session", {"prompt": {"text": "hi"}}]}
+    client_ok = {"protocol": 1, "stream": {"steps": [{"agent": "hi", "id": "m1"}]}}
+    for role, value in [("agent", agent_ok), ("agent", {"protocol": 1, "steps": ["dance"]}),
+                        ("agent", {"protocol": 3, "steps": ["start"]}),
+                        ("client", client_ok),
+                        ("client", {"protocol": 1, "stream": {"steps": [{"sing": "x"}]}}),
+                        ("client", {"protocol": 1, "stream": {"prompt": "no steps"}}),
+                        ("client", {"protocol": 1, "stream": {"steps": [], "history": [7]}})]:
+        db.save(KEYS[role], json.dumps(value).encode())
+    assert counterexamples(db, "agent") == [agent_ok]
+    assert counterexamples(db, "client") == [client_ok]
+    monkeypatch.chdir(REPO)
+    client = (f"{sys.executable} fixtures/clients/folds_earlier_turn_ids.py "
+              "--agent-cmd {agent}")
+    status = main(["fuzz", "--client", client, "--client-profile",
+                   "fixtures/clients/reference.yaml", "--protocol", "1", "--no-save",
+                   "--out", str(tmp_path / "out"), "--hypothesis-db", str(tmp_path / "db"),
+                   "--max-examples", "1", "--seed", "1"])
+    out, err = capsys.readouterr()
+    assert status in (0, 1) and "Traceback" not in err, err
+    assert "replayed 1 counterexample(s) from the example database" in out, out

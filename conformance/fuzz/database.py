@@ -151,7 +151,8 @@ def replace(db: Any, old: Any, new: Any) -> None:
 
 def counterexamples(db: Any, role: str) -> list[dict[str, Any]]:
     """The stored counterexamples of ``role``, oldest rule first; unreadable ones skipped
-    (another version of the suite may have written them)."""
+    (another version of the suite may have written them, or a step this one does not
+    know): an agent's steps and a client's stream are checked as a regression file's are."""
     if db is None:
         return []
     out = []
@@ -160,10 +161,25 @@ def counterexamples(db: Any, role: str) -> list[dict[str, Any]]:
             value = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             continue
-        if isinstance(value, dict) and isinstance(value.get("protocol"), int) and (
-                isinstance(value.get("steps"), list) or isinstance(value.get("stream"), dict)):
+        if isinstance(value, dict) and value.get("protocol") in (1, 2) and _playable(
+                value, role):
             out.append(value)
     return sorted(out, key=lambda v: json.dumps(v, sort_keys=True))
+
+
+def _playable(value: dict[str, Any], role: str) -> bool:
+    if role == "client":
+        from conformance.fuzz.regressions import stream_problem
+
+        stream = value.get("stream")
+        return isinstance(stream, dict) and stream_problem(stream) is None
+    from conformance.agent.steps import StepError, validate
+
+    try:
+        validate(value.get("steps"))
+    except StepError:
+        return False
+    return True
 
 
 __all__ = ["KEYS", "counterexamples", "describe", "encode", "open_database", "open_directory",
