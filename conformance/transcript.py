@@ -135,8 +135,8 @@ class Entry:
 # read with care): each, when present and not null, of this type; a list's items strings
 # where the field is in LIST_OF_STRINGS.
 HARNESS_DATA_TYPES: dict[str, type] = {
-    "protocol": int, "returncode": int, "signal": int, "kinds": list, "shown": list,
-}
+    "protocol": int, "returncode": int, "kinds": list, "shown": list,
+}  # ("signal" is a number or a name, and read as either)
 LIST_OF_STRINGS = frozenset({"kinds"})
 
 
