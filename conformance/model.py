@@ -139,6 +139,8 @@ def jsonrpc_problem(msg: Any) -> str | None:
         return f"a JSON {json_type(msg)}, not a JSON-RPC object"
     if msg.get("jsonrpc") != "2.0":
         return "missing or wrong \"jsonrpc\": \"2.0\""
+    if "params" in msg and not isinstance(msg["params"], (dict, list)):
+        return "\"params\" is neither an object nor an array"  # JSON-RPC 2.0, section 4.2
     if "method" in msg:
         if not isinstance(msg["method"], str):
             return "\"method\" is not a string"

@@ -435,3 +435,20 @@ def test_a_ready_line_nobody_reads_any_more_does_not_end_the_agent(tmp_path: Pat
             proc.kill()
             proc.wait()
     assert (proc.returncode, out) == (0, "went on\n"), err
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+def test_well_formed_messages_with_inside_values_of_the_wrong_type(tmp_path: Path,
+                                                                    protocol: str) -> None:
+    """A sessionUpdate that is an array or an object, an update that is an array, params
+    that are a string, a permission request whose sessionId is an array, in every turn:
+    the run grades them and ends with its reports. The driver used to look a v1
+    sessionUpdate up in a set of v2 kinds, and an array there ended the whole run with an
+    internal error (found by editing a reference agent's output at random)."""
+    run = run_agent("odd_update_shapes", tmp_path, timeout=TIMEOUT, protocol=protocol)
+    assert run.returncode == 1, run.stderr
+    assert "internal error" not in run.stderr, run.stderr
+    # the string params break JSON-RPC 2.0 (params are an object or an array)
+    [f] = run.findings("MID-S-06/jsonrpc", "fail")
+    assert '"params" is neither an object nor an array' in f["message"], f
+    assert_contained(run, waited=0)

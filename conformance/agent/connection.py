@@ -202,9 +202,10 @@ class Connection:
             update = params.get("update") if isinstance(params, dict) else None
             if not isinstance(update, dict):
                 return
-            if (self.protocol < 2 and self.v2_update is None
-                    and update.get("sessionUpdate") in model.V2_ONLY_UPDATES):
-                self.v2_update = str(update["sessionUpdate"])
+            kind = update.get("sessionUpdate")
+            if (self.protocol < 2 and self.v2_update is None and isinstance(kind, str)
+                    and kind in model.V2_ONLY_UPDATES):
+                self.v2_update = kind
             if on_update is not None:
                 on_update(entry, update)
 
@@ -221,7 +222,7 @@ class Connection:
             options: list[Any] = raw_options if isinstance(raw_options, list) else []
             allow = [o for o in options if isinstance(o, dict)
                      and str(o.get("kind", "")).startswith("allow")]
-            if sid in self.cancelled or not (allow or options):
+            if (isinstance(sid, str) and sid in self.cancelled) or not (allow or options):
                 result = {"outcome": {"outcome": "cancelled"}}
             else:
                 choice = (allow or options)[0]

@@ -138,7 +138,7 @@ class Turns(Connection):
             self.turn_running = False  # no turn of this session runs before this prompt
 
         def on_update(entry: Entry, update: dict[str, Any]) -> None:
-            kind = update.get("sessionUpdate")
+            kind = _kind(update)
             turn.updates += 1
             if (cancel_after is not None and not turn.cancel_sent
                     and turn.updates >= cancel_after):
@@ -149,7 +149,7 @@ class Turns(Connection):
                         "agent_thought"):
                 turn.agent_output = True
             if kind in ("user_message", "user_message_chunk"):
-                self.echoed.add(update.get("messageId"))
+                self._echoed(update)
             if rid in self.responses or kind in model.WITH_SESSION_KINDS or kind in (
                     "tool_call", "tool_call_update") or (
                     kind == "state_update" and update.get("state") == "running"):
@@ -308,12 +308,18 @@ class Turns(Connection):
             self.settle(why="after a retried prompt")  # what it inserts lands before the next step
         return msg.get("error") if isinstance(msg, dict) and "error" in msg else None
 
+    def _echoed(self, update: dict[str, Any]) -> None:
+        """An echo's ID, when it is one a prompt's response can have named (a string)."""
+        mid = update.get("messageId")
+        if isinstance(mid, str):
+            self.echoed.add(mid)
+
     def _flight_update(self, entry: Entry, update: dict[str, Any]) -> None:
         """While prompts are in flight and another request waits: their echoes and idles
         count for the next prompt, which waits for their turns to end."""
-        kind = update.get("sessionUpdate")
+        kind = _kind(update)
         if kind in ("user_message", "user_message_chunk"):
-            self.echoed.add(update.get("messageId"))
+            self._echoed(update)
         if kind in model.WITH_SESSION_KINDS or kind in ("tool_call", "tool_call_update") or (
                 kind == "state_update" and update.get("state") == "running"):
             self.turn_running = True  # the next turn in flight runs: its idle counts too
@@ -321,3 +327,10 @@ class Turns(Connection):
                 and self.turn_running):  # an idle with no turn running is a state report
             self.turn_running = False
             self.idles += 1
+
+
+def _kind(update: dict[str, Any]) -> str | None:
+    """An update's kind as the driver reads it: its sessionUpdate when that is a string
+    (any other value is the shape rules' to grade, and moves no wait)."""
+    kind = update.get("sessionUpdate")
+    return kind if isinstance(kind, str) else None
