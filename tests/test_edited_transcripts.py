@@ -298,3 +298,25 @@ def test_an_example_database_entry_this_version_cannot_play_is_skipped(
     out, err = capsys.readouterr()
     assert status in (0, 1) and "Traceback" not in err, err
     assert "replayed 1 counterexample(s) from the example database" in out, out
+
+
+def test_a_regression_file_naming_an_unknown_profile_is_refused_before_any_replay(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two files, the second naming a profile this version does not know: one line naming
+    that file, and nothing replayed (the first file's verdict was printed, then the run
+    ended on the second with exit 2 and no file named)."""
+    monkeypatch.chdir(REPO)
+    source = REPO / "fixtures" / "regressions" / "mid-a-09-after-cancel-3f04d29577.jsonl"
+    rows = source.read_text("utf-8").splitlines()
+    header = json.loads(rows[0])
+    good, bad = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    good.write_text("\n".join(rows) + "\n", "utf-8")
+    bad.write_text("\n".join([json.dumps({**header, "profile": "acp-1999"}), *rows[1:]])
+                   + "\n", "utf-8")
+    status = main(["replay", str(good), str(bad), "--out", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert status == 2, (out, err)
+    assert err == f"acp-conformance: error: {bad}:1: unknown profile 'acp-1999' (known: " \
+        f"{err.split('(known: ', 1)[1]}", err
+    assert "FIXED" not in out and "STILL FAILING" not in out, out

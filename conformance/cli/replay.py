@@ -76,14 +76,17 @@ def main(argv: Sequence[str]) -> int:
     masker = build_masker(ns)
     if ns.emit_case is not None:
         _emit_cases(ns.emit_case, regs)
+    graded = []  # each file with its profile, all known before any file is replayed
+    for reg in regs:
+        try:
+            graded.append((reg, profiles.get(ns.profile or reg.header.get("profile")
+                                             or profiles.DEFAULT_PROFILE)))
+        except KeyError as exc:
+            where = "--profile" if ns.profile else f"{reg.path}:1"
+            raise UsageError(f"{where}: {exc.args[0]}") from None
     verdicts = []
     with tempfile.TemporaryDirectory(prefix="acp-replay-") as cwd:
-        for reg in regs:
-            header_profile = reg.header.get("profile")
-            try:
-                profile = profiles.get(ns.profile or header_profile or profiles.DEFAULT_PROFILE)
-            except KeyError as exc:
-                raise UsageError(str(exc.args[0])) from None
+        for reg, profile in graded:
             options = Options(profile=profile)
             strict = ns.strict or bool(reg.header.get("strict"))
             verdict = _replay_one(ns, reg, options, strict, cwd, masker)
