@@ -34,6 +34,13 @@ WITH_SESSION_KINDS: dict[str, str] = {**MESSAGE_KINDS, **SESSION_KINDS}
 KINDS = ("user", "agent", "thought")  # the message kinds of every profile
 
 
+def update_kind(update: dict[str, Any]) -> str | None:
+    """An update's kind as the driver reads it: its sessionUpdate when that is a string
+    (any other value is the shape rules' to grade; looked up in a set, it would raise)."""
+    kind = update.get("sessionUpdate")
+    return kind if isinstance(kind, str) else None
+
+
 def message_kinds(session_messages: bool) -> dict[str, str]:
     """The update kinds that are messages, by kind name (with ``session`` or without)."""
     return WITH_SESSION_KINDS if session_messages else MESSAGE_KINDS

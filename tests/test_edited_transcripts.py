@@ -223,6 +223,7 @@ def test_report_of_an_edited_json_report_is_reports_or_one_line(
 def test_a_merged_report_whose_protocols_are_no_list_names_none(
         a_report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(a_report.read_text("utf-8"))
+    protocols = list(data["protocols"])
     data["protocols"] = True  # what an edit found: the matrix iterated it and raised
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(data), "utf-8")
@@ -230,11 +231,7 @@ def test_a_merged_report_whose_protocols_are_no_list_names_none(
     assert main(["report", "--merge", str(edited), str(a_report), "--json", str(merged)]) == 1
     capsys.readouterr()
     runs = json.loads(merged.read_text("utf-8"))["runs"]
-    assert [r["protocols"] for r in runs] == [[], base_protocols(a_report)]
-
-
-def base_protocols(report: Path) -> list[int]:
-    return list(json.loads(report.read_text("utf-8"))["protocols"])
+    assert [r["protocols"] for r in runs] == [[], protocols]
 
 
 def test_replay_of_an_edited_regression_file_is_a_verdict_or_one_line(

@@ -202,8 +202,8 @@ class Connection:
             update = params.get("update") if isinstance(params, dict) else None
             if not isinstance(update, dict):
                 return
-            kind = update.get("sessionUpdate")
-            if (self.protocol < 2 and self.v2_update is None and isinstance(kind, str)
+            kind = model.update_kind(update)
+            if (self.protocol < 2 and self.v2_update is None
                     and kind in model.V2_ONLY_UPDATES):
                 self.v2_update = kind
             if on_update is not None:

@@ -138,7 +138,7 @@ class Turns(Connection):
             self.turn_running = False  # no turn of this session runs before this prompt
 
         def on_update(entry: Entry, update: dict[str, Any]) -> None:
-            kind = _kind(update)
+            kind = model.update_kind(update)
             turn.updates += 1
             if (cancel_after is not None and not turn.cancel_sent
                     and turn.updates >= cancel_after):
@@ -317,7 +317,7 @@ class Turns(Connection):
     def _flight_update(self, entry: Entry, update: dict[str, Any]) -> None:
         """While prompts are in flight and another request waits: their echoes and idles
         count for the next prompt, which waits for their turns to end."""
-        kind = _kind(update)
+        kind = model.update_kind(update)
         if kind in ("user_message", "user_message_chunk"):
             self._echoed(update)
         if kind in model.WITH_SESSION_KINDS or kind in ("tool_call", "tool_call_update") or (
@@ -327,10 +327,3 @@ class Turns(Connection):
                 and self.turn_running):  # an idle with no turn running is a state report
             self.turn_running = False
             self.idles += 1
-
-
-def _kind(update: dict[str, Any]) -> str | None:
-    """An update's kind as the driver reads it: its sessionUpdate when that is a string
-    (any other value is the shape rules' to grade, and moves no wait)."""
-    kind = update.get("sessionUpdate")
-    return kind if isinstance(kind, str) else None
