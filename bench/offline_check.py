@@ -176,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     if not shapes or any(s not in SHAPES for s in shapes):
         p.error(f"--shapes takes {', '.join(SHAPES)}")
     modes = {"yes": [False], "no": [True], "both": [False, True]}[ns.ids]
+    if ns.workdir is not None:
+        try:
+            ns.workdir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            p.error(f"--workdir {ns.workdir}: {exc.strerror}")
     print(f"offline grading: acp-conformance check vs a bare json.loads loop, "
           f"best of {ns.repeats}, fresh processes ({sys.executable})")
     with tempfile.TemporaryDirectory(prefix="acp-bench-", dir=ns.workdir) as tmp:

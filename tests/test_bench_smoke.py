@@ -43,6 +43,22 @@ def test_offline_check_on_a_tiny_transcript() -> None:
         assert f"violation 2k {shape}: exit 1, MID-A-02/cross-turn-reuse reported" in done.stdout
 
 
+def test_offline_check_makes_its_workdir_or_says_why_not(tmp_path: Path) -> None:
+    nested = tmp_path / "not" / "yet"
+    done = bench("bench.offline_check", "--sizes", "500", "--repeats", "1", "--shapes", "real",
+                 "--ids", "yes", "--workdir", str(nested))
+    assert "Traceback" not in done.stderr, done.stderr
+    assert len(ratios(done.stdout)) == 2, done.stdout + done.stderr
+    assert nested.is_dir()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+    done = bench("bench.offline_check", "--sizes", "500", "--workdir", str(blocker / "under"))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith(f"--workdir {blocker / 'under'}: "
+                                                          "Not a directory"), done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_real_shaped_transcripts_pass_and_the_planted_violation_fails(tmp_path: Path) -> None:
     """The real LLM shape: short token-sized runs, tool calls and thoughts, a replay."""
     from bench.gen_transcript import RUN_MAX, generate
