@@ -188,6 +188,29 @@ def test_a_request_whose_method_is_no_string_is_no_call() -> None:
                 and f.outcome.value == "fail"]
 
 
+@pytest.mark.parametrize("options", [None, 5, "allow", {"optionId": "a"}])
+def test_a_permission_request_whose_options_are_no_array_grades(options: Any) -> None:
+    """The client's answer to a permission request whose options are null, a number, a
+    string or an object (an edited client transcript): MID-C-08 grades it as a choice of
+    none of them, where it used to iterate the value and raise."""
+    header, entries = tmod.load(REPO / "fixtures" / "regressions"
+                                / "mid-c-02-merged-772c8e90bc.jsonl")
+    entries = list(entries)
+    last = entries[-1]
+    ask = {"jsonrpc": "2.0", "id": "perm-1", "method": "session/request_permission",
+           "params": {"sessionId": "sess-1", "options": options}}
+    answer = {"jsonrpc": "2.0", "id": "perm-1",
+              "result": {"outcome": {"outcome": "selected", "optionId": "a"}}}
+    for n, (src, stream, msg) in enumerate((("agent", "stdout", ask),
+                                           ("client", "stdin", answer))):
+        entries.append(tmod.Entry(last.seq + 1 + n, last.t, 0, src, stream,
+                                  json.dumps(msg), None, msg))
+    found = grade_recorded(header, entries, protocol=1)
+    [fault] = [f for f in found if f.requirement == "MID-C-08/answers"
+               and f.outcome.value == "fail"]
+    assert "neither a selected offered option nor cancelled" in fault.message
+
+
 @pytest.fixture(scope="module")
 def a_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The JSON report of `check` over every fixture transcript."""

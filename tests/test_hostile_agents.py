@@ -441,10 +441,11 @@ def test_a_ready_line_nobody_reads_any_more_does_not_end_the_agent(tmp_path: Pat
 def test_well_formed_messages_with_inside_values_of_the_wrong_type(tmp_path: Path,
                                                                     protocol: str) -> None:
     """A sessionUpdate that is an array or an object, an update that is an array, params
-    that are a string, a permission request whose sessionId is an array, in every turn:
-    the run grades them and ends with its reports. The driver used to look a v1
-    sessionUpdate up in a set of v2 kinds, and an array there ended the whole run with an
-    internal error (found by editing a reference agent's output at random)."""
+    that are a string, permission requests whose sessionId is an array, whose first
+    option is a string or whose options are a number, in every turn: the run grades them
+    and ends with its reports. The driver used to look a v1 sessionUpdate up in a set of
+    v2 kinds, and to take a string option for an object; either ended the whole run with
+    an internal error (both found by editing a reference agent's output at random)."""
     run = run_agent("odd_update_shapes", tmp_path, timeout=TIMEOUT, protocol=protocol)
     assert run.returncode == 1, run.stderr
     assert "internal error" not in run.stderr, run.stderr
@@ -452,3 +453,15 @@ def test_well_formed_messages_with_inside_values_of_the_wrong_type(tmp_path: Pat
     [f] = run.findings("MID-S-06/jsonrpc", "fail")
     assert '"params" is neither an object nor an array' in f["message"], f
     assert_contained(run, waited=0)
+    # the suite's answers: the one option that is an object, and cancelled with none
+    answers: dict[str, list[object]] = {"odd-options": [], "number-options": []}
+    for path in run.transcripts:
+        for e in tmod.load(path)[1]:
+            m = e.msg
+            if e.src == "client" and isinstance(m, dict) and m.get("id") in answers:
+                answers[m["id"]].append(m.get("result"))
+    assert answers["odd-options"], "the suite never answered the request"
+    assert all(r == {"outcome": {"outcome": "selected", "optionId": "b"}}
+               for r in answers["odd-options"]), answers
+    assert answers["number-options"] and all(
+        r == {"outcome": {"outcome": "cancelled"}} for r in answers["number-options"]), answers

@@ -218,10 +218,9 @@ class Connection:
         result: Any
         if method == "session/request_permission":
             sid = params.get("sessionId")
-            raw_options = params.get("options")
-            options: list[Any] = raw_options if isinstance(raw_options, list) else []
-            allow = [o for o in options if isinstance(o, dict)
-                     and str(o.get("kind", "")).startswith("allow")]
+            # only the options that are objects can be chosen: a malformed one is skipped
+            options = [o for o in model.as_array(params.get("options")) if isinstance(o, dict)]
+            allow = [o for o in options if str(o.get("kind", "")).startswith("allow")]
             if (isinstance(sid, str) and sid in self.cancelled) or not (allow or options):
                 result = {"outcome": {"outcome": "cancelled"}}
             else:

@@ -397,7 +397,7 @@ class ClientLiveness(Checker):
                        entries=[rseq, seq], expected="result or error", actual=short(repr(m), 200))
         elif method == "session/request_permission" and "result" in m:
             outcome = m["result"].get("outcome") if isinstance(m["result"], dict) else None
-            offered = [o.get("optionId") for o in (params or {}).get("options", [])
+            offered = [o.get("optionId") for o in model.as_array(params.get("options"))
                        if isinstance(o, dict)] if isinstance(params, dict) else []
             ok = isinstance(outcome, dict) and (
                 outcome.get("outcome") == "cancelled"
