@@ -195,6 +195,31 @@ def test_fuzz_usage_errors_are_one_line(args: list[str], message: str,
     assert message in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("replay_with", [
+    {"client_adapter": {"module": "m"}}, {"client": 5}, {"client_profile": ["p.yaml"]},
+    "fixtures/clients/case_insensitive.py:make_client", [],
+])
+def test_replay_refuses_a_recorded_client_of_the_wrong_type(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], replay_with: object) -> None:
+    """A client regression file whose replay_with (the client it was found on) is edited:
+    one line naming the field, where an object for the adapter ended replay with an
+    internal error (found by editing regression files at random)."""
+    import json
+
+    source = REPO_ROOT / "fixtures" / "regressions" / "mid-c-02-merged-772c8e90bc.jsonl"
+    regressions.read(source)  # the file as saved is read
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["replay_with"] = replay_with
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text(json.dumps(header) + "\n" + "".join(lines[1:]), encoding="utf-8")
+    assert main(["replay", str(edited)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"acp-conformance: error: {edited}:1: header 'replay_with' must be an "
+                   "object whose client, client_adapter, client_profile are strings (is the "
+                   "header edited?)\n")
+
+
 def test_replay_refuses_bad_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plain = tmp_path / "plain.jsonl"
     plain.write_text('{"format": "acp-conformance-transcript", "version": 1}\n')

@@ -213,6 +213,9 @@ class Regression:
         return target if isinstance(target, str) and target else None
 
 
+REPLAY_WITH = ("client", "client_adapter", "client_profile")  # a client file's replay_with
+
+
 def read(path: Path) -> Regression:
     header, entries = load(Path(path))
     where = f"{path}:1"
@@ -248,6 +251,12 @@ def read(path: Path) -> Regression:
         problem = stream_problem(header["stream"])
         if problem:
             raise RegressionError(f"{where}: header 'stream': {problem}")
+        recorded = header.get("replay_with")  # the client the stream was found on
+        if recorded is not None and (not isinstance(recorded, dict) or any(
+                recorded.get(key) is not None and not isinstance(recorded[key], str)
+                for key in REPLAY_WITH)):
+            raise RegressionError(f"{where}: header 'replay_with' must be an object whose "
+                                  f"{', '.join(REPLAY_WITH)} are strings (is the header edited?)")
         reg.stream = header["stream"]
     return reg
 
