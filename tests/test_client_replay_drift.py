@@ -63,6 +63,55 @@ def test_reference_client_passes_both_rules_on_both_roads(tmp_path: Path) -> Non
     assert len(doubles) == 2 and len({e["conn"] for e in doubles}) == 2
 
 
+def test_a_one_shot_clients_answer_after_the_reload_is_no_history(tmp_path: Path) -> None:
+    """A one-shot client resumes and prompts in one process: its screen after the reload
+    holds the history and the new prompt's answer, which the double sends live after the
+    replay. Only the texts sent live before the reload began are history: the answer is
+    not a fifth message of the replay (what the interop matrix's one-shot v2 clients were
+    failed for), while a history message missing from the replay still fails."""
+    from conformance import transcript as tmod
+    from conformance.grading import grade_recorded
+
+    command, _ = reference_client()
+    code, _, out = cli("--client", command, "--client-profile",
+                       str(CLIENTS / "reference-reload.yaml"), *cases(PARITY[1]), "-j", "1",
+                       "--protocol", "2", "--transcripts", str(tmp_path / "t"),
+                       tmp_path=tmp_path, name="ref")
+    assert code == 0, out
+    header, entries = tmod.load(tmp_path / "t" / f"{PARITY[1]}@v2.jsonl")
+    [reload] = [e for e in entries if e.event == "observed" and e.data.get("reload")]
+    at = entries.index(reload)
+    conn, sid = entries[at - 2].conn, "sess-1"
+    answer = "After the reload, a new answer. "
+    lines = [("client", "stdin", {"jsonrpc": "2.0", "id": 90, "method": "session/prompt",
+                                  "params": {"sessionId": sid, "prompt": [
+                                      {"type": "text", "text": "Go on."}]}}),
+             ("agent", "stdout", {"jsonrpc": "2.0", "id": 90, "result": {"messageId": "u-90"}}),
+             ("agent", "stdout", {"jsonrpc": "2.0", "method": "session/update", "params": {
+                 "sessionId": sid, "update": {"sessionUpdate": "agent_message_chunk",
+                                              "messageId": "a-90",
+                                              "content": {"type": "text", "text": answer}}}}),
+             ("agent", "stdout", {"jsonrpc": "2.0", "method": "session/update", "params": {
+                 "sessionId": sid, "update": {"sessionUpdate": "state_update", "state": "idle",
+                                              "stopReason": "end_turn"}}})]
+    added = [tmod.Entry(0, reload.t, conn, src, stream, json.dumps(m), None, m)
+             for src, stream, m in lines]
+
+    def graded(shown: list[dict[str, str]]) -> str:
+        edited = [*entries[:at], *added, tmod.Entry(
+            0, reload.t, reload.conn, reload.src, reload.stream, event="observed",
+            data={**reload.data, "shown": shown}), *entries[at + 1:]]
+        for n, e in enumerate(edited):
+            e.seq = n
+        [row] = [f for f in grade_recorded(header, edited, protocol=2)
+                 if f.requirement == "MID-C-03/live-replay-parity"]
+        return row.outcome.value
+
+    history = reload.data["shown"]
+    assert graded([*history, {"role": "agent", "text": answer}]) == "pass"
+    assert graded([*history[:-1], {"role": "agent", "text": answer}]) == "fail"
+
+
 def test_splitting_client_differs_live_and_in_replay(tmp_path: Path) -> None:
     """v2 fail, v1 warn, with the two displays as evidence; the ID-less stream, grouped
     alike live and in replay by this client, passes."""

@@ -10,8 +10,9 @@ after the live turns: the same messages, in the same order, with the same texts.
 The checker reads the client's observations (``observed`` harness events): the
 display after the live turns (the last one when the client renders the whole
 conversation, else each turn's messages in turn) against the display after the
-reload, both narrowed to the messages that hold a text the double sent live (a
-one-shot client that resumed also shows the prompt it resumed with and its answer).
+reload, both narrowed to the messages that hold a text the double sent live before the
+reload began (a one-shot client that resumed also shows the prompt it resumed with and
+its answer, which the double sends live after the replay).
 A difference is graded by the register: **fail** in v2, **warn** in v1, where the
 ID-less fallback grouping is the client's own but must be one grouping.
 """
@@ -22,7 +23,7 @@ from typing import Any
 
 from conformance import model
 from conformance.checks.base import Checker, Rule, register
-from conformance.checks.events import LIVE, Frame, MessageEvent, TurnStart
+from conformance.checks.events import LIVE, Frame, MessageEvent, ReplayStart, TurnStart
 from conformance.checks.wire import short
 from conformance.results import Reason
 
@@ -38,6 +39,9 @@ class LiveReplayParity(Checker):
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
         self.live_texts: set[str] = set()  # every text the double sent live, and the prompts
+        # the live texts as the latest reload began: the history it shows again (None: no
+        # reload began, every live text is history)
+        self.history_texts: set[str] | None = None
         self.with_ids = False  # a live message update carried a string ID
         self.live: list[tuple[str, str]] = []  # the client's display after the live turns
         self.live_seq: int | None = None
@@ -59,6 +63,9 @@ class LiveReplayParity(Checker):
         text = model.blocks_text(prompt) if isinstance(prompt, list) else ""
         if text:
             self.live_texts.add(text)
+
+    def on_replay_start(self, ev: ReplayStart) -> None:
+        self.history_texts = set(self.live_texts)
 
     on_update_frame = None  # harness events only
 
@@ -84,7 +91,8 @@ class LiveReplayParity(Checker):
         self.live, self.live_seq = [], None  # the next live display starts from the replay
 
     def _history(self, shown: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        return [m for m in shown if any(t in m[1] for t in self.live_texts)]
+        texts = self.live_texts if self.history_texts is None else self.history_texts
+        return [m for m in shown if any(t in m[1] for t in texts)]
 
     def _compare(self, replayed: list[tuple[str, str]], seq: int, protocol: int) -> None:
         self.exercised(RULE, protocol)
