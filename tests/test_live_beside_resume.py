@@ -271,3 +271,39 @@ def test_an_earlier_turns_message_upserted_in_the_window_still_fails(kind: str) 
     assert "MID-V2-06/unrequested-replay" in {f.requirement for f in rows
                                               if f.outcome.value == "fail"}, \
         [(f.requirement, f.outcome.value) for f in rows]
+
+
+def idle_in_the_window_then(after: list[Line]) -> list[Line]:
+    """The agent answers a resume without replayFrom with an idle state report while its
+    turn streams (what the interop matrix's SDK-based v2 agents did), then its response,
+    then ``after``."""
+    return start(2) + [
+        req(2, "session/prompt", sessionId="s", prompt=[text("Write a long story.")]),
+        res(2, {"messageId": "u2"}), upd("user_message", "u2", content=[text("Write a long story.")]),
+        upd("state_update", state="running"), chunk("a", "Sentence 1. "),
+        resume(5, omit=True), upd("state_update", state="idle", stopReason="end_turn"),
+        res(5), *after]
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["default", "acp-schema-1.21"])
+def test_the_turns_message_going_on_after_its_idle_is_out_of_turn_not_replay(
+        options: Options) -> None:
+    """Its message goes on after the response (its ID, the next text): no history shown
+    again, so no MID-V2-06 fail; it is output after the turn's idle, which
+    MID-A-09/out-of-turn records. Starting the message again with its first chunk text (a
+    replay rebuilding it) still fails."""
+    going_on = idle_in_the_window_then([chunk("a", "Sentence 2. "), chunk("a", "Sentence 3. ")])
+    rows = grade(transcript(2, going_on).entries, protocol=2, options=options,
+                 select=["MID-V2-06", "MID-A-09"])
+    assert not [(f.requirement, f.message) for f in rows if f.outcome.value == "fail"]
+    [info] = [f for f in rows if f.requirement == "MID-A-09/out-of-turn"
+              and f.outcome.value == "info"]
+    entries = transcript(2, going_on).entries
+    assert [entries[n].msg["params"]["update"]["content"]["text"] for n in info.entries] == [
+        "Sentence 2. ", "Sentence 3. "], info
+    assert "arrives after the turn ended" in info.message
+    again = idle_in_the_window_then([chunk("a", "Sentence 1. "), chunk("a", "Sentence 2. ")])
+    fails = {f.requirement for f in grade(transcript(2, again).entries, protocol=2,
+                                          options=options, select=["MID-V2-06"])
+             if f.outcome.value == "fail"}
+    assert fails == {"MID-V2-06/unrequested-replay"}

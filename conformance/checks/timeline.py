@@ -176,6 +176,15 @@ class Carried:
             self.ids[("user", mid)] = ""
         return True
 
+    def continues(self, kind: str, form: str, mid: str | None, update: dict[str, Any]) -> bool:
+        """Whether this update is a chunk that goes on with one of the turn's agent or
+        thought messages: its ID, and not the message's first chunk text again (a replay
+        that rebuilds the message starts with that)."""
+        if form != "chunk" or kind == "user" or mid is None:
+            return False
+        first = self.ids.get((kind, mid))
+        return first is not None and model.block_text(update.get("content")) != first
+
     def live(self, kind: str, form: str, mid: str | None, update: dict[str, Any],
              window: bool, seq: int, fresh: bool = True,
              shown: frozenset[str] | set[str] = frozenset()) -> bool:
@@ -514,6 +523,13 @@ class Timeline:
                         update.get("messageId"), update, epoch, turn, phase, conn.protocol,
                         batch, inside=inside)
                     return
+            if (phase == UNREQUESTED and c is not None and c.same_epoch and c.ended
+                    and entry.conn == c.conn and c.continues(kind, form, mid, update)):
+                # a resume without replay, beside a turn that has ended (its idle came in or
+                # before the window): a chunk that goes on with one of the turn's messages
+                # (its ID, another text than its first chunk's) is no history shown again
+                # but the turn's output after its idle (MID-A-09/out-of-turn)
+                phase, epoch, turn = OUT_OF_TURN, c.epoch, c.turn
             if s.turn_open:
                 s.running = True
             if phase == LIVE and mid is not None:
