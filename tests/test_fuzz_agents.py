@@ -77,8 +77,11 @@ def test_broken_agent_is_found_shrunk_saved_and_replayed(tmp_path: Path) -> None
     assert names({failure.requirement}, known_rules(name)), failure.requirement
     assert result.time_to_first_failure is not None
     assert len(failure.steps) <= failure.found_steps
-    assert failure.steps[:2] == ["start", "new_session"]
-    assert any("cancel_after" in s.get("prompt", {}) for s in failure.steps[2:]
+    # The fault races the cancel, so on a busy machine a shrink attempt may not reproduce
+    # it and a step that changes nothing can stay (seen: a restart before any session)
+    essential = [s for s in failure.steps if s != "restart"]
+    assert essential[:2] == ["start", "new_session"], failure.steps
+    assert any("cancel_after" in s.get("prompt", {}) for s in essential[2:]
                if isinstance(s, dict))
 
     fp = regressions.failure_fingerprint(failure)
