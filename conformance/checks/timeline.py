@@ -119,7 +119,9 @@ class Carried:
       session never showed (before the window shows history) is the turn's next message
       written whole, and a queued prompt's turn that runs next is carried too (``echo``);
     - a user message is never the turn's; once the turn ends (its idle, or in v1 its
-      prompt response), nothing more is.
+      prompt response), nothing more is; after a window that replays nothing, a chunk
+      going on with one of its messages (``continues``) is its output after its end
+      (out of turn), not history.
 
     A live update in the window carries the request's entry (``MessageEvent.inside``), so
     a rule that records it names its evidence. The turn keeps its epoch and turn index.
