@@ -314,15 +314,3 @@ def exit_status(returncode: int | None, signum: int | None = None) -> str:
     return "still running" if returncode is None else f"exit code {returncode}"
 
 
-def with_article(word: object) -> str:
-    """``word`` with its indefinite article, for finding texts built from values:
-    "an agent message", "a user_message_chunk", "an 8-character messageId"."""
-    text = str(word)
-    digits = text[: len(text) - len(text.lstrip("0123456789"))]
-    if digits:  # eight, eighteen, eleven, eighty, eleven thousand ...
-        an = digits[0] == "8" or (len(digits) % 3 == 2 and digits[:2] in ("11", "18"))
-    else:
-        lower = text.lower()
-        an = lower[:1] in ("a", "e", "i", "o", "u") and not lower.startswith(
-            ("uni", "use", "usa", "usu", "uti", "eu", "one"))
-    return f"{'an' if an else 'a'} {text}"

@@ -45,7 +45,7 @@ from typing import Any, Literal
 
 from conformance import TOOL_NAME, __version__
 from conformance.masking import NO_MASK, Masker
-from conformance.model import json_type
+from conformance.model import json_type, with_article
 
 FORMAT = "acp-conformance-transcript"
 FORMAT_VERSION = 1
@@ -142,7 +142,7 @@ LIST_OF_STRINGS = frozenset({"kinds"})
 def _data_problem(data: Any) -> str | None:
     """What is wrong with a harness event's ``data`` (see HARNESS_DATA_TYPES), or None."""
     if type(data) is not dict:
-        return f"must be an object, not {_a(json_type(data))}"
+        return f"must be an object, not {with_article(json_type(data))}"
     for key, kind in HARNESS_DATA_TYPES.items():
         value = data.get(key)
         if value is None:
@@ -158,13 +158,7 @@ def _data_problem(data: Any) -> str | None:
 def _must_be(kind: type, value: Any) -> str:
     """What a reader says of a field of the wrong type: 'must be an integer, not a string'."""
     wanted = {int: "an integer", str: "a string", list: "an array"}[kind]
-    return f"must be {wanted}, not {_a(json_type(value))}"
-
-
-def _a(json_type_name: str) -> str:
-    """A JSON type's name with its article (as results.with_article says it; the agent
-    double's start-up need not import that module for it)."""
-    return ("an " if json_type_name[0] in "aeiou" else "a ") + json_type_name
+    return f"must be {wanted}, not {with_article(json_type(value))}"
 
 
 def decode_line(raw: bytes) -> tuple[str | None, str | None, Any, str | None]:

@@ -15,7 +15,7 @@ from conftest import REPO_ROOT, cli_report, run_cli
 
 from conformance.cli import SUBCOMMANDS
 from conformance.client.runner import absolute_paths
-from conformance.results import with_article
+from conformance.model import with_article
 
 MODEL_DIR = REPO_ROOT / "cases" / "model"
 

@@ -9,6 +9,7 @@ Runs use the ``ci`` effort with fixed seeds.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -207,8 +208,6 @@ def test_replay_refuses_a_recorded_client_of_the_wrong_type(
     """A client regression file whose replay_with (the client it was found on) is edited:
     one line naming the field, where an object for the adapter ended replay with an
     internal error (found by editing regression files at random)."""
-    import json
-
     source = REPO_ROOT / "fixtures" / "regressions" / "mid-c-02-merged-772c8e90bc.jsonl"
     regressions.read(source)  # the file as saved is read
     lines = source.read_text(encoding="utf-8").splitlines(keepends=True)

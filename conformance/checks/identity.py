@@ -33,7 +33,8 @@ from conformance.checks.events import (
     TurnStart,
 )
 from conformance.checks.wire import short
-from conformance.results import Reason, with_article
+from conformance.model import with_article
+from conformance.results import Reason
 
 SENTENCE_END = (".", "!", "?", "\n", ":", ";")
 ID_PER_CHUNK_RUN = 4

@@ -41,7 +41,7 @@ from conformance.checks.events import (
 )
 from conformance.checks.identity import SENTENCE_END
 from conformance.checks.wire import short
-from conformance.results import with_article
+from conformance.model import with_article
 
 MESSAGE_UPSERTS = {kind: name for name, kind in model.UPSERT_KINDS.items()}
 MESSAGE_UPSERTS.update({kind: name for name, kind in model.SESSION_UPSERT_KINDS.items()})

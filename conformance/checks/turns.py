@@ -18,7 +18,8 @@ from conformance.checks.events import (
     TurnStart,
 )
 from conformance.checks.wire import short
-from conformance.results import Reason, with_article
+from conformance.model import with_article
+from conformance.results import Reason
 
 ECHOES_KEPT = 4  # ID-less echo chunks kept per turn as evidence (findings show four)
 

@@ -24,7 +24,8 @@ from conformance.checks.events import (
     TurnEnd,
 )
 from conformance.controlstream import PROBE_METHOD
-from conformance.results import exit_status, with_article
+from conformance.model import with_article
+from conformance.results import exit_status
 
 
 def short(value: Any, limit: int = 120) -> Any:

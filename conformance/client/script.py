@@ -203,7 +203,7 @@ def turns_of(case: Case) -> dict[str, JsonObject]:
 def check_case(case: Case) -> None:
     """Client-case rules the JSON Schema cannot say, as one-line errors with file:line."""
     from conformance.cases import CaseError
-    from conformance.results import with_article
+    from conformance.model import with_article
 
     if case.role not in ("client", "proxy"):
         return
